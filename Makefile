@@ -1,0 +1,101 @@
+# Makefile - builds libnemotron, the nemotron command and the tests. `make` prints the targets.
+#
+# Objects go to build/ (release) and build/asan/ (AddressSanitizer + UBSan + the debug
+# allocation guard). WERROR=1 turns warnings into errors (CI sets it).
+
+CC      ?= cc
+CXX     ?= c++
+PKGS    := json-c
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljson-c)
+
+# -ffp-contract=off: the compiler must not fuse a*b+c on its own; kernels decide where FMA is
+# used, so the arithmetic of a position is the same in every build of one backend.
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+ifeq ($(WERROR),1)
+WARN    += -Werror
+endif
+BASEFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests $(PKG_CFLAGS) $(WARN) -fopenmp \
+             -ffp-contract=off -MMD -MP
+CFLAGS_REL  := $(BASEFLAGS) -O2 -g
+CFLAGS_ASAN := $(BASEFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+               -fno-sanitize-recover=undefined -DNT_DEBUG
+LDLIBS  := $(PKG_LIBS) -lm -fopenmp
+
+LIB_SRC  := $(wildcard src/*.c src/model/*.c src/cpu/*.c src/engine/*.c)
+TOOL_SRC := $(wildcard tools/*.c)
+TEST_SRC := $(wildcard tests/unit/test_*.c)
+
+REL  := build
+ASAN := build/asan
+
+LIB_OBJ_REL  := $(LIB_SRC:%.c=$(REL)/%.o)
+LIB_OBJ_ASAN := $(LIB_SRC:%.c=$(ASAN)/%.o)
+TESTS_REL    := $(TEST_SRC:tests/unit/%.c=$(REL)/tests/%)
+TESTS_ASAN   := $(TEST_SRC:tests/unit/%.c=$(ASAN)/tests/%)
+
+.PHONY: help cpu all test asan bench clean fixtures-check
+
+help:
+	@echo "nemotron.c - targets:"
+	@echo "  make cpu      build build/libnemotron.a and build/nemotron (the command)"
+	@echo "  make test     build and run every test (release build)"
+	@echo "  make asan     build and run every test under AddressSanitizer + UBSan, with the"
+	@echo "                debug allocation guard (no allocation inside a pass)"
+	@echo "  make bench    build and run the CPU benchmark (see docs/PERF.md)"
+	@echo "  make clean    remove build/"
+	@echo "  WERROR=1      treat warnings as errors (CI)"
+
+all: cpu
+
+cpu: $(REL)/nemotron $(REL)/libnemotron.a
+
+$(REL)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) -c $< -o $@
+
+$(ASAN)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ASAN) -c $< -o $@
+
+$(REL)/libnemotron.a: $(LIB_OBJ_REL)
+	@mkdir -p $(dir $@)
+	ar rcs $@ $^
+
+$(ASAN)/libnemotron.a: $(LIB_OBJ_ASAN)
+	@mkdir -p $(dir $@)
+	ar rcs $@ $^
+
+$(REL)/nemotron: $(TOOL_SRC:%.c=$(REL)/%.o) $(REL)/libnemotron.a
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS)
+
+$(ASAN)/nemotron: $(TOOL_SRC:%.c=$(ASAN)/%.o) $(ASAN)/libnemotron.a
+	$(CC) $(CFLAGS_ASAN) $^ -o $@ $(LDLIBS)
+
+$(REL)/tests/%: $(REL)/tests/unit/%.o $(REL)/libnemotron.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS)
+
+$(ASAN)/tests/%: $(ASAN)/tests/unit/%.o $(ASAN)/libnemotron.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ASAN) $^ -o $@ $(LDLIBS)
+
+# The public header must compile as C++ too.
+$(REL)/tests/header_cxx.o: tests/header_cxx.cc include/nemotron.h
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++11 -Iinclude -Wall -Wextra $(if $(filter 1,$(WERROR)),-Werror) -c $< -o $@
+
+test: $(TESTS_REL) $(REL)/nemotron $(REL)/tests/header_cxx.o
+	@tests/run.sh $(REL)
+
+asan: $(TESTS_ASAN) $(ASAN)/nemotron
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(ASAN)
+
+bench: $(REL)/nemotron
+	tools/bench_cpu.sh $(REL)/nemotron
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJ_REL:.o=.d) $(LIB_OBJ_ASAN:.o=.d)
+-include $(TEST_SRC:tests/unit/%.c=$(REL)/tests/unit/%.d) $(TEST_SRC:tests/unit/%.c=$(ASAN)/tests/unit/%.d)

@@ -1,0 +1,139 @@
+/* backend.h - the contract every backend fills: memory, and the operations of a pass.
+ *
+ * forward.c writes the layer loop once against this table; the CPU backend (src/cpu/) fills it
+ * now and the CUDA backend (src/cuda/) includes this same header so the compiler checks every
+ * signature. Pointers marked "resident" live in the backend's memory (host memory for the CPU
+ * backend, device memory for CUDA); forward.c only passes them along and never dereferences
+ * them. All activations are f32, row-major, one row per position of the pass.
+ *
+ * A pass is n consecutive positions pos0 .. pos0+n-1 of one sequence. Every operation must give
+ * each position the same result whatever n is (DESIGN.md "one arithmetic per position"): fixed
+ * reduction orders per output element, nothing chosen by the pass size.
+ */
+#ifndef NT_BACKEND_H
+#define NT_BACKEND_H
+
+#include "model/weights.h"
+
+struct nt_backend;
+
+/* What a pass is about; the operations read n and pos0 from here. */
+struct nt_pass {
+    int n;                    /* positions in the pass, 1 .. pass_max */
+    int pos0;                 /* position of the first one in the sequence */
+    const int32_t *tokens;    /* host, [n]; valid for the whole pass */
+};
+
+enum nt_act {
+    NT_ACT_NONE,
+    NT_ACT_RELU2              /* y = max(y, 0)^2 after the bias */
+};
+
+/* Dimensions a Mamba-2 operation needs (from the config). */
+struct nt_mamba_dims {
+    int H, nh, P, N, G, K;    /* hidden, heads, head dim, state, groups, conv kernel */
+    int I, CD, zxd;           /* nh*P, I + 2*G*N, I + CD + nh (the in_proj width) */
+    float eps;                /* gated norm */
+    float dt_lo, dt_hi;       /* time_step_limit: dt = clamp(softplus(.), lo, hi) */
+};
+
+struct nt_attn_dims {
+    int nq, nkv, dh;
+    int n_ctx;                /* rows of the layer's K and V caches */
+};
+
+struct nt_moe_dims {
+    int E, k, L, mi;          /* experts, chosen per position, expert in/out width, inner */
+    int n_group, topk_group, norm_topk_prob;
+    float routed_scaling_factor;
+};
+
+struct nt_backend_ops {
+    const char *name;
+    void (*destroy)(struct nt_backend *be);
+
+    /* Memory. alloc returns zeroed resident memory, NULL when there is not enough. */
+    void *(*alloc)(struct nt_backend *be, size_t bytes);
+    void (*release)(struct nt_backend *be, void *p);
+    /* Makes `bytes` host bytes (e.g. in the mmap) resident for the model's life; the CPU returns
+     * `host` itself. NULL when out of memory. */
+    const void *(*upload)(struct nt_backend *be, const void *host, size_t bytes);
+    void (*to_host)(struct nt_backend *be, void *dst, const void *src, size_t bytes);
+    void (*copy)(struct nt_backend *be, void *dst, const void *src, size_t bytes);
+    void (*zero)(struct nt_backend *be, void *dst, size_t bytes);
+
+    /* Pass operations. */
+    void (*begin_pass)(struct nt_backend *be, const struct nt_pass *p);
+    void (*end_pass)(struct nt_backend *be, const struct nt_pass *p);
+
+    /* h[t] = emb[tokens[t]] as f32. h: [n][H]. */
+    void (*embed)(struct nt_backend *be, const struct nt_pass *p, const struct nt_matrix *emb,
+                  float *h);
+    /* y[t] = w * h[t] / sqrt(mean(h[t]^2) + eps). */
+    void (*rmsnorm)(struct nt_backend *be, const struct nt_pass *p, const float *h,
+                    const float *w, int H, float eps, float *y);
+    /* h[t] += o[t]; then y[t] = rmsnorm(h[t]) (the residual add fused with the next norm). */
+    void (*add_rmsnorm)(struct nt_backend *be, const struct nt_pass *p, float *h, const float *o,
+                        const float *w, int H, float eps, float *y);
+    /* y[t][r] = act(sum_c W[r][c] x[t][c] + bias[r]) for t < n; x: [n][W.cols] with row stride
+     * x_stride floats, y: [n][W.rows] with row stride y_stride. bias may be NULL. n is explicit
+     * (expert products run over the positions that chose the expert). */
+    void (*matmul)(struct nt_backend *be, int n, const struct nt_matrix *W, const float *bias,
+                   enum nt_act act, const float *x, int x_stride, float *y, int y_stride);
+
+    /* Mamba-2 causal depthwise conv over the pass, ring advanced position by position:
+     * xbc[t][c] = silu(b[c] + sum_k w[c][k] * in[t-K+1+k][c]), in = zxd[.][I + c];
+     * ring: [K-1][CD], the last K-1 inputs, oldest first. */
+    void (*mamba_conv)(struct nt_backend *be, const struct nt_pass *p,
+                       const struct nt_mamba_dims *d, const struct nt_mamba_weights *w,
+                       const float *zxd, float *ring, float *xbc);
+    /* Selective scan over the pass, state advanced position by position (MODEL.md 3.3.4-5).
+     * state: [nh][N][P] f32; y: [n][I]. dt from zxd[t][I + CD + h]. */
+    void (*mamba_scan)(struct nt_backend *be, const struct nt_pass *p,
+                       const struct nt_mamba_dims *d, const struct nt_mamba_weights *w,
+                       const float *zxd, const float *xbc, float *state, float *y);
+    /* out[t] = norm_w * groupnorm(y[t] * silu(z[t])), z = zxd[t][0..I), groups of I/G. */
+    void (*mamba_gated_norm)(struct nt_backend *be, const struct nt_pass *p,
+                             const struct nt_mamba_dims *d, const struct nt_mamba_weights *w,
+                             const float *y, const float *zxd, float *out);
+
+    /* Appends the pass's K/V rows (k, v: [n][nkv*dh]) at pos0.. to the caches ([n_ctx][nkv*dh])
+     * and computes causal GQA for each position over its own context 0..pos0+t:
+     * out[t][j*dh..] = softmax(q.k / sqrt(dh)) v, kv head j / (nq/nkv). q: [n][nq*dh]. */
+    void (*attention)(struct nt_backend *be, const struct nt_pass *p, const struct nt_attn_dims *d,
+                      const float *q, const float *k, const float *v, float *k_cache,
+                      float *v_cache, float *out);
+
+    /* Router (MODEL.md 3.6): logits [n][E] (x . gate, f32) -> sigmoid scores -> + correction
+     * bias for selection -> group-limited top-k -> weights from the unbiased scores, normalised
+     * and scaled. idx, wts: [n][k], slot order = descending biased score. */
+    void (*moe_route)(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
+                      const float *logits, const float *score_bias, int32_t *idx, float *wts);
+    /* Routed experts: for each expert, the (position, slot) entries that chose it, the expert
+     * read once for all of them (up, relu^2, down); then y[t] = sum over slots in slot order of
+     * wts[t][s] * out[t][s]. x, y: [n][L]. scratch: moe_scratch_floats(d, n) floats. */
+    void (*moe_experts)(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
+                        const struct nt_moe_weights *w, const float *x, const int32_t *idx,
+                        const float *wts, float *scratch, float *y);
+    /* y[i] += x[i] for i < count. */
+    void (*add)(struct nt_backend *be, float *y, const float *x, size_t count);
+    /* out[t] = the lowest index of the largest logits[t][.] (rows of `vocab`), for t < n. */
+    void (*argmax)(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out);
+};
+
+struct nt_backend {
+    const struct nt_backend_ops *ops;
+};
+
+/* Scratch floats moe_experts needs for a pass of n positions: the per-(position, slot) outputs
+ * [n][k][L], and per expert its gathered inputs [n][L] and inner activations [n][mi]. */
+static inline size_t nt_moe_scratch_floats(const struct nt_moe_dims *d, int n) {
+    return (size_t)n * d->k * d->L + (size_t)n * d->L + (size_t)n * d->mi + (size_t)n * d->L;
+}
+
+/* Creates the CPU backend with n_threads threads (<= 0: physical cores). NULL when out of memory.
+ * NEMOTRON_CPU=scalar in the environment selects the scalar kernels (the SIMD ones by default
+ * where the processor has AVX2, FMA and F16C). */
+struct nt_backend *nt_cpu_backend_new(int n_threads);
+
+#endif /* NT_BACKEND_H */

@@ -1,0 +1,128 @@
+/* common.c - errors, the always-on assertion, the allocation guard and half-float conversions.
+ *
+ * Owns nothing but process-wide counters: the number of passes running (read by the allocation
+ * guard). See common.h for the contracts.
+ */
+#include "common.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+nemotron_status nt_fail(struct nt_err *err, nemotron_status status, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+void nt_err_prefix(struct nt_err *err, const char *fmt, ...) {
+    if (!err) return;
+    char head[NT_ERR_MAX], old[NT_ERR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(head, sizeof head, fmt, ap);
+    va_end(ap);
+    memcpy(old, err->msg, sizeof old);
+    /* head then as much of the old message as fits (truncation is fine for a message) */
+    size_t hl = strlen(head), ol = strlen(old);
+    if (hl > NT_ERR_MAX - 1) hl = NT_ERR_MAX - 1;
+    if (ol > NT_ERR_MAX - 1 - hl) ol = NT_ERR_MAX - 1 - hl;
+    memcpy(err->msg, head, hl);
+    memcpy(err->msg + hl, old, ol);
+    err->msg[hl + ol] = 0;
+}
+
+void nt_assert_fail(const char *expr, const char *file, int line) {
+    fprintf(stderr, "nemotron: internal error: assertion '%s' failed at %s:%d\n", expr, file, line);
+    abort();
+}
+
+/* Passes running now, over all sessions of the process. */
+static atomic_int passes_running;
+
+void nt_pass_enter(void) { atomic_fetch_add(&passes_running, 1); }
+void nt_pass_leave(void) { atomic_fetch_sub(&passes_running, 1); }
+
+static void check_not_in_pass(size_t bytes) {
+#ifdef NT_DEBUG
+    if (atomic_load(&passes_running) > 0) {
+        fprintf(stderr, "nemotron: internal error: %zu-byte allocation inside a pass\n", bytes);
+        abort();
+    }
+#else
+    (void)bytes;
+#endif
+}
+
+/* 64 bytes: a cache line, and enough for any SIMD load the kernels make. */
+#define NT_ALIGN 64
+
+void *nt_alloc(size_t bytes) {
+    check_not_in_pass(bytes);
+    void *p = NULL;
+    size_t rounded = (bytes + NT_ALIGN - 1) / NT_ALIGN * NT_ALIGN;
+    if (rounded < bytes) return NULL;
+    if (posix_memalign(&p, NT_ALIGN, rounded ? rounded : NT_ALIGN) != 0) return NULL;
+    return p;
+}
+
+void *nt_calloc(size_t n, size_t size) {
+    uint64_t bytes;
+    if (!nt_mul_ok(n, size, &bytes) || bytes > SIZE_MAX) return NULL;
+    void *p = nt_alloc((size_t)bytes);
+    if (p) memset(p, 0, (size_t)bytes);
+    return p;
+}
+
+void nt_free(void *p) { free(p); }
+
+char *nt_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = nt_alloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+float nt_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023, u;
+    if (exp == 31) {
+        u = sign | 0x7f800000u | (man << 13);            /* inf / nan */
+    } else if (exp == 0) {
+        /* zero or subnormal: man * 2^-24, exact in f32 */
+        float f = ldexpf((float)man, -24);
+        return sign ? -f : f;
+    } else {
+        u = sign | ((exp + 112) << 23) | (man << 13);     /* rebias 15 -> 127 */
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t nt_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet nan */
+    u += 0x7fffu + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+uint16_t nt_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);   /* rounds to >= 65520: inf */
+    if (a < 0x38800000u) {                                     /* below the normal range */
+        float m = fabsf(f) * 16777216.0f;                      /* in units of 2^-24 */
+        return (uint16_t)(sign | (uint32_t)nearbyintf(m));     /* ties to even (default mode) */
+    }
+    uint32_t r = a + 0xfffu + ((a >> 13) & 1);                 /* round mantissa to 10 bits */
+    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}

@@ -1,0 +1,385 @@
+/* backend_cpu.c - the CPU backend: the reference implementation of every pass operation.
+ *
+ * Plain C over host memory; the weight products live in matmul.c. Every reduction runs in a
+ * fixed order that depends only on the element being computed (a position's own context length
+ * for attention), so a position's result never depends on the pass size. Threads (OpenMP) split
+ * independent outputs — rows, channels, heads, positions — and never a reduction.
+ * Memory is host memory; upload returns the mmap-ed bytes themselves (weights read in place).
+ */
+#include "cpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* The widest attention head the on-stack accumulator holds (Nemotron-H uses 128). */
+#define NT_CPU_MAX_HEAD_DIM 1024
+/* The most experts the router's on-stack score arrays hold (Super has 512). */
+#define NT_CPU_MAX_EXPERTS 4096
+
+struct cpu_backend {
+    struct nt_backend base;
+    int n_threads;
+    int simd;
+};
+
+static struct cpu_backend *cpu(struct nt_backend *be) { return (struct cpu_backend *)be; }
+
+/* Threads for an operation of `work` elementary steps: forking costs a few microseconds, which
+ * the small operations of a one-position pass do not repay. */
+static int threads_for(struct nt_backend *be, uint64_t work) {
+    return work < 32768 ? 1 : cpu(be)->n_threads;
+}
+
+static void destroy(struct nt_backend *be) { nt_free(be); }
+static void *alloc(struct nt_backend *be, size_t bytes) { return nt_calloc(1, bytes ? bytes : 1); }
+static void release(struct nt_backend *be, void *p) { nt_free(p); }
+static const void *upload(struct nt_backend *be, const void *host, size_t bytes) { return host; }
+static void to_host(struct nt_backend *be, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void copy(struct nt_backend *be, void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
+static void zero(struct nt_backend *be, void *dst, size_t bytes) { memset(dst, 0, bytes); }
+static void begin_pass(struct nt_backend *be, const struct nt_pass *p) {}
+static void end_pass(struct nt_backend *be, const struct nt_pass *p) {}
+
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* PyTorch's softplus: x itself above 20 (where log1p(exp(x)) == x in f32). */
+static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+static void embed(struct nt_backend *be, const struct nt_pass *p, const struct nt_matrix *emb, float *h) {
+    int H = (int)emb->cols;
+    for (int t = 0; t < p->n; t++) {
+        size_t row = (size_t)p->tokens[t] * (size_t)H;
+        const uint8_t *base = emb->data;
+        float *dst = h + (size_t)t * H;
+        for (int c = 0; c < H; c++) {
+            uint16_t v16;
+            switch (emb->dtype) {
+            case NT_DTYPE_BF16: memcpy(&v16, base + 2 * (row + c), 2); dst[c] = nt_bf16_to_f32(v16); break;
+            case NT_DTYPE_F16: memcpy(&v16, base + 2 * (row + c), 2); dst[c] = nt_f16_to_f32(v16); break;
+            default: memcpy(&dst[c], base + 4 * (row + c), 4); break;
+            }
+        }
+    }
+}
+
+/* y = w * (x / sqrt(mean(x^2) + eps)), the sum of squares in index order. */
+static void norm_row(const float *x, const float *w, int H, float eps, float *y) {
+    float ss = 0.0f;
+    for (int i = 0; i < H; i++) ss += x[i] * x[i];
+    float inv = 1.0f / sqrtf(ss / (float)H + eps);
+    for (int i = 0; i < H; i++) y[i] = w[i] * (x[i] * inv);
+}
+
+static void rmsnorm(struct nt_backend *be, const struct nt_pass *p, const float *h, const float *w,
+                    int H, float eps, float *y) {
+#pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * H))
+    for (int t = 0; t < p->n; t++) norm_row(h + (size_t)t * H, w, H, eps, y + (size_t)t * H);
+}
+
+static void add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h, const float *o,
+                        const float *w, int H, float eps, float *y) {
+#pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * H))
+    for (int t = 0; t < p->n; t++) {
+        float *ht = h + (size_t)t * H;
+        const float *ot = o + (size_t)t * H;
+        for (int i = 0; i < H; i++) ht[i] = ht[i] + ot[i];
+        norm_row(ht, w, H, eps, y + (size_t)t * H);
+    }
+}
+
+static void matmul(struct nt_backend *be, int n, const struct nt_matrix *W, const float *bias,
+                   enum nt_act act, const float *x, int x_stride, float *y, int y_stride) {
+    struct nt_mm m = {.W = W, .bias = bias, .act = act, .x = x, .x_stride = x_stride,
+                      .y = y, .y_stride = y_stride, .n = n};
+    nt_cpu_matmul(&m, cpu(be)->simd, cpu(be)->n_threads);
+}
+
+static void mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
+                       const struct nt_mamba_weights *w, const float *zxd, float *ring, float *xbc) {
+    int K = d->K, CD = d->CD;
+#pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * CD * K))
+    for (int c = 0; c < CD; c++) {
+        const float *wc = w->conv_w + (size_t)c * K;
+        float r[16];          /* K <= 16 is a config invariant */
+        for (int k = 0; k < K - 1; k++) r[k] = ring[(size_t)k * CD + c];
+        for (int t = 0; t < p->n; t++) {
+            float in = zxd[(size_t)t * d->zxd + d->I + c];
+            /* u = b + sum_k w[k] * x[t-K+1+k]: tap K-1 is the newest input */
+            float acc = w->conv_b ? w->conv_b[c] : 0.0f;
+            for (int k = 0; k < K - 1; k++) acc += wc[k] * r[k];
+            acc += wc[K - 1] * in;
+            for (int k = 0; k + 1 < K - 1; k++) r[k] = r[k + 1];
+            if (K > 1) r[K - 2] = in;
+            xbc[(size_t)t * CD + c] = silu(acc);
+        }
+        for (int k = 0; k < K - 1; k++) ring[(size_t)k * CD + c] = r[k];
+    }
+}
+
+static void mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
+                       const struct nt_mamba_weights *w, const float *zxd, const float *xbc,
+                       float *state, float *y) {
+    int nh = d->nh, P = d->P, N = d->N, G = d->G, I = d->I, CD = d->CD;
+    int heads_per_group = nh / G;
+#pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * nh * P * N))
+    for (int h = 0; h < nh; h++) {
+        int g = h / heads_per_group;
+        float A = -expf(w->A_log[h]);          /* A = -exp(A_log) */
+        float *S = state + (size_t)h * N * P;  /* [N][P] */
+        for (int t = 0; t < p->n; t++) {
+            const float *row = xbc + (size_t)t * CD;
+            const float *x = row + (size_t)h * P;
+            const float *B = row + I + (size_t)g * N;
+            const float *C = row + I + (size_t)G * N + (size_t)g * N;
+            /* dt = clamp(softplus(dt_raw + dt_bias), time_step_limit): no floor (MODEL.md 3.3.6) */
+            float dt = softplus(zxd[(size_t)t * d->zxd + I + CD + h] + w->dt_bias[h]);
+            dt = fminf(fmaxf(dt, d->dt_lo), d->dt_hi);
+            float dA = expf(dt * A);
+            float *yt = y + (size_t)t * I + (size_t)h * P;
+            float acc[NT_CPU_MAX_HEAD_DIM];
+            for (int q = 0; q < P; q++) acc[q] = 0.0f;
+            for (int n = 0; n < N; n++) {
+                float *Sn = S + (size_t)n * P;
+                float dtB = dt * B[n];
+                /* S[p][n] = dA * S[p][n] + dt * x[p] * B[n];  y[p] += S[p][n] * C[n] */
+                for (int q = 0; q < P; q++) {
+                    Sn[q] = dA * Sn[q] + dtB * x[q];
+                    acc[q] += Sn[q] * C[n];
+                }
+            }
+            for (int q = 0; q < P; q++) yt[q] = acc[q] + w->D[h] * x[q];   /* + D x skip */
+        }
+    }
+}
+
+static void mamba_gated_norm(struct nt_backend *be, const struct nt_pass *p,
+                             const struct nt_mamba_dims *d, const struct nt_mamba_weights *w,
+                             const float *y, const float *zxd, float *out) {
+    int I = d->I, gs = d->I / d->G;
+#pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * I))
+    for (int t = 0; t < p->n; t++) {
+        const float *yt = y + (size_t)t * I, *z = zxd + (size_t)t * d->zxd;
+        float *o = out + (size_t)t * I;
+        for (int q = 0; q < d->G; q++) {
+            /* norm(y * silu(z)) per group: the gate comes first (norm_before_gate = False) */
+            float ss = 0.0f;
+            for (int i = q * gs; i < (q + 1) * gs; i++) {
+                o[i] = yt[i] * silu(z[i]);
+                ss += o[i] * o[i];
+            }
+            float inv = 1.0f / sqrtf(ss / (float)gs + d->eps);
+            for (int i = q * gs; i < (q + 1) * gs; i++) o[i] = w->norm_w[i] * (o[i] * inv);
+        }
+    }
+}
+
+static void attention(struct nt_backend *be, const struct nt_pass *p, const struct nt_attn_dims *d,
+                      const float *q, const float *k, const float *v, float *k_cache,
+                      float *v_cache, float *out) {
+    int kvw = d->nkv * d->dh, qw = d->nq * d->dh, dh = d->dh, rep = d->nq / d->nkv;
+    memcpy(k_cache + (size_t)p->pos0 * kvw, k, (size_t)p->n * kvw * sizeof(float));
+    memcpy(v_cache + (size_t)p->pos0 * kvw, v, (size_t)p->n * kvw * sizeof(float));
+    float scale = 1.0f / sqrtf((float)dh);
+    int pairs = p->n * d->nq;
+    uint64_t work = (uint64_t)pairs * (uint64_t)(p->pos0 + p->n) * (uint64_t)dh;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads_for(be, work))
+    for (int pj = 0; pj < pairs; pj++) {
+        int t = pj / d->nq, j = pj % d->nq, kvh = j / rep, ctx = p->pos0 + t + 1;
+        const float *qt = q + (size_t)t * qw + (size_t)j * dh;
+        /* online softmax over u = 0 .. ctx-1 in order: running max m, sum l, weighted sum o */
+        float o[NT_CPU_MAX_HEAD_DIM], m = -INFINITY, l = 0.0f;
+        for (int i = 0; i < dh; i++) o[i] = 0.0f;
+        for (int u = 0; u < ctx; u++) {
+            const float *ku = k_cache + (size_t)u * kvw + (size_t)kvh * dh;
+            const float *vu = v_cache + (size_t)u * kvw + (size_t)kvh * dh;
+            float s = 0.0f;
+            for (int i = 0; i < dh; i++) s += qt[i] * ku[i];
+            s *= scale;
+            if (s > m) {
+                float corr = expf(m - s);
+                l *= corr;
+                for (int i = 0; i < dh; i++) o[i] *= corr;
+                m = s;
+            }
+            float e = expf(s - m);
+            l += e;
+            for (int i = 0; i < dh; i++) o[i] += e * vu[i];
+        }
+        float *ot = out + (size_t)t * qw + (size_t)j * dh;
+        for (int i = 0; i < dh; i++) ot[i] = o[i] / l;
+    }
+}
+
+/* Index of the largest v[i] among allowed ones; the lowest index wins a tie. */
+static int pick_max(const float *v, const unsigned char *taken, int n) {
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (!taken[i] && (best < 0 || v[i] > v[best])) best = i;
+    return best;
+}
+
+static void moe_route(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
+                      const float *logits, const float *score_bias, int32_t *idx, float *wts) {
+    int E = d->E, k = d->k;
+    for (int t = 0; t < p->n; t++) {
+        float s[NT_CPU_MAX_EXPERTS], sc[NT_CPU_MAX_EXPERTS];
+        unsigned char taken[NT_CPU_MAX_EXPERTS];
+        const float *lt = logits + (size_t)t * E;
+        for (int e = 0; e < E; e++) {
+            s[e] = 1.0f / (1.0f + expf(-lt[e]));   /* sigmoid scores */
+            sc[e] = s[e] + score_bias[e];          /* biased: for the choice only */
+            taken[e] = 0;
+        }
+        if (d->n_group > 1) {
+            /* group score = sum of its 2 best biased scores; keep the topk_group best groups */
+            int per = E / d->n_group;
+            float gs[NT_CPU_MAX_EXPERTS];
+            unsigned char gtaken[NT_CPU_MAX_EXPERTS], keep[NT_CPU_MAX_EXPERTS];
+            for (int g = 0; g < d->n_group; g++) {
+                /* per >= 2 is a config invariant, so both picks exist */
+                const float *gsc = sc + g * per;
+                unsigned char *gt = taken + g * per;
+                int a = pick_max(gsc, gt, per);
+                NT_ASSERT(a >= 0);
+                gt[a] = 1;
+                int b = pick_max(gsc, gt, per);
+                NT_ASSERT(b >= 0);
+                gt[a] = 0;
+                gs[g] = gsc[a] + gsc[b];
+                gtaken[g] = keep[g] = 0;
+            }
+            for (int i = 0; i < d->topk_group; i++) {
+                int g = pick_max(gs, gtaken, d->n_group);
+                NT_ASSERT(g >= 0);
+                gtaken[g] = keep[g] = 1;
+            }
+            for (int e = 0; e < E; e++) taken[e] = !keep[e / per];   /* masked out: never picked */
+        }
+        float sum = 0.0f;
+        for (int j = 0; j < k; j++) {
+            int e = pick_max(sc, taken, E);
+            NT_ASSERT(e >= 0);   /* k <= experts in the kept groups: a config invariant */
+            taken[e] = 1;
+            idx[(size_t)t * k + j] = e;
+            wts[(size_t)t * k + j] = s[e];         /* weight from the unbiased score */
+            sum += s[e];
+        }
+        for (int j = 0; j < k; j++) {
+            float wj = wts[(size_t)t * k + j];
+            if (d->norm_topk_prob) wj = wj / (sum + 1e-20f);
+            wts[(size_t)t * k + j] = wj * d->routed_scaling_factor;
+        }
+    }
+}
+
+static void moe_experts(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
+                        const struct nt_moe_weights *w, const float *x, const int32_t *idx,
+                        const float *wts, float *scratch, float *y) {
+    int n = p->n, k = d->k, L = d->L, mi = d->mi;
+    NT_ASSERT(n <= NEMOTRON_PASS_MAX);
+    float *eo = scratch;                                  /* [n][k][L] per-slot outputs */
+    float *gx = eo + (size_t)n * k * L;                   /* [n][L] gathered inputs */
+    float *inner = gx + (size_t)n * L;                    /* [n][mi] */
+    float *dout = inner + (size_t)n * mi;                 /* [n][L] */
+    int slot_of[NEMOTRON_PASS_MAX];                       /* entry -> t * k + slot */
+    for (int e = 0; e < d->E; e++) {
+        int cnt = 0;
+        for (int ts = 0; ts < n * k; ts++)
+            if (idx[ts] == e) slot_of[cnt++] = ts;        /* at most one slot per position */
+        if (!cnt) continue;
+        for (int i = 0; i < cnt; i++)
+            memcpy(gx + (size_t)i * L, x + (size_t)(slot_of[i] / k) * L, (size_t)L * sizeof(float));
+        matmul(be, cnt, &w->expert_up[e], NULL, NT_ACT_RELU2, gx, L, inner, mi);
+        matmul(be, cnt, &w->expert_down[e], NULL, NT_ACT_NONE, inner, mi, dout, L);
+        for (int i = 0; i < cnt; i++)
+            memcpy(eo + (size_t)slot_of[i] * L, dout + (size_t)i * L, (size_t)L * sizeof(float));
+    }
+    for (int t = 0; t < n; t++) {
+        float *yt = y + (size_t)t * L;
+        for (int c = 0; c < L; c++) {
+            float acc = 0.0f;
+            for (int s = 0; s < k; s++)                   /* slot order */
+                acc += wts[(size_t)t * k + s] * eo[((size_t)t * k + s) * L + c];
+            yt[c] = acc;
+        }
+    }
+}
+
+static void add(struct nt_backend *be, float *y, const float *x, size_t count) {
+    for (size_t i = 0; i < count; i++) y[i] += x[i];
+}
+
+static void argmax(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out) {
+    for (int t = 0; t < n; t++) {
+        const float *l = logits + (size_t)t * vocab;
+        int best = 0;
+        for (int i = 1; i < vocab; i++)
+            if (l[i] > l[best]) best = i;
+        out[t] = best;
+    }
+}
+
+static const struct nt_backend_ops cpu_ops = {
+    .name = "cpu",
+    .destroy = destroy,
+    .alloc = alloc,
+    .release = release,
+    .upload = upload,
+    .to_host = to_host,
+    .copy = copy,
+    .zero = zero,
+    .begin_pass = begin_pass,
+    .end_pass = end_pass,
+    .embed = embed,
+    .rmsnorm = rmsnorm,
+    .add_rmsnorm = add_rmsnorm,
+    .matmul = matmul,
+    .mamba_conv = mamba_conv,
+    .mamba_scan = mamba_scan,
+    .mamba_gated_norm = mamba_gated_norm,
+    .attention = attention,
+    .moe_route = moe_route,
+    .moe_experts = moe_experts,
+    .add = add,
+    .argmax = argmax,
+};
+
+/* Physical cores: distinct (package, core) pairs in sysfs; the online CPU count if unreadable. */
+static int physical_cores(void) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int n_online = online > 0 ? (int)online : 1, seen = 0;
+    enum { MAX_IDS = 1024 };   /* enough distinct cores for any one machine we target */
+    long ids[MAX_IDS];
+    for (int c = 0; c < n_online && c < MAX_IDS; c++) {
+        char path[128];
+        long core = -1, pkg = -1;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/core_id", c);
+        FILE *f = fopen(path, "r");
+        if (!f) return n_online;
+        if (fscanf(f, "%ld", &core) != 1) core = -1;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", c);
+        f = fopen(path, "r");
+        if (f) {
+            if (fscanf(f, "%ld", &pkg) != 1) pkg = 0;
+            fclose(f);
+        }
+        long id = pkg * 65536 + core;
+        int dup = 0;
+        for (int i = 0; i < seen; i++) dup |= ids[i] == id;
+        if (!dup) ids[seen++] = id;
+    }
+    return seen > 0 ? seen : n_online;
+}
+
+struct nt_backend *nt_cpu_backend_new(int n_threads) {
+    struct cpu_backend *b = nt_calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->base.ops = &cpu_ops;
+    b->n_threads = n_threads > 0 ? n_threads : physical_cores();
+    const char *force = getenv("NEMOTRON_CPU");
+    b->simd = nt_cpu_simd_available() && !(force && strcmp(force, "scalar") == 0);
+    return &b->base;
+}

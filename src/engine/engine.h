@@ -1,0 +1,34 @@
+/* engine.h - the structs behind the public handles, shared by model.c and session.c.
+ *
+ * A nemotron_model owns the parsed config, the mapped tensor table, the bound weights and the
+ * backend; it is immutable once loaded. A nemotron_session owns one sequence slot's state and
+ * the activation buffers of its passes, and borrows the model.
+ */
+#ifndef NT_ENGINE_H
+#define NT_ENGINE_H
+
+#include "../forward.h"
+
+struct nemotron_model {
+    struct nt_err err;
+    int loaded;                       /* 0: the handle only carries a load failure's message */
+    struct nt_config cfg;
+    struct nt_tensor_table table;
+    struct nt_weights w;
+    struct nt_backend *be;
+    struct nt_forward fwd;
+};
+
+struct nemotron_session {
+    struct nt_err err;
+    nemotron_model *model;
+    int ready;                        /* 0: the handle only carries a creation failure's message */
+    int n_ctx, pass_max, pos;
+    struct nt_state state;
+    struct nt_acts acts;
+    float *last_logits;               /* host [V] */
+    int has_last;
+    int32_t last_argmax;
+};
+
+#endif /* NT_ENGINE_H */

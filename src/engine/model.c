@@ -1,0 +1,133 @@
+/* model.c - the public model handle: load a checkpoint, describe it, free it.
+ *
+ * Loading is the loud place: the config is parsed and validated, every tensor the config
+ * implies is checked before anything is computed, and limits of this build (the widest head the
+ * CPU kernels hold, the device) are checked here, so model code may trust every dimension.
+ * A failed load leaves a handle holding only the message.
+ */
+#include "engine.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+/* The CPU kernels keep one attention head and one Mamba head on the stack, and the router's
+ * per-expert scores: these are the widest they hold (backend_cpu.c). */
+#define NT_MAX_HEAD_DIM 1024
+#define NT_MAX_EXPERTS 4096
+
+const char *nemotron_status_str(nemotron_status s) {
+    switch (s) {
+    case NEMOTRON_OK: return "ok";
+    case NEMOTRON_ERR_IO: return "i/o error";
+    case NEMOTRON_ERR_FORMAT: return "malformed file";
+    case NEMOTRON_ERR_CONFIG: return "invalid config";
+    case NEMOTRON_ERR_TENSOR: return "tensor mismatch";
+    case NEMOTRON_ERR_ARG: return "invalid argument";
+    case NEMOTRON_ERR_CONTEXT: return "context length exceeded";
+    case NEMOTRON_ERR_NOMEM: return "out of memory";
+    case NEMOTRON_ERR_UNSUPPORTED: return "unsupported";
+    case NEMOTRON_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown status";
+}
+
+const char *nemotron_version(void) { return "0.1.0"; }
+
+nemotron_model_params nemotron_model_default_params(void) {
+    nemotron_model_params p = {.n_threads = 0, .device = NULL};
+    return p;
+}
+
+static nemotron_status check_build_limits(const struct nt_config *c, struct nt_err *err) {
+    if (c->head_dim > NT_MAX_HEAD_DIM || c->mamba_head_dim > NT_MAX_HEAD_DIM)
+        return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED,
+                       "head_dim %d / mamba_head_dim %d: this build holds heads of at most %d",
+                       c->head_dim, c->mamba_head_dim, NT_MAX_HEAD_DIM);
+    if (c->n_routed_experts > NT_MAX_EXPERTS)
+        return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED,
+                       "n_routed_experts %d: this build routes at most %d experts",
+                       c->n_routed_experts, NT_MAX_EXPERTS);
+    return NEMOTRON_OK;
+}
+
+static nemotron_status load(nemotron_model *m, const char *path, const nemotron_model_params *p) {
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return nt_fail(&m->err, NEMOTRON_ERR_IO, "%s: %s", path, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return nt_fail(&m->err, NEMOTRON_ERR_IO,
+                       "%s: not a directory (expected a Hugging Face model directory with "
+                       "config.json and *.safetensors)", path);
+    const char *device = p->device ? p->device : "cpu";
+    if (strcmp(device, "cpu") != 0)
+        return nt_fail(&m->err, NEMOTRON_ERR_UNSUPPORTED,
+                       "device '%s' is not available in this build (available: cpu)", device);
+
+    char cfg_path[4096];
+    if (snprintf(cfg_path, sizeof cfg_path, "%s/config.json", path) >= (int)sizeof cfg_path)
+        return nt_fail(&m->err, NEMOTRON_ERR_ARG, "model path is too long");
+    nemotron_status st = nt_config_load(cfg_path, &m->cfg, &m->err);
+    if (st) return st;
+    if ((st = check_build_limits(&m->cfg, &m->err))) {
+        nt_err_prefix(&m->err, "%s: ", cfg_path);
+        return st;
+    }
+    if ((st = nt_table_open_dir(&m->table, path, &m->err))) return st;
+    if ((st = nt_weights_bind(&m->w, &m->cfg, &m->table, &m->err))) {
+        nt_err_prefix(&m->err, "%s: ", path);
+        return st;
+    }
+    m->be = nt_cpu_backend_new(p->n_threads);
+    if (!m->be) return nt_fail(&m->err, NEMOTRON_ERR_NOMEM, "out of memory creating the CPU backend");
+    nt_forward_init(&m->fwd, &m->cfg, &m->w, m->be);
+    return NEMOTRON_OK;
+}
+
+nemotron_status nemotron_model_load(const char *path, const nemotron_model_params *params,
+                                    nemotron_model **out) {
+    nemotron_model *m = nt_calloc(1, sizeof *m);
+    *out = m;
+    if (!m) return NEMOTRON_ERR_NOMEM;
+    nt_table_init(&m->table);
+    nemotron_model_params defaults = nemotron_model_default_params();
+    if (!path) return nt_fail(&m->err, NEMOTRON_ERR_ARG, "model path is NULL");
+    nemotron_status st = load(m, path, params ? params : &defaults);
+    if (st != NEMOTRON_OK) {
+        /* keep only the message: release everything else now */
+        nt_weights_free(&m->w);
+        nt_table_close(&m->table);
+        if (m->be) m->be->ops->destroy(m->be);
+        m->be = NULL;
+        return st;
+    }
+    m->loaded = 1;
+    m->err.msg[0] = 0;
+    return NEMOTRON_OK;
+}
+
+void nemotron_model_free(nemotron_model *m) {
+    if (!m) return;
+    nt_weights_free(&m->w);
+    nt_table_close(&m->table);
+    if (m->be) m->be->ops->destroy(m->be);
+    nt_free(m);
+}
+
+const char *nemotron_model_errmsg(const nemotron_model *m) {
+    return m ? m->err.msg : "out of memory";
+}
+
+int nemotron_model_vocab_size(const nemotron_model *m) { return m->loaded ? m->cfg.vocab_size : 0; }
+int nemotron_model_hidden_size(const nemotron_model *m) { return m->loaded ? m->cfg.hidden_size : 0; }
+int nemotron_model_n_layer(const nemotron_model *m) { return m->loaded ? m->cfg.n_layer : 0; }
+const char *nemotron_model_pattern(const nemotron_model *m) { return m->loaded ? m->cfg.pattern : ""; }
+uint64_t nemotron_model_active_weight_bytes(const nemotron_model *m) {
+    return m->loaded ? m->w.active_bytes : 0;
+}
+
+int nemotron_model_eos_ids(const nemotron_model *m, int32_t *ids, int n_max) {
+    if (!m->loaded) return 0;
+    for (int i = 0; i < m->cfg.n_eos && i < n_max; i++) ids[i] = m->cfg.eos_token_id[i];
+    return m->cfg.n_eos;
+}

@@ -1,0 +1,124 @@
+/* session.c - the public session handle: one timeline of a model, run in passes.
+ *
+ * A session owns its state slot (conv rings, SSM states, KV caches) and the activation buffers
+ * of one pass, all allocated at creation. nemotron_session_eval checks every token and the
+ * context length before it touches anything, then cuts the tokens into passes of at most
+ * pass_max positions; each pass runs inside the allocation guard (no allocation in a pass).
+ */
+#include "engine.h"
+
+#include <stdio.h>
+
+/* The context a session holds when the caller does not say. */
+#define NT_DEFAULT_N_CTX 4096
+
+nemotron_session_params nemotron_session_default_params(void) {
+    nemotron_session_params p = {.n_ctx = NT_DEFAULT_N_CTX, .pass_max = NEMOTRON_PASS_MAX};
+    return p;
+}
+
+static nemotron_status create(nemotron_session *s, nemotron_model *m, const nemotron_session_params *p) {
+    if (!m || !m->loaded)
+        return nt_fail(&s->err, NEMOTRON_ERR_ARG, "the model handle holds no loaded model");
+    s->model = m;
+    s->n_ctx = p->n_ctx > 0 ? p->n_ctx : NT_DEFAULT_N_CTX;
+    s->pass_max = p->pass_max > 0 ? p->pass_max : NEMOTRON_PASS_MAX;
+    if (s->pass_max > NEMOTRON_PASS_MAX)
+        return nt_fail(&s->err, NEMOTRON_ERR_ARG, "pass_max %d is larger than NEMOTRON_PASS_MAX (%d)",
+                       s->pass_max, NEMOTRON_PASS_MAX);
+    nemotron_status st = nt_state_alloc(&m->fwd, s->n_ctx, &s->state, &s->err);
+    if (st) return st;
+    if ((st = nt_acts_alloc(&m->fwd, s->pass_max, &s->acts, &s->err))) return st;
+    s->last_logits = nt_calloc((size_t)m->cfg.vocab_size, sizeof(float));
+    if (!s->last_logits) return nt_fail(&s->err, NEMOTRON_ERR_NOMEM, "out of memory for the logits");
+    nt_state_clear(&m->fwd, &s->state);
+    s->last_argmax = -1;
+    return NEMOTRON_OK;
+}
+
+static void release(nemotron_session *s) {
+    if (s->model) {
+        nt_state_free(&s->model->fwd, &s->state);
+        nt_acts_free(&s->model->fwd, &s->acts);
+    }
+    nt_free(s->last_logits);
+    s->last_logits = NULL;
+}
+
+nemotron_status nemotron_session_new(nemotron_model *m, const nemotron_session_params *params,
+                                     nemotron_session **out) {
+    nemotron_session *s = nt_calloc(1, sizeof *s);
+    *out = s;
+    if (!s) return NEMOTRON_ERR_NOMEM;
+    nemotron_session_params defaults = nemotron_session_default_params();
+    nemotron_status st = create(s, m, params ? params : &defaults);
+    if (st != NEMOTRON_OK) {
+        release(s);
+        return st;
+    }
+    s->ready = 1;
+    return NEMOTRON_OK;
+}
+
+void nemotron_session_free(nemotron_session *s) {
+    if (!s) return;
+    release(s);
+    nt_free(s);
+}
+
+const char *nemotron_session_errmsg(const nemotron_session *s) { return s ? s->err.msg : "out of memory"; }
+
+nemotron_status nemotron_session_eval(nemotron_session *s, const int32_t *tokens, int n, float *logits) {
+    if (!s->ready) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "the session handle holds no session");
+    const struct nt_forward *f = &s->model->fwd;
+    int V = f->V;
+    if (!tokens || n < 1) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "eval needs at least one token (n = %d)", n);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return nt_fail(&s->err, NEMOTRON_ERR_ARG,
+                           "token %d at index %d is outside the vocabulary [0, %d)", (int)tokens[i], i, V);
+    if (n > s->n_ctx - s->pos)
+        return nt_fail(&s->err, NEMOTRON_ERR_CONTEXT,
+                       "%d positions at position %d would pass the context length %d", n, s->pos, s->n_ctx);
+    struct nt_backend *be = f->be;
+    for (int off = 0; off < n;) {
+        int chunk = n - off < s->pass_max ? n - off : s->pass_max;
+        int last = off + chunk == n;
+        struct nt_pass p = {.n = chunk, .pos0 = s->pos, .tokens = tokens + off};
+        enum nt_logits want = logits ? NT_LOGITS_ALL : last ? NT_LOGITS_LAST : NT_LOGITS_NONE;
+        nt_pass_enter();
+        nt_forward_pass(f, &s->state, &s->acts, &p, want);
+        nt_pass_leave();
+        if (logits)
+            be->ops->to_host(be, logits + (size_t)off * V, s->acts.logits, (size_t)chunk * V * sizeof(float));
+        if (last) {
+            int row = want == NT_LOGITS_ALL ? chunk - 1 : 0;
+            be->ops->to_host(be, s->last_logits, s->acts.logits + (size_t)row * V, (size_t)V * sizeof(float));
+            be->ops->to_host(be, &s->last_argmax, s->acts.argmax + row, sizeof(int32_t));
+            s->has_last = 1;
+        }
+        s->pos += chunk;
+        off += chunk;
+    }
+    s->err.msg[0] = 0;
+    return NEMOTRON_OK;
+}
+
+const float *nemotron_session_logits(const nemotron_session *s) {
+    return s->ready && s->has_last ? s->last_logits : NULL;
+}
+
+int32_t nemotron_session_argmax(const nemotron_session *s) {
+    return s->ready && s->has_last ? s->last_argmax : -1;
+}
+
+int nemotron_session_pos(const nemotron_session *s) { return s->pos; }
+int nemotron_session_n_ctx(const nemotron_session *s) { return s->n_ctx; }
+
+void nemotron_session_reset(nemotron_session *s) {
+    if (!s->ready) return;
+    nt_state_clear(&s->model->fwd, &s->state);
+    s->pos = 0;
+    s->has_last = 0;
+    s->last_argmax = -1;
+}

@@ -1,0 +1,253 @@
+/* forward.c - the layer loop of a pass, written once against the backend contract.
+ *
+ *     h = embed(tokens)
+ *     x = rmsnorm(h, layer[0].norm)
+ *     for each layer:  o = mixer(x)            Mamba-2 | attention | MLP | MoE
+ *                      h = h + o;  x = rmsnorm(h, next norm)   (fused; norm_f after the last)
+ *     logits = lm_head(x)
+ *
+ * The loop never touches activations itself: every step is a backend operation over the n
+ * positions of the pass, so the CPU and CUDA backends run the same program. This file also owns
+ * the allocation of the state and activation buffers (through the backend).
+ */
+#include "forward.h"
+
+void nt_forward_init(struct nt_forward *f, const struct nt_config *c, const struct nt_weights *w,
+                     struct nt_backend *be) {
+    memset(f, 0, sizeof *f);
+    f->cfg = c;
+    f->w = w;
+    f->be = be;
+    f->H = c->hidden_size;
+    f->V = c->vocab_size;
+    f->nq = c->num_attention_heads;
+    f->nkv = c->num_key_value_heads;
+    f->dh = c->head_dim;
+    f->eps = c->layer_norm_epsilon;
+    struct nt_mamba_dims *m = &f->mamba;
+    m->H = c->hidden_size;
+    m->nh = c->mamba_num_heads;
+    m->P = c->mamba_head_dim;
+    m->N = c->ssm_state_size;
+    m->G = c->n_groups;
+    m->K = c->conv_kernel;
+    m->I = m->nh * m->P;
+    m->CD = m->I + 2 * m->G * m->N;
+    m->zxd = m->I + m->CD + m->nh;
+    m->eps = c->layer_norm_epsilon;
+    m->dt_lo = (float)c->time_step_limit[0];
+    m->dt_hi = (float)c->time_step_limit[1];
+    struct nt_moe_dims *e = &f->moe;
+    e->E = c->n_routed_experts;
+    e->k = c->num_experts_per_tok;
+    e->L = c->moe_latent_size ? c->moe_latent_size : c->hidden_size;
+    e->mi = c->moe_intermediate_size;
+    e->n_group = c->n_group;
+    e->topk_group = c->topk_group;
+    e->norm_topk_prob = c->norm_topk_prob;
+    e->routed_scaling_factor = c->routed_scaling_factor;
+    int has_mlp = strchr(c->pattern, NT_LAYER_MLP) != NULL;
+    int has_moe = strchr(c->pattern, NT_LAYER_MOE) != NULL;
+    f->mlp_inner = 0;
+    if (has_mlp) f->mlp_inner = c->intermediate_size;
+    if (has_moe && c->moe_shared_expert_intermediate_size > f->mlp_inner)
+        f->mlp_inner = c->moe_shared_expert_intermediate_size;
+}
+
+/* ---- buffers ---- */
+
+static int has_kind(const struct nt_forward *f, char kind) {
+    return strchr(f->cfg->pattern, kind) != NULL;
+}
+
+/* Allocates `floats` resident floats into *p (NULL when floats == 0). Returns 0 on failure. */
+static int take(const struct nt_forward *f, void *pp, size_t floats) {
+    void **p = pp;
+    *p = NULL;
+    if (!floats) return 1;
+    *p = f->be->ops->alloc(f->be, floats * sizeof(float));
+    return *p != NULL;
+}
+
+static void give(const struct nt_forward *f, void *pp) {
+    void **p = pp;
+    if (*p) f->be->ops->release(f->be, *p);
+    *p = NULL;
+}
+
+nemotron_status nt_state_alloc(const struct nt_forward *f, int n_ctx, struct nt_state *s,
+                               struct nt_err *err) {
+    memset(s, 0, sizeof *s);
+    const struct nt_config *c = f->cfg;
+    const struct nt_mamba_dims *m = &f->mamba;
+    s->n_layer = c->n_layer;
+    s->attn = (struct nt_attn_dims){.nq = f->nq, .nkv = f->nkv, .dh = f->dh, .n_ctx = n_ctx};
+    s->conv = nt_calloc((size_t)c->n_layer, sizeof *s->conv);
+    s->ssm = nt_calloc((size_t)c->n_layer, sizeof *s->ssm);
+    s->k_cache = nt_calloc((size_t)c->n_layer, sizeof *s->k_cache);
+    s->v_cache = nt_calloc((size_t)c->n_layer, sizeof *s->v_cache);
+    int ok = s->conv && s->ssm && s->k_cache && s->v_cache;
+    uint64_t kv_floats = (uint64_t)n_ctx * (uint64_t)f->nkv * (uint64_t)f->dh;
+    for (int i = 0; ok && i < c->n_layer; i++) {
+        if (c->pattern[i] == NT_LAYER_MAMBA) {
+            ok = take(f, &s->conv[i], (size_t)(m->K - 1) * m->CD) &&
+                 take(f, &s->ssm[i], (size_t)m->nh * m->N * m->P);
+        } else if (c->pattern[i] == NT_LAYER_ATTENTION) {
+            ok = take(f, &s->k_cache[i], kv_floats) && take(f, &s->v_cache[i], kv_floats);
+        }
+    }
+    if (!ok) {
+        nt_state_free(f, s);
+        return nt_fail(err, NEMOTRON_ERR_NOMEM,
+                       "out of memory for the session state (context of %d positions: %.1f MiB "
+                       "of KV cache per attention layer)",
+                       n_ctx, (double)kv_floats * 8 / 1048576.0);
+    }
+    return NEMOTRON_OK;
+}
+
+void nt_state_free(const struct nt_forward *f, struct nt_state *s) {
+    for (int i = 0; i < s->n_layer; i++) {
+        if (s->conv) give(f, &s->conv[i]);
+        if (s->ssm) give(f, &s->ssm[i]);
+        if (s->k_cache) give(f, &s->k_cache[i]);
+        if (s->v_cache) give(f, &s->v_cache[i]);
+    }
+    nt_free(s->conv);
+    nt_free(s->ssm);
+    nt_free(s->k_cache);
+    nt_free(s->v_cache);
+    memset(s, 0, sizeof *s);
+}
+
+void nt_state_clear(const struct nt_forward *f, struct nt_state *s) {
+    const struct nt_mamba_dims *m = &f->mamba;
+    for (int i = 0; i < s->n_layer; i++) {
+        if (s->conv[i]) f->be->ops->zero(f->be, s->conv[i], (size_t)(m->K - 1) * m->CD * sizeof(float));
+        if (s->ssm[i]) f->be->ops->zero(f->be, s->ssm[i], (size_t)m->nh * m->N * m->P * sizeof(float));
+        /* KV rows past the position are never read: a length is all the cache needs */
+    }
+}
+
+nemotron_status nt_acts_alloc(const struct nt_forward *f, int n, struct nt_acts *a,
+                              struct nt_err *err) {
+    memset(a, 0, sizeof *a);
+    a->pass_max = n;
+    const struct nt_mamba_dims *m = &f->mamba;
+    const struct nt_moe_dims *e = &f->moe;
+    size_t N = (size_t)n;
+    int mamba = has_kind(f, NT_LAYER_MAMBA), attn = has_kind(f, NT_LAYER_ATTENTION);
+    int moe = has_kind(f, NT_LAYER_MOE);
+    int ok = take(f, &a->h, N * f->H) && take(f, &a->x, N * f->H) && take(f, &a->o, N * f->H) &&
+             take(f, &a->logits, N * f->V) && take(f, &a->argmax, N) &&
+             take(f, &a->inner, N * f->mlp_inner);
+    if (ok && mamba)
+        ok = take(f, &a->zxd, N * m->zxd) && take(f, &a->xbc, N * m->CD) &&
+             take(f, &a->y, N * m->I) && take(f, &a->g, N * m->I);
+    if (ok && attn)
+        ok = take(f, &a->q, N * f->nq * f->dh) && take(f, &a->k, N * f->nkv * f->dh) &&
+             take(f, &a->v, N * f->nkv * f->dh) && take(f, &a->att, N * f->nq * f->dh);
+    if (ok && moe)
+        ok = take(f, &a->router, N * e->E) && take(f, &a->wts, N * e->k) &&
+             take(f, &a->idx, N * e->k) && take(f, &a->yl, N * e->L) &&
+             take(f, &a->shared, N * f->H) && take(f, &a->moe_scratch, nt_moe_scratch_floats(e, n)) &&
+             (!f->cfg->moe_latent_size || take(f, &a->xl, N * e->L));
+    if (!ok) {
+        nt_acts_free(f, a);
+        return nt_fail(err, NEMOTRON_ERR_NOMEM, "out of memory for the activations of a %d-position pass", n);
+    }
+    return NEMOTRON_OK;
+}
+
+void nt_acts_free(const struct nt_forward *f, struct nt_acts *a) {
+    void *all[] = {&a->h, &a->x, &a->o, &a->zxd, &a->xbc, &a->y, &a->g, &a->q, &a->k, &a->v,
+                   &a->att, &a->inner, &a->router, &a->wts, &a->idx, &a->xl, &a->yl, &a->shared,
+                   &a->moe_scratch, &a->logits, &a->argmax};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) give(f, all[i]);
+}
+
+/* ---- the mixers ---- */
+
+static void mamba_mixer(const struct nt_forward *f, const struct nt_mamba_weights *w,
+                        float *conv, float *ssm, struct nt_acts *a, const struct nt_pass *p) {
+    struct nt_backend *be = f->be;
+    const struct nt_mamba_dims *d = &f->mamba;
+    int n = p->n;
+    /* zxd = x W_in^T: z | xBC | dt */
+    be->ops->matmul(be, n, &w->in_proj, w->in_proj_bias, NT_ACT_NONE, a->x, f->H, a->zxd, d->zxd);
+    be->ops->mamba_conv(be, p, d, w, a->zxd, conv, a->xbc);
+    be->ops->mamba_scan(be, p, d, w, a->zxd, a->xbc, ssm, a->y);
+    be->ops->mamba_gated_norm(be, p, d, w, a->y, a->zxd, a->g);
+    be->ops->matmul(be, n, &w->out_proj, w->out_proj_bias, NT_ACT_NONE, a->g, d->I, a->o, f->H);
+}
+
+static void attention_mixer(const struct nt_forward *f, const struct nt_attention_weights *w,
+                            struct nt_state *s, int layer, struct nt_acts *a,
+                            const struct nt_pass *p) {
+    struct nt_backend *be = f->be;
+    int n = p->n, qw = f->nq * f->dh, kvw = f->nkv * f->dh;
+    be->ops->matmul(be, n, &w->q_proj, NULL, NT_ACT_NONE, a->x, f->H, a->q, qw);
+    be->ops->matmul(be, n, &w->k_proj, NULL, NT_ACT_NONE, a->x, f->H, a->k, kvw);
+    be->ops->matmul(be, n, &w->v_proj, NULL, NT_ACT_NONE, a->x, f->H, a->v, kvw);
+    be->ops->attention(be, p, &s->attn, a->q, a->k, a->v, s->k_cache[layer], s->v_cache[layer], a->att);
+    be->ops->matmul(be, n, &w->o_proj, NULL, NT_ACT_NONE, a->att, qw, a->o, f->H);
+}
+
+/* out = down(relu(up x)^2) */
+static void mlp(const struct nt_forward *f, const struct nt_mlp_weights *w, int n, const float *x,
+                float *inner, float *out) {
+    struct nt_backend *be = f->be;
+    int in = (int)w->up_proj.cols, mid = (int)w->up_proj.rows, o = (int)w->down_proj.rows;
+    be->ops->matmul(be, n, &w->up_proj, w->up_bias, NT_ACT_RELU2, x, in, inner, mid);
+    be->ops->matmul(be, n, &w->down_proj, w->down_bias, NT_ACT_NONE, inner, mid, out, o);
+}
+
+static void moe_mixer(const struct nt_forward *f, const struct nt_moe_weights *w, struct nt_acts *a,
+                      const struct nt_pass *p) {
+    struct nt_backend *be = f->be;
+    const struct nt_moe_dims *d = &f->moe;
+    int n = p->n;
+    /* router logits in f32, then the choice and the weights */
+    be->ops->matmul(be, n, &w->gate, NULL, NT_ACT_NONE, a->x, f->H, a->router, d->E);
+    be->ops->moe_route(be, p, d, a->router, w->score_bias, a->idx, a->wts);
+    if (w->latent) {
+        /* routed experts work in the latent space: x -> fc1 -> experts -> fc2 */
+        be->ops->matmul(be, n, &w->fc1_latent, w->fc1_bias, NT_ACT_NONE, a->x, f->H, a->xl, d->L);
+        be->ops->moe_experts(be, p, d, w, a->xl, a->idx, a->wts, a->moe_scratch, a->yl);
+        be->ops->matmul(be, n, &w->fc2_latent, w->fc2_bias, NT_ACT_NONE, a->yl, d->L, a->o, f->H);
+    } else {
+        be->ops->moe_experts(be, p, d, w, a->x, a->idx, a->wts, a->moe_scratch, a->o);
+    }
+    /* the shared expert sees the full input */
+    mlp(f, &w->shared, n, a->x, a->inner, a->shared);
+    be->ops->add(be, a->o, a->shared, (size_t)n * f->H);
+}
+
+void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_acts *a,
+                     const struct nt_pass *p, enum nt_logits want) {
+    struct nt_backend *be = f->be;
+    const struct nt_weights *w = f->w;
+    const struct nt_config *c = f->cfg;
+    NT_ASSERT(p->n >= 1 && p->n <= a->pass_max);
+    be->ops->begin_pass(be, p);
+    be->ops->embed(be, p, &w->embeddings, a->h);
+    be->ops->rmsnorm(be, p, a->h, w->layers[0].norm_w, f->H, f->eps, a->x);
+    for (int i = 0; i < c->n_layer; i++) {
+        const struct nt_layer_weights *l = &w->layers[i];
+        switch (l->kind) {
+        case NT_LAYER_MAMBA: mamba_mixer(f, &l->mamba, s->conv[i], s->ssm[i], a, p); break;
+        case NT_LAYER_ATTENTION: attention_mixer(f, &l->attn, s, i, a, p); break;
+        case NT_LAYER_MLP: mlp(f, &l->mlp, p->n, a->x, a->inner, a->o); break;
+        case NT_LAYER_MOE: moe_mixer(f, &l->moe, a, p); break;
+        }
+        const float *next = i + 1 < c->n_layer ? w->layers[i + 1].norm_w : w->norm_f;
+        be->ops->add_rmsnorm(be, p, a->h, a->o, next, f->H, f->eps, a->x);
+    }
+    if (want != NT_LOGITS_NONE) {
+        int rows = want == NT_LOGITS_ALL ? p->n : 1;
+        const float *x = want == NT_LOGITS_ALL ? a->x : a->x + (size_t)(p->n - 1) * f->H;
+        be->ops->matmul(be, rows, &w->lm_head, NULL, NT_ACT_NONE, x, f->H, a->logits, f->V);
+        be->ops->argmax(be, rows, a->logits, f->V, a->argmax);
+    }
+    be->ops->end_pass(be, p);
+}

@@ -1,0 +1,73 @@
+/* forward.h - the layer loop of a pass, and the buffers it runs in.
+ *
+ * nt_forward describes a loaded model to the loop (config, weights, backend, dimensions).
+ * nt_state is one sequence slot's recurrent and attention state (conv rings, SSM states, KV
+ * caches); nt_acts is the activation space of one pass of up to pass_max positions. Both are
+ * allocated once, through the backend, when a session is created: a pass allocates nothing.
+ */
+#ifndef NT_FORWARD_H
+#define NT_FORWARD_H
+
+#include "backend.h"
+
+struct nt_forward {
+    const struct nt_config *cfg;
+    const struct nt_weights *w;
+    struct nt_backend *be;
+    struct nt_mamba_dims mamba;
+    struct nt_moe_dims moe;
+    int H, V, nq, nkv, dh;
+    int mlp_inner;            /* the widest relu^2 inner width: dense MLP or shared expert */
+    float eps;
+};
+
+/* Fills f from a config and bound weights. */
+void nt_forward_init(struct nt_forward *f, const struct nt_config *cfg, const struct nt_weights *w,
+                     struct nt_backend *be);
+
+/* One sequence slot. Per-layer arrays hold NULL where the layer kind has no such state. */
+struct nt_state {
+    int n_layer;
+    struct nt_attn_dims attn;         /* n_ctx = rows of each KV cache */
+    float **conv;                     /* [n_layer] -> resident [K-1][CD] */
+    float **ssm;                      /* [n_layer] -> resident [nh][N][P] f32 */
+    float **k_cache, **v_cache;       /* [n_layer] -> resident [n_ctx][nkv*dh] */
+};
+
+/* Activations of one pass (resident), sized for pass_max positions. */
+struct nt_acts {
+    int pass_max;
+    float *h, *x, *o;                 /* [n][H]: residual stream, normed input, mixer output */
+    float *zxd, *xbc, *y, *g;         /* Mamba: in_proj out, conv out, scan out, gated norm */
+    float *q, *k, *v, *att;           /* attention */
+    float *inner;                     /* [n][mlp_inner] relu^2 activations */
+    float *router, *wts;              /* [n][E], [n][k] */
+    int32_t *idx;                     /* [n][k] chosen experts */
+    float *xl, *yl, *shared;          /* latent input [n][L], routed output [n][L], shared [n][H] */
+    float *moe_scratch;
+    float *logits;                    /* [n][V] */
+    int32_t *argmax;                  /* [n] */
+};
+
+nemotron_status nt_state_alloc(const struct nt_forward *f, int n_ctx, struct nt_state *s,
+                               struct nt_err *err);
+void nt_state_free(const struct nt_forward *f, struct nt_state *s);
+void nt_state_clear(const struct nt_forward *f, struct nt_state *s);   /* zero conv and SSM */
+
+nemotron_status nt_acts_alloc(const struct nt_forward *f, int pass_max, struct nt_acts *a,
+                              struct nt_err *err);
+void nt_acts_free(const struct nt_forward *f, struct nt_acts *a);
+
+/* Which logits a pass computes. */
+enum nt_logits {
+    NT_LOGITS_NONE,           /* a prefill pass before the last one */
+    NT_LOGITS_LAST,           /* the last position only: row 0 of a->logits / a->argmax */
+    NT_LOGITS_ALL             /* every position: rows 0 .. n-1 */
+};
+
+/* Runs one pass: positions p->pos0 .. p->pos0 + p->n - 1 (the caller has checked tokens and the
+ * context length), leaving the logits asked for in a->logits and their argmax in a->argmax. */
+void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_acts *a,
+                     const struct nt_pass *p, enum nt_logits want);
+
+#endif /* NT_FORWARD_H */

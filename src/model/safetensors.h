@@ -1,0 +1,86 @@
+/* safetensors.h - the tensors of a checkpoint: safetensors files mmap-ed and indexed by name.
+ *
+ * A tensor table owns the mappings of one or more .safetensors files (a single
+ * model.safetensors, or the shards named by model.safetensors.index.json) and one entry per
+ * tensor pointing into them. Every header is validated when a file is added: JSON shape, dtype
+ * names, shape x element size == byte span, spans inside the file, spans not overlapping,
+ * names unique across all files. Entries are read-only views; they live as long as the table.
+ */
+#ifndef NT_SAFETENSORS_H
+#define NT_SAFETENSORS_H
+
+#include "../common.h"
+
+enum nt_dtype {
+    NT_DTYPE_F32,
+    NT_DTYPE_F16,
+    NT_DTYPE_BF16,
+    NT_DTYPE_F64,
+    NT_DTYPE_I64,
+    NT_DTYPE_I32,
+    NT_DTYPE_I16,
+    NT_DTYPE_I8,
+    NT_DTYPE_U8,
+    NT_DTYPE_BOOL,
+    NT_DTYPE_F8_E4M3,
+    NT_DTYPE_F8_E5M2,
+    NT_DTYPE_COUNT
+};
+
+/* "F32", "BF16", ... as safetensors spells them. */
+const char *nt_dtype_name(enum nt_dtype d);
+size_t nt_dtype_size(enum nt_dtype d);
+
+#define NT_MAX_DIMS 8
+
+struct nt_tensor {
+    const char *name;             /* owned by the table */
+    enum nt_dtype dtype;
+    int ndim;
+    int64_t shape[NT_MAX_DIMS];
+    const void *data;             /* inside a read-only mapping; no alignment guaranteed */
+    uint64_t nbytes;
+    int file;                     /* index into the table's files */
+    int used;                     /* set by the weight binder; unused tensors are reported */
+};
+
+struct nt_st_file {
+    char *path;
+    const uint8_t *map;           /* the whole file, mapped read-only (NULL when empty) */
+    size_t size;
+    int owned_map;                /* 1: munmap on close; 0: borrowed bytes (tests, fuzzing) */
+};
+
+struct nt_tensor_table {
+    struct nt_tensor *tensors;
+    int n_tensors, cap_tensors;
+    struct nt_st_file *files;
+    int n_files, cap_files;
+    /* open-addressing hash from name to tensor index; -1 = empty */
+    int *hash;
+    int hash_cap;
+};
+
+void nt_table_init(struct nt_tensor_table *t);
+void nt_table_close(struct nt_tensor_table *t);
+
+/* Parses and validates the safetensors file in bytes[0..size) and adds its tensors.
+ * `path` names the file in messages. The bytes must outlive the table (they are not copied);
+ * `owned_map` says whether nt_table_close munmaps them. On failure the table is unchanged
+ * except that nothing of this file was added. */
+nemotron_status nt_table_add_bytes(struct nt_tensor_table *t, const char *path,
+                                   const uint8_t *bytes, size_t size, int owned_map,
+                                   struct nt_err *err);
+
+/* mmaps one .safetensors file and adds it. */
+nemotron_status nt_table_add_file(struct nt_tensor_table *t, const char *path, struct nt_err *err);
+
+/* Opens a model directory: model.safetensors.index.json if present (every shard it names is
+ * opened, every tensor it lists must be in the shard it names, and no shard may hold tensors
+ * the index does not list), else model.safetensors. */
+nemotron_status nt_table_open_dir(struct nt_tensor_table *t, const char *dir, struct nt_err *err);
+
+/* NULL when absent. */
+struct nt_tensor *nt_table_find(const struct nt_tensor_table *t, const char *name);
+
+#endif /* NT_SAFETENSORS_H */

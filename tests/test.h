@@ -1,0 +1,33 @@
+/* test.h - the few macros the unit tests share: CHECK, a failure count, and fixture paths.
+ *
+ * A test program calls CHECK(cond, fmt, ...) as often as it likes, and returns
+ * test_summary(name) from main: 0 when every check held. Tests run from the repository root
+ * (tests/run.sh does that), so fixture paths are relative to it.
+ */
+#ifndef NT_TEST_H
+#define NT_TEST_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int test_checks, test_failures;
+
+#define CHECK(cond, ...)                                                    \
+    do {                                                                    \
+        test_checks++;                                                      \
+        if (!(cond)) {                                                      \
+            test_failures++;                                                \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fputc('\n', stderr);                                            \
+        }                                                                   \
+    } while (0)
+
+static inline int test_summary(const char *name) {
+    printf("%-28s %d checks, %d failed\n", name, test_checks, test_failures);
+    return test_failures ? 1 : 0;
+}
+
+#define FIXTURES "tests/fixtures"
+
+#endif /* NT_TEST_H */

@@ -1,0 +1,256 @@
+/* nemotron.c - the `nemotron` command: run Nemotron-H models from the shell.
+ *
+ *   nemotron logits   -m MODEL_DIR --tokens 1,2,3 -o out.npy   every position's logits (.npy)
+ *   nemotron generate -m MODEL_DIR --tokens 1,2,3 -n N         greedy continuation, token ids
+ *
+ * A thin program over the public header only. Every argument is checked before the model is
+ * loaded; errors name the argument and exit with status 2 (usage) or 1 (the run failed).
+ * Output files are written to a temporary name and renamed, so a failed run leaves none.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nemotron.h"
+
+static const char *usage_text =
+    "usage: nemotron COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  logits    -m MODEL_DIR --tokens IDS -o OUT.npy   write every position's logits as a\n"
+    "                                                   float32 .npy of shape [n, vocab]\n"
+    "  generate  -m MODEL_DIR --tokens IDS -n N         print the greedy continuation's ids\n"
+    "  version                                          print the version\n"
+    "\n"
+    "options:\n"
+    "  -m, --model DIR    Hugging Face model directory (config.json + *.safetensors)\n"
+    "  --tokens IDS       comma-separated token ids, e.g. 1,2,3\n"
+    "  -o, --output FILE  output file (logits)\n"
+    "  -n N               tokens to generate (generate; default 16)\n"
+    "  -t, --threads N    CPU threads (default: the physical cores)\n"
+    "  --pass N           positions per pass, 1..64 (default 64)\n"
+    "  --ctx N            context length of the session (default: what the run needs)\n"
+    "  --ignore-eos       generate: do not stop at an end-of-sequence id\n";
+
+struct args {
+    const char *command, *model, *tokens_arg, *output;
+    int n_gen, threads, pass, ctx, ignore_eos;
+    int32_t *tokens;
+    int n_tokens;
+};
+
+static void die_usage(const char *fmt, const char *what) {
+    fprintf(stderr, "nemotron: ");
+    fprintf(stderr, fmt, what);
+    fprintf(stderr, "\n(run 'nemotron --help' for usage)\n");
+    exit(2);
+}
+
+/* A whole decimal integer in [lo, hi], or exit with a message naming the option. */
+static long parse_int(const char *s, const char *opt, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "nemotron: %s: '%s' is not an integer in [%ld, %ld]\n", opt, s, lo, hi);
+        exit(2);
+    }
+    return v;
+}
+
+/* "1,2,3" -> ids; every item a decimal integer >= 0 (the vocabulary bound is the model's). */
+static void parse_tokens(struct args *a) {
+    const char *s = a->tokens_arg;
+    size_t cap = 1;
+    for (const char *c = s; *c; c++) cap += *c == ',';
+    a->tokens = malloc(cap * sizeof *a->tokens);
+    if (!a->tokens) die_usage("%s", "out of memory");
+    a->n_tokens = 0;
+    const char *p = s;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char item[32];
+        if (len == 0 || len >= sizeof item) {
+            fprintf(stderr, "nemotron: --tokens: item %d ('%.*s') is not a token id\n", a->n_tokens + 1,
+                    (int)(len < 40 ? len : 40), p);
+            exit(2);
+        }
+        memcpy(item, p, len);
+        item[len] = 0;
+        a->tokens[a->n_tokens++] = (int32_t)parse_int(item, "--tokens", 0, INT32_MAX);
+        if (!comma) break;
+        p = comma + 1;
+    }
+}
+
+/* The value after option argv[*i], or exit naming the option. */
+static const char *value_of(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) die_usage("option %s needs a value", argv[*i]);
+    return argv[++*i];
+}
+
+static void parse_args(int argc, char **argv, struct args *a) {
+    memset(a, 0, sizeof *a);
+    a->n_gen = 16;
+    if (argc < 2) die_usage("%s", "no command given");
+    a->command = argv[1];
+    if (!strcmp(a->command, "-h") || !strcmp(a->command, "--help") || !strcmp(a->command, "help")) {
+        fputs(usage_text, stdout);
+        exit(0);
+    }
+    for (int i = 2; i < argc; i++) {
+        const char *o = argv[i];
+#define VALUE() value_of(argc, argv, &i)
+        if (!strcmp(o, "-m") || !strcmp(o, "--model")) a->model = VALUE();
+        else if (!strcmp(o, "--tokens")) a->tokens_arg = VALUE();
+        else if (!strcmp(o, "-o") || !strcmp(o, "--output")) a->output = VALUE();
+        else if (!strcmp(o, "-n")) a->n_gen = (int)parse_int(VALUE(), "-n", 0, 1 << 24);
+        else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) a->threads = (int)parse_int(VALUE(), o, 1, 1024);
+        else if (!strcmp(o, "--pass")) a->pass = (int)parse_int(VALUE(), o, 1, NEMOTRON_PASS_MAX);
+        else if (!strcmp(o, "--ctx")) a->ctx = (int)parse_int(VALUE(), o, 1, 1 << 24);
+        else if (!strcmp(o, "--ignore-eos")) a->ignore_eos = 1;
+        else if (!strcmp(o, "-h") || !strcmp(o, "--help")) { fputs(usage_text, stdout); exit(0); }
+        else die_usage("unknown option '%s'", o);
+#undef VALUE
+    }
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int fail(const char *what, const char *msg, nemotron_status st) {
+    fprintf(stderr, "nemotron: %s: %s (%s)\n", what, msg, nemotron_status_str(st));
+    return 1;
+}
+
+/* A float32 .npy of shape [rows, cols]: magic, version 1.0, a header padded to 64 bytes. */
+static int write_npy(const char *path, const float *data, int rows, int cols) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
+        fprintf(stderr, "nemotron: output path is too long\n");
+        return 1;
+    }
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        fprintf(stderr, "nemotron: %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    char dict[128];
+    int dl = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }", rows, cols);
+    int total = 10 + dl + 1, pad = (64 - total % 64) % 64;
+    unsigned char head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0};
+    int hl = dl + pad + 1;
+    head[8] = (unsigned char)(hl & 255);
+    head[9] = (unsigned char)(hl >> 8);
+    int ok = fwrite(head, 1, 10, f) == 10 && fwrite(dict, 1, (size_t)dl, f) == (size_t)dl;
+    for (int i = 0; ok && i < pad; i++) ok = fputc(' ', f) != EOF;
+    ok = ok && fputc('\n', f) != EOF;
+    /* the data is little-endian f32 on every machine this builds for (x86-64, aarch64) */
+    ok = ok && fwrite(data, sizeof(float), (size_t)rows * cols, f) == (size_t)rows * cols;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        fprintf(stderr, "nemotron: %s: write failed: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    return 0;
+}
+
+static int open_all(const struct args *a, int n_ctx, nemotron_model **m, nemotron_session **s) {
+    nemotron_model_params mp = nemotron_model_default_params();
+    mp.n_threads = a->threads;
+    nemotron_status st = nemotron_model_load(a->model, &mp, m);
+    if (st) return fail("loading the model", nemotron_model_errmsg(*m), st);
+    nemotron_session_params sp = nemotron_session_default_params();
+    sp.n_ctx = a->ctx ? a->ctx : n_ctx;
+    if (a->pass) sp.pass_max = a->pass;
+    st = nemotron_session_new(*m, &sp, s);
+    if (st) return fail("creating the session", nemotron_session_errmsg(*s), st);
+    return 0;
+}
+
+static int cmd_logits(const struct args *a) {
+    if (!a->output) die_usage("%s", "logits needs -o OUT.npy");
+    nemotron_model *m = NULL;
+    nemotron_session *s = NULL;
+    int rc = open_all(a, a->n_tokens, &m, &s);
+    if (!rc) {
+        int V = nemotron_model_vocab_size(m);
+        float *logits = malloc((size_t)a->n_tokens * (size_t)V * sizeof(float));
+        if (!logits) {
+            rc = fail("logits", "out of memory for the output", NEMOTRON_ERR_NOMEM);
+        } else {
+            double t0 = now_s();
+            nemotron_status st = nemotron_session_eval(s, a->tokens, a->n_tokens, logits);
+            double dt = now_s() - t0;
+            if (st) rc = fail("evaluating", nemotron_session_errmsg(s), st);
+            else rc = write_npy(a->output, logits, a->n_tokens, V);
+            if (!rc)
+                fprintf(stderr, "%d positions in %.3f s (%.1f tokens/s)\n", a->n_tokens, dt, a->n_tokens / dt);
+            free(logits);
+        }
+    }
+    nemotron_session_free(s);
+    nemotron_model_free(m);
+    return rc;
+}
+
+static int cmd_generate(const struct args *a) {
+    nemotron_model *m = NULL;
+    nemotron_session *s = NULL;
+    int rc = open_all(a, a->n_tokens + a->n_gen, &m, &s);
+    if (!rc) {
+        int32_t eos[16];
+        int n_eos = nemotron_model_eos_ids(m, eos, 16);
+        double t0 = now_s();
+        nemotron_status st = nemotron_session_eval(s, a->tokens, a->n_tokens, NULL);
+        double t1 = now_s(), t2;
+        int made = 0;
+        while (!st && made < a->n_gen) {
+            int32_t next = nemotron_session_argmax(s);
+            printf("%s%d", made ? "," : "", (int)next);
+            fflush(stdout);
+            made++;
+            int stop = made == a->n_gen;
+            for (int i = 0; i < n_eos && i < 16 && !a->ignore_eos; i++) stop |= next == eos[i];
+            if (stop) break;
+            st = nemotron_session_eval(s, &next, 1, NULL);
+        }
+        t2 = now_s();
+        printf("\n");
+        if (st) rc = fail("evaluating", nemotron_session_errmsg(s), st);
+        else
+            fprintf(stderr, "prompt %d tokens: %.1f tokens/s; generated %d tokens: %.1f tokens/s\n",
+                    a->n_tokens, a->n_tokens / (t1 - t0), made,
+                    made > 1 ? (made - 1) / (t2 - t1) : 0.0);
+    }
+    nemotron_session_free(s);
+    nemotron_model_free(m);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    struct args a;
+    parse_args(argc, argv, &a);
+    if (!strcmp(a.command, "version")) {
+        printf("nemotron %s\n", nemotron_version());
+        return 0;
+    }
+    int is_logits = !strcmp(a.command, "logits"), is_generate = !strcmp(a.command, "generate");
+    if (!is_logits && !is_generate) die_usage("unknown command '%s'", a.command);
+    if (!a.model) die_usage("%s: -m MODEL_DIR is required", a.command);
+    if (!a.tokens_arg) die_usage("%s: --tokens IDS is required", a.command);
+    parse_tokens(&a);
+    int rc = is_logits ? cmd_logits(&a) : cmd_generate(&a);
+    free(a.tokens);
+    return rc;
+}

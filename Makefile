@@ -25,14 +25,18 @@ LDLIBS  := $(PKG_LIBS) -lm -fopenmp
 LIB_SRC  := $(wildcard src/*.c src/model/*.c src/cpu/*.c src/engine/*.c)
 TOOL_SRC := $(wildcard tools/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
+# test support: a writer of random models in Hugging Face layout (tests and the benchmark)
+SUPPORT_SRC := $(wildcard tests/support/*.c)
 
 REL  := build
 ASAN := build/asan
 
 LIB_OBJ_REL  := $(LIB_SRC:%.c=$(REL)/%.o)
 LIB_OBJ_ASAN := $(LIB_SRC:%.c=$(ASAN)/%.o)
-TESTS_REL    := $(TEST_SRC:tests/unit/%.c=$(REL)/tests/%)
-TESTS_ASAN   := $(TEST_SRC:tests/unit/%.c=$(ASAN)/tests/%)
+TESTS_REL    := $(TEST_SRC:tests/unit/%.c=$(REL)/bin/%)
+TESTS_ASAN   := $(TEST_SRC:tests/unit/%.c=$(ASAN)/bin/%)
+SUPPORT_REL  := $(SUPPORT_SRC:%.c=$(REL)/%.o)
+SUPPORT_ASAN := $(SUPPORT_SRC:%.c=$(ASAN)/%.o)
 
 .PHONY: help cpu all test asan bench clean fixtures-check
 
@@ -72,30 +76,35 @@ $(REL)/nemotron: $(TOOL_SRC:%.c=$(REL)/%.o) $(REL)/libnemotron.a
 $(ASAN)/nemotron: $(TOOL_SRC:%.c=$(ASAN)/%.o) $(ASAN)/libnemotron.a
 	$(CC) $(CFLAGS_ASAN) $^ -o $@ $(LDLIBS)
 
-$(REL)/tests/%: $(REL)/tests/unit/%.o $(REL)/libnemotron.a
+$(REL)/bin/%: $(REL)/tests/unit/%.o $(SUPPORT_REL) $(REL)/libnemotron.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS)
 
-$(ASAN)/tests/%: $(ASAN)/tests/unit/%.o $(ASAN)/libnemotron.a
+$(ASAN)/bin/%: $(ASAN)/tests/unit/%.o $(SUPPORT_ASAN) $(ASAN)/libnemotron.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ASAN) $^ -o $@ $(LDLIBS)
+
+# make_model: writes a random model directory (tests/support/synth.h) for tests and benchmarks
+$(REL)/make_model: $(REL)/tests/tools/make_model.o $(SUPPORT_REL) $(REL)/libnemotron.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS)
 
 # The public header must compile as C++ too.
 $(REL)/tests/header_cxx.o: tests/header_cxx.cc include/nemotron.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++11 -Iinclude -Wall -Wextra $(if $(filter 1,$(WERROR)),-Werror) -c $< -o $@
 
-test: $(TESTS_REL) $(REL)/nemotron $(REL)/tests/header_cxx.o
+test: $(TESTS_REL) $(REL)/nemotron $(REL)/make_model $(REL)/tests/header_cxx.o
 	@tests/run.sh $(REL)
 
-asan: $(TESTS_ASAN) $(ASAN)/nemotron
+asan: $(TESTS_ASAN) $(ASAN)/nemotron $(REL)/make_model
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(ASAN)
 
-bench: $(REL)/nemotron
-	tools/bench_cpu.sh $(REL)/nemotron
+bench: $(REL)/nemotron $(REL)/make_model
+	tools/bench_cpu.sh $(REL)
 
 clean:
 	rm -rf build
 
--include $(LIB_OBJ_REL:.o=.d) $(LIB_OBJ_ASAN:.o=.d)
+-include $(LIB_OBJ_REL:.o=.d) $(LIB_OBJ_ASAN:.o=.d) $(SUPPORT_REL:.o=.d) $(SUPPORT_ASAN:.o=.d)
 -include $(TEST_SRC:tests/unit/%.c=$(REL)/tests/unit/%.d) $(TEST_SRC:tests/unit/%.c=$(ASAN)/tests/unit/%.d)

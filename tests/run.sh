@@ -6,7 +6,7 @@ set -u
 cd "$(dirname "$0")/.."
 build=${1:-build}
 failed=0
-for t in "$build"/tests/test_*; do
+for t in "$build"/bin/test_*; do
     [ -x "$t" ] || continue
     if ! "$t"; then
         echo "FAILED: $t"

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nemotron.h"
+#include "cli.h"
 
 static const char *usage_text =
     "usage: nemotron COMMAND [options]\n"
@@ -25,6 +25,8 @@ static const char *usage_text =
     "  logits    -m MODEL_DIR --tokens IDS -o OUT.npy   write every position's logits as a\n"
     "                                                   float32 .npy of shape [n, vocab]\n"
     "  generate  -m MODEL_DIR --tokens IDS -n N         print the greedy continuation's ids\n"
+    "  bench     -m MODEL_DIR [-p 512] [-n 128]         prompt (pp) and generation (tg) speed,\n"
+    "                                                   and the share of memory bandwidth reached\n"
     "  version                                          print the version\n"
     "\n"
     "options:\n"
@@ -35,14 +37,10 @@ static const char *usage_text =
     "  -t, --threads N    CPU threads (default: the physical cores)\n"
     "  --pass N           positions per pass, 1..64 (default 64)\n"
     "  --ctx N            context length of the session (default: what the run needs)\n"
-    "  --ignore-eos       generate: do not stop at an end-of-sequence id\n";
-
-struct args {
-    const char *command, *model, *tokens_arg, *output;
-    int n_gen, threads, pass, ctx, ignore_eos;
-    int32_t *tokens;
-    int n_tokens;
-};
+    "  --ignore-eos       generate: do not stop at an end-of-sequence id\n"
+    "  -p N               bench: prompt length (default 512)\n"
+    "  -r N               bench: repetitions, the best is reported (default 3)\n"
+    "  --json             bench: one JSON object instead of the table\n";
 
 static void die_usage(const char *fmt, const char *what) {
     fprintf(stderr, "nemotron: ");
@@ -97,7 +95,9 @@ static const char *value_of(int argc, char **argv, int *i) {
 
 static void parse_args(int argc, char **argv, struct args *a) {
     memset(a, 0, sizeof *a);
-    a->n_gen = 16;
+    a->n_gen = -1;           /* per command: generate 16, bench 128 */
+    a->n_prompt = 512;
+    a->reps = 3;
     if (argc < 2) die_usage("%s", "no command given");
     a->command = argv[1];
     if (!strcmp(a->command, "-h") || !strcmp(a->command, "--help") || !strcmp(a->command, "help")) {
@@ -115,19 +115,22 @@ static void parse_args(int argc, char **argv, struct args *a) {
         else if (!strcmp(o, "--pass")) a->pass = (int)parse_int(VALUE(), o, 1, NEMOTRON_PASS_MAX);
         else if (!strcmp(o, "--ctx")) a->ctx = (int)parse_int(VALUE(), o, 1, 1 << 24);
         else if (!strcmp(o, "--ignore-eos")) a->ignore_eos = 1;
+        else if (!strcmp(o, "-p")) a->n_prompt = (int)parse_int(VALUE(), "-p", 1, 1 << 20);
+        else if (!strcmp(o, "-r")) a->reps = (int)parse_int(VALUE(), "-r", 1, 1000);
+        else if (!strcmp(o, "--json")) a->json = 1;
         else if (!strcmp(o, "-h") || !strcmp(o, "--help")) { fputs(usage_text, stdout); exit(0); }
         else die_usage("unknown option '%s'", o);
 #undef VALUE
     }
 }
 
-static double now_s(void) {
+double cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int fail(const char *what, const char *msg, nemotron_status st) {
+int cli_fail(const char *what, const char *msg, nemotron_status st) {
     fprintf(stderr, "nemotron: %s: %s (%s)\n", what, msg, nemotron_status_str(st));
     return 1;
 }
@@ -165,16 +168,16 @@ static int write_npy(const char *path, const float *data, int rows, int cols) {
     return 0;
 }
 
-static int open_all(const struct args *a, int n_ctx, nemotron_model **m, nemotron_session **s) {
+int cli_open(const struct args *a, int n_ctx, nemotron_model **m, nemotron_session **s) {
     nemotron_model_params mp = nemotron_model_default_params();
     mp.n_threads = a->threads;
     nemotron_status st = nemotron_model_load(a->model, &mp, m);
-    if (st) return fail("loading the model", nemotron_model_errmsg(*m), st);
+    if (st) return cli_fail("loading the model", nemotron_model_errmsg(*m), st);
     nemotron_session_params sp = nemotron_session_default_params();
     sp.n_ctx = a->ctx ? a->ctx : n_ctx;
     if (a->pass) sp.pass_max = a->pass;
     st = nemotron_session_new(*m, &sp, s);
-    if (st) return fail("creating the session", nemotron_session_errmsg(*s), st);
+    if (st) return cli_fail("creating the session", nemotron_session_errmsg(*s), st);
     return 0;
 }
 
@@ -182,17 +185,17 @@ static int cmd_logits(const struct args *a) {
     if (!a->output) die_usage("%s", "logits needs -o OUT.npy");
     nemotron_model *m = NULL;
     nemotron_session *s = NULL;
-    int rc = open_all(a, a->n_tokens, &m, &s);
+    int rc = cli_open(a, a->n_tokens, &m, &s);
     if (!rc) {
         int V = nemotron_model_vocab_size(m);
         float *logits = malloc((size_t)a->n_tokens * (size_t)V * sizeof(float));
         if (!logits) {
-            rc = fail("logits", "out of memory for the output", NEMOTRON_ERR_NOMEM);
+            rc = cli_fail("logits", "out of memory for the output", NEMOTRON_ERR_NOMEM);
         } else {
-            double t0 = now_s();
+            double t0 = cli_now();
             nemotron_status st = nemotron_session_eval(s, a->tokens, a->n_tokens, logits);
-            double dt = now_s() - t0;
-            if (st) rc = fail("evaluating", nemotron_session_errmsg(s), st);
+            double dt = cli_now() - t0;
+            if (st) rc = cli_fail("evaluating", nemotron_session_errmsg(s), st);
             else rc = write_npy(a->output, logits, a->n_tokens, V);
             if (!rc)
                 fprintf(stderr, "%d positions in %.3f s (%.1f tokens/s)\n", a->n_tokens, dt, a->n_tokens / dt);
@@ -207,13 +210,13 @@ static int cmd_logits(const struct args *a) {
 static int cmd_generate(const struct args *a) {
     nemotron_model *m = NULL;
     nemotron_session *s = NULL;
-    int rc = open_all(a, a->n_tokens + a->n_gen, &m, &s);
+    int rc = cli_open(a, a->n_tokens + a->n_gen, &m, &s);
     if (!rc) {
         int32_t eos[16];
         int n_eos = nemotron_model_eos_ids(m, eos, 16);
-        double t0 = now_s();
+        double t0 = cli_now();
         nemotron_status st = nemotron_session_eval(s, a->tokens, a->n_tokens, NULL);
-        double t1 = now_s(), t2;
+        double t1 = cli_now(), t2;
         int made = 0;
         while (!st && made < a->n_gen) {
             int32_t next = nemotron_session_argmax(s);
@@ -225,9 +228,9 @@ static int cmd_generate(const struct args *a) {
             if (stop) break;
             st = nemotron_session_eval(s, &next, 1, NULL);
         }
-        t2 = now_s();
+        t2 = cli_now();
         printf("\n");
-        if (st) rc = fail("evaluating", nemotron_session_errmsg(s), st);
+        if (st) rc = cli_fail("evaluating", nemotron_session_errmsg(s), st);
         else
             fprintf(stderr, "prompt %d tokens: %.1f tokens/s; generated %d tokens: %.1f tokens/s\n",
                     a->n_tokens, a->n_tokens / (t1 - t0), made,
@@ -246,8 +249,14 @@ int main(int argc, char **argv) {
         return 0;
     }
     int is_logits = !strcmp(a.command, "logits"), is_generate = !strcmp(a.command, "generate");
-    if (!is_logits && !is_generate) die_usage("unknown command '%s'", a.command);
+    int is_bench = !strcmp(a.command, "bench");
+    if (!is_logits && !is_generate && !is_bench) die_usage("unknown command '%s'", a.command);
     if (!a.model) die_usage("%s: -m MODEL_DIR is required", a.command);
+    if (is_bench) {
+        if (a.n_gen < 0) a.n_gen = 128;
+        return cmd_bench(&a);
+    }
+    if (a.n_gen < 0) a.n_gen = 16;
     if (!a.tokens_arg) die_usage("%s: --tokens IDS is required", a.command);
     parse_tokens(&a);
     int rc = is_logits ? cmd_logits(&a) : cmd_generate(&a);

@@ -72,7 +72,8 @@ nemotron_status nemotron_session_eval(nemotron_session *s, const int32_t *tokens
     if (!s->ready) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "the session handle holds no session");
     const struct nt_forward *f = &s->model->fwd;
     int V = f->V;
-    if (!tokens || n < 1) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "eval needs at least one token (n = %d)", n);
+    if (n < 1) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "eval needs at least one token (n = %d)", n);
+    if (!tokens) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "tokens is NULL (n = %d)", n);
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= V)
             return nt_fail(&s->err, NEMOTRON_ERR_ARG,

@@ -1,0 +1,176 @@
+/* bench.c - `nemotron bench`: prompt and generation speed, held against the memory bandwidth.
+ *
+ * Reports, as llama-bench does, pp N (a prompt of N positions, run in passes of up to 64) and
+ * tg N (N positions decoded one pass each) in tokens/s, the best of -r repetitions. It also
+ * measures this machine's memory read bandwidth with the same threads, and reports which share
+ * of it decoding reaches: (weight bytes a one-position pass reads) x (tg tokens/s) / bandwidth.
+ * And the cost of one full pass against single-position passes: the point of passes is that a
+ * 64-position pass costs far less than 64 (here: fewer than 8) one-position passes.
+ * Token ids are a fixed pseudo-random sequence, so runs are comparable.
+ */
+#include <immintrin.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* The bandwidth probe reads a buffer this large: far beyond the last-level cache (32 MiB here),
+ * so what is timed is DRAM, as for the weights of a model of hundreds of MB. */
+#define PROBE_BYTES ((size_t)1 << 30)
+
+/* Sums one thread's part with four independent AVX2 accumulators: enough loads in flight to
+ * reach DRAM's speed (a plain scalar sum tops out far below it). */
+__attribute__((target("avx2"))) static uint64_t sum_avx2(const uint64_t *p, size_t n) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 16 <= n; i += 16) {
+        a0 = _mm256_add_epi64(a0, _mm256_loadu_si256((const __m256i *)(const void *)(p + i)));
+        a1 = _mm256_add_epi64(a1, _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 4)));
+        a2 = _mm256_add_epi64(a2, _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 8)));
+        a3 = _mm256_add_epi64(a3, _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 12)));
+    }
+    __m256i a = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+    return (uint64_t)_mm256_extract_epi64(a, 0) + (uint64_t)_mm256_extract_epi64(a, 3);
+}
+
+static uint64_t sum_scalar(const uint64_t *p, size_t n) {
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 4 <= n; i += 4) {
+        s0 += p[i];
+        s1 += p[i + 1];
+        s2 += p[i + 2];
+        s3 += p[i + 3];
+    }
+    return s0 + s1 + s2 + s3;
+}
+
+/* Best-of read bandwidth in bytes/s with `threads` threads, each summing its own contiguous
+ * part of the buffer. */
+static double read_bandwidth(int threads, int reps) {
+    size_t n = PROBE_BYTES / sizeof(uint64_t);
+    uint64_t *buf = malloc(PROBE_BYTES);
+    if (!buf) return 0;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (size_t i = 0; i < n; i++) buf[i] = i * 0x9e3779b97f4a7c15ull;   /* touch every page */
+    __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2");
+    double best = 0;
+    volatile uint64_t sink = 0;
+    for (int r = 0; r < reps + 1; r++) {           /* the first round warms up */
+        uint64_t sum = 0;
+        double t0 = cli_now();
+#pragma omp parallel num_threads(threads) reduction(+ : sum)
+        {
+            size_t per = n / (size_t)omp_get_num_threads() / 16 * 16;
+            const uint64_t *part = buf + per * (size_t)omp_get_thread_num();
+            sum += avx2 ? sum_avx2(part, per) : sum_scalar(part, per);
+        }
+        double dt = cli_now() - t0;
+        sink += sum;
+        double bytes = (double)(n / (size_t)threads / 16 * 16) * threads * sizeof(uint64_t);
+        if (r > 0 && bytes / dt > best) best = bytes / dt;
+    }
+    (void)sink;
+    free(buf);
+    return best;
+}
+
+static void fill_tokens(int32_t *t, int n, int vocab) {
+    uint64_t x = 0x243f6a8885a308d3ull;
+    for (int i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        t[i] = (int32_t)((x >> 33) % (uint64_t)vocab);
+    }
+}
+
+struct result {
+    double pp_tps, tg_tps;      /* best of reps */
+    double pass64_s, pass1_s;   /* one full pass at position 0; one single-position pass */
+};
+
+static int run(const struct args *a, nemotron_session *s, const int32_t *tok, struct result *r) {
+    nemotron_status st;
+    memset(r, 0, sizeof *r);
+    int full = a->n_prompt < NEMOTRON_PASS_MAX ? a->n_prompt : NEMOTRON_PASS_MAX;
+    for (int rep = 0; rep < a->reps; rep++) {
+        /* pp: the whole prompt from position 0 */
+        nemotron_session_reset(s);
+        double t0 = cli_now();
+        if ((st = nemotron_session_eval(s, tok, a->n_prompt, NULL))) goto fail;
+        double dt = cli_now() - t0;
+        if (a->n_prompt / dt > r->pp_tps) r->pp_tps = a->n_prompt / dt;
+        /* one full pass from position 0 */
+        nemotron_session_reset(s);
+        t0 = cli_now();
+        if ((st = nemotron_session_eval(s, tok, full, NULL))) goto fail;
+        dt = cli_now() - t0;
+        if (r->pass64_s == 0 || dt < r->pass64_s) r->pass64_s = dt;
+        /* tg: one position per pass after a one-token start */
+        nemotron_session_reset(s);
+        if ((st = nemotron_session_eval(s, tok, 1, NULL))) goto fail;
+        t0 = cli_now();
+        for (int i = 0; i < a->n_gen; i++) {
+            int32_t next = nemotron_session_argmax(s);
+            if ((st = nemotron_session_eval(s, &next, 1, NULL))) goto fail;
+        }
+        dt = cli_now() - t0;
+        if (a->n_gen / dt > r->tg_tps) r->tg_tps = a->n_gen / dt;
+    }
+    r->pass1_s = 1.0 / r->tg_tps;
+    return 0;
+fail:
+    return cli_fail("bench", nemotron_session_errmsg(s), st);
+}
+
+int cmd_bench(const struct args *a) {
+    if (a->n_gen < 1) return cli_fail("bench", "-n must be at least 1", NEMOTRON_ERR_ARG);
+    nemotron_model *m = NULL;
+    nemotron_session *s = NULL;
+    int rc = cli_open(a, (a->n_prompt > a->n_gen ? a->n_prompt : a->n_gen) + 1, &m, &s);
+    int32_t *tok = NULL;
+    if (!rc) {
+        int vocab = nemotron_model_vocab_size(m);
+        int len = a->n_prompt > NEMOTRON_PASS_MAX ? a->n_prompt : NEMOTRON_PASS_MAX;
+        tok = malloc((size_t)len * sizeof *tok);
+        if (!tok) rc = cli_fail("bench", "out of memory", NEMOTRON_ERR_NOMEM);
+        else fill_tokens(tok, len, vocab);
+    }
+    struct result r;
+    if (!rc) rc = run(a, s, tok, &r);
+    if (!rc) {
+        int threads = a->threads > 0 ? a->threads : omp_get_num_procs();
+        double bw = read_bandwidth(threads, 5);
+        double wbytes = (double)nemotron_model_active_weight_bytes(m);
+        double decode_bw = wbytes * r.tg_tps, share = bw > 0 ? decode_bw / bw : 0;
+        double pass_ratio = r.pass64_s / r.pass1_s;
+        int full = a->n_prompt < NEMOTRON_PASS_MAX ? a->n_prompt : NEMOTRON_PASS_MAX;
+        if (a->json) {
+            printf("{\"model\": \"%s\", \"pattern\": \"%s\", \"threads\": %d, "
+                   "\"active_weight_bytes\": %.0f, \"read_bandwidth_gbs\": %.3f, "
+                   "\"pp\": {\"n\": %d, \"tokens_per_s\": %.3f}, "
+                   "\"tg\": {\"n\": %d, \"tokens_per_s\": %.3f}, "
+                   "\"decode_weight_gbs\": %.3f, \"decode_bandwidth_share\": %.4f, "
+                   "\"pass\": {\"n\": %d, \"seconds\": %.6f, \"single_seconds\": %.6f, "
+                   "\"in_single_passes\": %.3f}}\n",
+                   a->model, nemotron_model_pattern(m), threads, wbytes, bw / 1e9, a->n_prompt,
+                   r.pp_tps, a->n_gen, r.tg_tps, decode_bw / 1e9, share, full, r.pass64_s,
+                   r.pass1_s, pass_ratio);
+        } else {
+            printf("model %s  (layers %s, %.1f MB of weights per position, %d threads)\n", a->model,
+                   nemotron_model_pattern(m), wbytes / 1e6, threads);
+            printf("| test   | tokens/s  | ms/token |\n|--------|-----------|----------|\n");
+            printf("| pp%-4d | %9.1f | %8.3f |\n", a->n_prompt, r.pp_tps, 1e3 / r.pp_tps);
+            printf("| tg%-4d | %9.1f | %8.3f |\n", a->n_gen, r.tg_tps, 1e3 / r.tg_tps);
+            printf("memory read bandwidth (measured): %.2f GB/s\n", bw / 1e9);
+            printf("decode streams %.2f GB/s of weights: %.1f%% of the measured bandwidth\n",
+                   decode_bw / 1e9, 100 * share);
+            printf("one %d-position pass: %.2f ms = %.2f single-position passes\n", full,
+                   1e3 * r.pass64_s, pass_ratio);
+        }
+    }
+    free(tok);
+    nemotron_session_free(s);
+    nemotron_model_free(m);
+    return rc;
+}

@@ -108,3 +108,8 @@ clean:
 
 -include $(LIB_OBJ_REL:.o=.d) $(LIB_OBJ_ASAN:.o=.d) $(SUPPORT_REL:.o=.d) $(SUPPORT_ASAN:.o=.d)
 -include $(TEST_SRC:tests/unit/%.c=$(REL)/tests/unit/%.d) $(TEST_SRC:tests/unit/%.c=$(ASAN)/tests/unit/%.d)
+
+# dev/: scratch benchmarks of single kernels (not part of the library or the tests)
+$(REL)/dev/%: $(REL)/dev/cpu/%.o $(REL)/libnemotron.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS)

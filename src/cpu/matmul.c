@@ -15,13 +15,13 @@
 #include "cpu.h"
 
 #include <immintrin.h>
+#include <omp.h>
 #include <stdlib.h>
 
-/* Rows and positions that share one step: 4 x 3 = 12 accumulators + 4 weight registers fill
- * the 16 AVX2 registers; a weight row block of 4 rows stays in L1 while the pass's positions
- * stream past it. */
-#define NT_MR 4
-#define NT_NP 3
+/* Rows and positions that share one step (kernel_3x4); a block of 3 weight rows stays in L1
+ * while the pass's positions stream past it. */
+#define NT_MR 3
+#define NT_NP 4
 
 static inline float load_w1(const void *base, size_t i, enum nt_dtype dt) {
     const uint8_t *p = (const uint8_t *)base;
@@ -95,44 +95,115 @@ static inline AVX2 float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* mr rows from r, np positions from t: the block kernel. Called with constant mr, np so the
- * accumulators live in registers. */
+/* The end of one (row, position) chain: the fixed lane tree, the tail columns in order, bias and
+ * activation, the store. */
 static inline AVX2 __attribute__((always_inline)) void
-block_avx2(const struct nt_mm *m, enum nt_dtype dt, int r, int t, int mr, int np) {
-    const struct nt_matrix *W = m->W;
-    int cols = (int)W->cols, c8 = cols & ~7;
-    __m256 acc[NT_MR][NT_NP];
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < np; j++) acc[i][j] = _mm256_setzero_ps();
-    const float *x0 = m->x + (size_t)t * m->x_stride;
-    for (int c = 0; c < c8; c += 8) {
-        __m256 w[NT_MR];
-        for (int i = 0; i < mr; i++) w[i] = load_w8(W->data, (size_t)(r + i) * (size_t)cols + (size_t)c, dt);
-        for (int j = 0; j < np; j++) {
-            __m256 xv = _mm256_loadu_ps(x0 + (size_t)j * m->x_stride + c);
-            for (int i = 0; i < mr; i++) acc[i][j] = _mm256_fmadd_ps(w[i], xv, acc[i][j]);
-        }
+finish(const struct nt_mm *m, enum nt_dtype dt, int r, int t, __m256 acc) {
+    int cols = (int)m->W->cols, c8 = cols & ~7;
+    float s = hsum8(acc);
+    const float *x = m->x + (size_t)t * m->x_stride;
+    size_t ro = (size_t)r * (size_t)cols;
+    for (int c = c8; c < cols; c++) s = s + load_w1(m->W->data, ro + (size_t)c, dt) * x[c];
+    m->y[(size_t)t * m->y_stride + r] = apply(s, m->bias, r, m->act);
+}
+
+/* Rows r..r+2 x positions t..t+3: 12 accumulators, 3 weight registers and one input register
+ * fill the 16 AVX2 registers exactly (one more and an accumulator spills to the stack, which
+ * puts a store-to-load round trip in its chain); each step loads 3 weight vectors and 4 input
+ * vectors for 12 multiply-adds. */
+static inline AVX2 __attribute__((always_inline)) void
+kernel_3x4(const struct nt_mm *m, enum nt_dtype dt, int r, int t) {
+    const void *W = m->W->data;
+    size_t cols = (size_t)m->W->cols, c8 = cols & ~(size_t)7, o0 = (size_t)r * cols;
+    size_t xs = (size_t)m->x_stride;
+    const float *x0 = m->x + (size_t)t * xs;
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+    __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00, a20 = a00, a21 = a00, a22 = a00, a23 = a00;
+    for (size_t c = 0; c < c8; c += 8) {
+        __m256 w0 = load_w8(W, o0 + c, dt), w1 = load_w8(W, o0 + cols + c, dt);
+        __m256 w2 = load_w8(W, o0 + 2 * cols + c, dt);
+        __m256 xv = _mm256_loadu_ps(x0 + c);
+        a00 = _mm256_fmadd_ps(w0, xv, a00);
+        a10 = _mm256_fmadd_ps(w1, xv, a10);
+        a20 = _mm256_fmadd_ps(w2, xv, a20);
+        xv = _mm256_loadu_ps(x0 + xs + c);
+        a01 = _mm256_fmadd_ps(w0, xv, a01);
+        a11 = _mm256_fmadd_ps(w1, xv, a11);
+        a21 = _mm256_fmadd_ps(w2, xv, a21);
+        xv = _mm256_loadu_ps(x0 + 2 * xs + c);
+        a02 = _mm256_fmadd_ps(w0, xv, a02);
+        a12 = _mm256_fmadd_ps(w1, xv, a12);
+        a22 = _mm256_fmadd_ps(w2, xv, a22);
+        xv = _mm256_loadu_ps(x0 + 3 * xs + c);
+        a03 = _mm256_fmadd_ps(w0, xv, a03);
+        a13 = _mm256_fmadd_ps(w1, xv, a13);
+        a23 = _mm256_fmadd_ps(w2, xv, a23);
     }
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < np; j++) {
-            float s = hsum8(acc[i][j]);
-            const float *xj = x0 + (size_t)j * m->x_stride;
-            size_t ro = (size_t)(r + i) * (size_t)cols;
-            for (int c = c8; c < cols; c++) s = s + load_w1(W->data, ro + (size_t)c, dt) * xj[c];
-            m->y[(size_t)(t + j) * m->y_stride + r + i] = apply(s, m->bias, r + i, m->act);
-        }
+    finish(m, dt, r, t, a00); finish(m, dt, r + 1, t, a10); finish(m, dt, r + 2, t, a20);
+    finish(m, dt, r, t + 1, a01); finish(m, dt, r + 1, t + 1, a11); finish(m, dt, r + 2, t + 1, a21);
+    finish(m, dt, r, t + 2, a02); finish(m, dt, r + 1, t + 2, a12); finish(m, dt, r + 2, t + 2, a22);
+    finish(m, dt, r, t + 3, a03); finish(m, dt, r + 1, t + 3, a13); finish(m, dt, r + 2, t + 3, a23);
+}
+
+/* Rows r..r+2 x one position: the decode shape, bound by the weight stream. */
+static inline AVX2 __attribute__((always_inline)) void
+kernel_3x1(const struct nt_mm *m, enum nt_dtype dt, int r, int t) {
+    const void *W = m->W->data;
+    size_t cols = (size_t)m->W->cols, c8 = cols & ~(size_t)7, o0 = (size_t)r * cols;
+    const float *x0 = m->x + (size_t)t * m->x_stride;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0;
+    for (size_t c = 0; c < c8; c += 8) {
+        __m256 xv = _mm256_loadu_ps(x0 + c);
+        a0 = _mm256_fmadd_ps(load_w8(W, o0 + c, dt), xv, a0);
+        a1 = _mm256_fmadd_ps(load_w8(W, o0 + cols + c, dt), xv, a1);
+        a2 = _mm256_fmadd_ps(load_w8(W, o0 + 2 * cols + c, dt), xv, a2);
+    }
+    finish(m, dt, r, t, a0); finish(m, dt, r + 1, t, a1); finish(m, dt, r + 2, t, a2);
+}
+
+/* Rows r..r+5 x one position: two row blocks at once for a pass of one, so six weight streams
+ * are in flight (three leave DRAM bandwidth unused). Each row's chain is kernel_3x1's. */
+static inline AVX2 __attribute__((always_inline)) void
+kernel_6x1(const struct nt_mm *m, enum nt_dtype dt, int r, int t) {
+    const void *W = m->W->data;
+    size_t cols = (size_t)m->W->cols, c8 = cols & ~(size_t)7, o0 = (size_t)r * cols;
+    const float *x0 = m->x + (size_t)t * m->x_stride;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
+    for (size_t c = 0; c < c8; c += 8) {
+        __m256 xv = _mm256_loadu_ps(x0 + c);
+        a0 = _mm256_fmadd_ps(load_w8(W, o0 + c, dt), xv, a0);
+        a1 = _mm256_fmadd_ps(load_w8(W, o0 + cols + c, dt), xv, a1);
+        a2 = _mm256_fmadd_ps(load_w8(W, o0 + 2 * cols + c, dt), xv, a2);
+        a3 = _mm256_fmadd_ps(load_w8(W, o0 + 3 * cols + c, dt), xv, a3);
+        a4 = _mm256_fmadd_ps(load_w8(W, o0 + 4 * cols + c, dt), xv, a4);
+        a5 = _mm256_fmadd_ps(load_w8(W, o0 + 5 * cols + c, dt), xv, a5);
+    }
+    finish(m, dt, r, t, a0); finish(m, dt, r + 1, t, a1); finish(m, dt, r + 2, t, a2);
+    finish(m, dt, r + 3, t, a3); finish(m, dt, r + 4, t, a4); finish(m, dt, r + 5, t, a5);
+}
+
+/* One row x one position: the leftover rows of a matrix whose row count is not a multiple of 3. */
+static inline AVX2 __attribute__((always_inline)) void
+kernel_1x1(const struct nt_mm *m, enum nt_dtype dt, int r, int t) {
+    size_t cols = (size_t)m->W->cols, c8 = cols & ~(size_t)7, o0 = (size_t)r * cols;
+    const float *x0 = m->x + (size_t)t * m->x_stride;
+    __m256 a0 = _mm256_setzero_ps();
+    for (size_t c = 0; c < c8; c += 8) a0 = _mm256_fmadd_ps(load_w8(m->W->data, o0 + c, dt), _mm256_loadu_ps(x0 + c), a0);
+    finish(m, dt, r, t, a0);
 }
 
 static inline AVX2 __attribute__((always_inline)) void
 rows_avx2_dt(const struct nt_mm *m, enum nt_dtype dt, int r0, int r1) {
     int r = r0;
+    if (m->n == 1)
+        for (; r + 2 * NT_MR <= r1; r += 2 * NT_MR) kernel_6x1(m, dt, r, 0);
     for (; r + NT_MR <= r1; r += NT_MR) {
         int t = 0;
-        for (; t + NT_NP <= m->n; t += NT_NP) block_avx2(m, dt, r, t, NT_MR, NT_NP);
-        for (; t < m->n; t++) block_avx2(m, dt, r, t, NT_MR, 1);
+        for (; t + NT_NP <= m->n; t += NT_NP) kernel_3x4(m, dt, r, t);
+        for (; t < m->n; t++) kernel_3x1(m, dt, r, t);
     }
     for (; r < r1; r++)
-        for (int t = 0; t < m->n; t++) block_avx2(m, dt, r, t, 1, 1);
+        for (int t = 0; t < m->n; t++) kernel_1x1(m, dt, r, t);
 }
 
 static AVX2 void rows_avx2(const struct nt_mm *m, int r0, int r1) {
@@ -155,17 +226,22 @@ void nt_cpu_matmul(const struct nt_mm *m, int use_simd, int n_threads) {
     NT_ASSERT(m->W->dtype == NT_DTYPE_F32 || m->W->dtype == NT_DTYPE_F16 || m->W->dtype == NT_DTYPE_BF16);
     int rows = (int)m->W->rows;
     int blocks = (rows + NT_MR - 1) / NT_MR;
-    /* Rows split in whole blocks so no thread count changes the blocking of a row. Threads only
-     * pay off when there is work for them: below this many weight bytes x positions the fork
-     * costs more than it saves. */
+    /* Each thread takes one contiguous range of whole row blocks, so no thread count changes the
+     * blocking of a row. Threads only pay off when there is work for them: below this many
+     * weights x positions the fork costs more than it saves. */
     uint64_t work = (uint64_t)m->W->rows * (uint64_t)m->W->cols * (uint64_t)m->n;
     int threads = work < 65536 ? 1 : n_threads;
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int b = 0; b < blocks; b++) {
-        int r0 = b * NT_MR, r1 = r0 + NT_MR < rows ? r0 + NT_MR : rows;
-        if (use_simd)
-            rows_avx2(m, r0, r1);
-        else
-            rows_scalar(m, r0, r1);
+    if (threads > blocks) threads = blocks;
+#pragma omp parallel num_threads(threads)
+    {
+        int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        int b0 = (int)((int64_t)blocks * id / nt), b1 = (int)((int64_t)blocks * (id + 1) / nt);
+        int r0 = b0 * NT_MR, r1 = b1 * NT_MR < rows ? b1 * NT_MR : rows;
+        if (r0 < r1) {
+            if (use_simd)
+                rows_avx2(m, r0, r1);
+            else
+                rows_scalar(m, r0, r1);
+        }
     }
 }

@@ -111,10 +111,13 @@ struct nt_backend_ops {
                       const float *logits, const float *score_bias, int32_t *idx, float *wts);
     /* Routed experts: for each expert, the (position, slot) entries that chose it, the expert
      * read once for all of them (up, relu^2, down); then y[t] = sum over slots in slot order of
-     * wts[t][s] * out[t][s]. x, y: [n][L]. scratch: moe_scratch_floats(d, n) floats. */
+     * wts[t][s] * out[t][s]. x, y: [n][L]. scratch: moe_scratch_floats(be, d, n) floats. */
     void (*moe_experts)(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
                         const struct nt_moe_weights *w, const float *x, const int32_t *idx,
                         const float *wts, float *scratch, float *y);
+    /* Scratch floats moe_experts needs for a pass of n positions (each backend organises its
+     * own: per-thread buffers on the CPU, per-expert lists on a GPU). */
+    size_t (*moe_scratch_floats)(struct nt_backend *be, const struct nt_moe_dims *d, int n);
     /* y[i] += x[i] for i < count. */
     void (*add)(struct nt_backend *be, float *y, const float *x, size_t count);
     /* out[t] = the lowest index of the largest logits[t][.] (rows of `vocab`), for t < n. */
@@ -124,12 +127,6 @@ struct nt_backend_ops {
 struct nt_backend {
     const struct nt_backend_ops *ops;
 };
-
-/* Scratch floats moe_experts needs for a pass of n positions: the per-(position, slot) outputs
- * [n][k][L], and per expert its gathered inputs [n][L] and inner activations [n][mi]. */
-static inline size_t nt_moe_scratch_floats(const struct nt_moe_dims *d, int n) {
-    return (size_t)n * d->k * d->L + (size_t)n * d->L + (size_t)n * d->mi + (size_t)n * d->L;
-}
 
 /* Creates the CPU backend with n_threads threads (<= 0: physical cores). NULL when out of memory.
  * NEMOTRON_CPU=scalar in the environment selects the scalar kernels (the SIMD ones by default

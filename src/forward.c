@@ -150,7 +150,7 @@ nemotron_status nt_acts_alloc(const struct nt_forward *f, int n, struct nt_acts 
     if (ok && moe)
         ok = take(f, &a->router, N * e->E) && take(f, &a->wts, N * e->k) &&
              take(f, &a->idx, N * e->k) && take(f, &a->yl, N * e->L) &&
-             take(f, &a->shared, N * f->H) && take(f, &a->moe_scratch, nt_moe_scratch_floats(e, n)) &&
+             take(f, &a->shared, N * f->H) && take(f, &a->moe_scratch, f->be->ops->moe_scratch_floats(f->be, e, n)) &&
              (!f->cfg->moe_latent_size || take(f, &a->xl, N * e->L));
     if (!ok) {
         nt_acts_free(f, a);

@@ -37,14 +37,16 @@ int main(int argc, char **argv) {
         struct nt_matrix W = {.dtype = NT_DTYPE_BF16, .rows = rows, .cols = cols, .data = w};
         struct nt_mm m = {.W = &W, .x = x, .x_stride = cols, .y = y, .y_stride = rows, .n = n};
         int reps = n == 1 ? 200 : 10;
-        double best = 1e9;
+        double best = 1e9, total = 0;
         for (int r = 0; r < reps; r++) {
             W.data = w + (size_t)(r % COPIES) * count;
             double t0 = now();
             nt_cpu_matmul(&m, simd, threads);
             double dt = now() - t0;
+            total += dt;
             if (dt < best) best = dt;
         }
+        printf("n=%2d  mean %8.3f ms (%6.2f GB/s)  ", n, total / reps * 1e3, count * 2 / (total / reps) / 1e9);
         W.data = w;
         nt_cpu_matmul(&m, simd, threads);
         struct nt_mm ref = m;

@@ -9,6 +9,7 @@
 #include "cpu.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -274,28 +275,93 @@ static void moe_route(struct nt_backend *be, const struct nt_pass *p, const stru
     }
 }
 
+/* moe_experts' scratch: the per-(position, slot) outputs [n][k][L]; the entry lists (ints:
+ * per-expert counts, starts and owners [E] each, entries [n*k]); and per thread the gathered
+ * inputs [n][L], inner activations [n][mi] and outputs [n][L] of the expert it is running. */
+static size_t moe_thread_floats(const struct nt_moe_dims *d, int n) {
+    return (size_t)n * d->L + (size_t)n * d->mi + (size_t)n * d->L;
+}
+
+static size_t moe_scratch_floats(struct nt_backend *be, const struct nt_moe_dims *d, int n) {
+    return (size_t)n * d->k * d->L + 3 * (size_t)d->E + (size_t)n * d->k +
+           (size_t)cpu(be)->n_threads * moe_thread_floats(d, n);
+}
+
+/* Expert e for its cnt entries (ts = t * k + slot), with the products split over `threads`
+ * threads (1: on the calling thread alone). buf: moe_thread_floats floats. */
+static void run_expert(struct nt_backend *be, const struct nt_moe_weights *w, const struct nt_moe_dims *d,
+                       int e, const int32_t *entries, int cnt, const float *x, float *buf, float *eo,
+                       int threads) {
+    int L = d->L, mi = d->mi, k = d->k;
+    float *gx = buf, *inner = gx + (size_t)cnt * L, *dout = inner + (size_t)cnt * mi;
+    for (int i = 0; i < cnt; i++)
+        memcpy(gx + (size_t)i * L, x + (size_t)(entries[i] / k) * L, (size_t)L * sizeof(float));
+    struct nt_mm up = {.W = &w->expert_up[e], .act = NT_ACT_RELU2, .x = gx, .x_stride = L,
+                       .y = inner, .y_stride = mi, .n = cnt};
+    struct nt_mm down = {.W = &w->expert_down[e], .act = NT_ACT_NONE, .x = inner, .x_stride = mi,
+                         .y = dout, .y_stride = L, .n = cnt};
+    int simd = cpu(be)->simd;
+    if (threads == 1) {
+        nt_cpu_matmul_rows(&up, simd, 0, mi);
+        nt_cpu_matmul_rows(&down, simd, 0, L);
+    } else {
+        nt_cpu_matmul(&up, simd, threads);
+        nt_cpu_matmul(&down, simd, threads);
+    }
+    for (int i = 0; i < cnt; i++)
+        memcpy(eo + (size_t)entries[i] * L, dout + (size_t)i * L, (size_t)L * sizeof(float));
+}
+
 static void moe_experts(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
                         const struct nt_moe_weights *w, const float *x, const int32_t *idx,
                         const float *wts, float *scratch, float *y) {
-    int n = p->n, k = d->k, L = d->L, mi = d->mi;
-    NT_ASSERT(n <= NEMOTRON_PASS_MAX);
-    float *eo = scratch;                                  /* [n][k][L] per-slot outputs */
-    float *gx = eo + (size_t)n * k * L;                   /* [n][L] gathered inputs */
-    float *inner = gx + (size_t)n * L;                    /* [n][mi] */
-    float *dout = inner + (size_t)n * mi;                 /* [n][L] */
-    int slot_of[NEMOTRON_PASS_MAX];                       /* entry -> t * k + slot */
-    for (int e = 0; e < d->E; e++) {
-        int cnt = 0;
-        for (int ts = 0; ts < n * k; ts++)
-            if (idx[ts] == e) slot_of[cnt++] = ts;        /* at most one slot per position */
-        if (!cnt) continue;
-        for (int i = 0; i < cnt; i++)
-            memcpy(gx + (size_t)i * L, x + (size_t)(slot_of[i] / k) * L, (size_t)L * sizeof(float));
-        matmul(be, cnt, &w->expert_up[e], NULL, NT_ACT_RELU2, gx, L, inner, mi);
-        matmul(be, cnt, &w->expert_down[e], NULL, NT_ACT_NONE, inner, mi, dout, L);
-        for (int i = 0; i < cnt; i++)
-            memcpy(eo + (size_t)slot_of[i] * L, dout + (size_t)i * L, (size_t)L * sizeof(float));
+    int n = p->n, k = d->k, L = d->L, E = d->E, threads = cpu(be)->n_threads;
+    float *eo = scratch;                                          /* [n][k][L] */
+    int32_t *count = (int32_t *)(void *)(eo + (size_t)n * k * L); /* [E] */
+    int32_t *start = count + E, *owner = start + E;               /* [E], [E] */
+    int32_t *entries = owner + E;                                 /* [n*k], grouped by expert */
+    float *bufs = (float *)(void *)(entries + (size_t)n * k);     /* threads x moe_thread_floats */
+    size_t per_thread = moe_thread_floats(d, n);
+
+    /* group the (position, slot) entries by expert, in position order within an expert */
+    memset(count, 0, (size_t)E * sizeof *count);
+    for (int ts = 0; ts < n * k; ts++) count[idx[ts]]++;
+    int active = 0;
+    for (int e = 0, at = 0; e < E; e++) {
+        start[e] = at;
+        at += count[e];
+        active += count[e] > 0;
+        count[e] = 0;
     }
+    for (int ts = 0; ts < n * k; ts++) entries[start[idx[ts]] + count[idx[ts]]++] = ts;
+
+    if (active >= threads && threads > 1) {
+        /* whole experts per thread, each to the least-loaded thread so far (load = entries):
+         * no fork per product. Which thread runs an expert never changes its arithmetic. */
+        int64_t load[256] = {0};   /* threads <= 256 here; more would only split rows below */
+        int nt = threads < 256 ? threads : 256;
+        for (int e = 0; e < E; e++) {
+            owner[e] = -1;
+            if (!count[e]) continue;
+            int best = 0;
+            for (int t = 1; t < nt; t++)
+                if (load[t] < load[best]) best = t;
+            owner[e] = best;
+            load[best] += count[e];
+        }
+#pragma omp parallel num_threads(nt)
+        {
+            int me = omp_get_thread_num();
+            float *buf = bufs + (size_t)me * per_thread;
+            for (int e = 0; e < E; e++)
+                if (owner[e] == me) run_expert(be, w, d, e, entries + start[e], count[e], x, buf, eo, 1);
+        }
+    } else {
+        /* fewer experts than threads: the rows of each product are split instead */
+        for (int e = 0; e < E; e++)
+            if (count[e]) run_expert(be, w, d, e, entries + start[e], count[e], x, bufs, eo, threads);
+    }
+
     for (int t = 0; t < n; t++) {
         float *yt = y + (size_t)t * L;
         for (int c = 0; c < L; c++) {
@@ -342,6 +408,7 @@ static const struct nt_backend_ops cpu_ops = {
     .attention = attention,
     .moe_route = moe_route,
     .moe_experts = moe_experts,
+    .moe_scratch_floats = moe_scratch_floats,
     .add = add,
     .argmax = argmax,
 };

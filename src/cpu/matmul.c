@@ -169,7 +169,15 @@ kernel_6x1(const struct nt_mm *m, enum nt_dtype dt, int r, int t) {
     size_t cols = (size_t)m->W->cols, c8 = cols & ~(size_t)7, o0 = (size_t)r * cols;
     const float *x0 = m->x + (size_t)t * m->x_stride;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
+    /* Software prefetch of the next 6-row block, a cache line per row every 64 bytes of weights:
+     * the hardware prefetchers alone left a third of the bandwidth unused (tg 67 -> 88 tokens/s
+     * on the bench model, docs/PERF.md). Integer addresses: the last block's prefetches point
+     * past the matrix, which a prefetch may do but C pointer arithmetic may not. */
+    size_t esz = nt_dtype_size(dt), row_bytes = cols * esz;
+    uintptr_t next = (uintptr_t)W + (o0 + 6 * cols) * esz;
     for (size_t c = 0; c < c8; c += 8) {
+        if ((c * esz) % 64 == 0)
+            for (size_t i = 0; i < 6; i++) _mm_prefetch((const char *)(next + i * row_bytes + c * esz), _MM_HINT_T0);
         __m256 xv = _mm256_loadu_ps(x0 + c);
         a0 = _mm256_fmadd_ps(load_w8(W, o0 + c, dt), xv, a0);
         a1 = _mm256_fmadd_ps(load_w8(W, o0 + cols + c, dt), xv, a1);
@@ -237,11 +245,15 @@ void nt_cpu_matmul(const struct nt_mm *m, int use_simd, int n_threads) {
         int nt = omp_get_num_threads(), id = omp_get_thread_num();
         int b0 = (int)((int64_t)blocks * id / nt), b1 = (int)((int64_t)blocks * (id + 1) / nt);
         int r0 = b0 * NT_MR, r1 = b1 * NT_MR < rows ? b1 * NT_MR : rows;
-        if (r0 < r1) {
-            if (use_simd)
-                rows_avx2(m, r0, r1);
-            else
-                rows_scalar(m, r0, r1);
-        }
+        if (r0 < r1) nt_cpu_matmul_rows(m, use_simd, r0, r1);
     }
 }
+
+void nt_cpu_matmul_rows(const struct nt_mm *m, int use_simd, int r0, int r1) {
+    if (use_simd)
+        rows_avx2(m, r0, r1);
+    else
+        rows_scalar(m, r0, r1);
+}
+
+int nt_cpu_row_block(void) { return NT_MR; }

@@ -43,6 +43,19 @@ static void zero(struct nt_backend *be, void *dst, size_t bytes) { memset(dst, 0
 static void begin_pass(struct nt_backend *be, const struct nt_pass *p) {}
 static void end_pass(struct nt_backend *be, const struct nt_pass *p) {}
 
+/* sum_i a[i] b[i] in a fixed order: eight lanes over i = l, l+8, ... (the compiler may run the
+ * lanes as one vector; each lane's order is fixed either way), then a fixed tree, then the
+ * tail. The order depends on n only, never on the pass. */
+static float dot_f32(const float *restrict a, const float *restrict b, int n) {
+    float acc[8] = {0};
+    int n8 = n & ~7;
+    for (int i = 0; i < n8; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
+    float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    for (int i = n8; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 
 /* PyTorch's softplus: x itself above 20 (where log1p(exp(x)) == x in f32). */
@@ -128,10 +141,10 @@ static void mamba_scan(struct nt_backend *be, const struct nt_pass *p, const str
     for (int h = 0; h < nh; h++) {
         int g = h / heads_per_group;
         float A = -expf(w->A_log[h]);          /* A = -exp(A_log) */
-        float *S = state + (size_t)h * N * P;  /* [N][P] */
+        float *restrict S = state + (size_t)h * N * P;  /* [N][P] */
         for (int t = 0; t < p->n; t++) {
             const float *row = xbc + (size_t)t * CD;
-            const float *x = row + (size_t)h * P;
+            const float *restrict x = row + (size_t)h * P;
             const float *B = row + I + (size_t)g * N;
             const float *C = row + I + (size_t)G * N + (size_t)g * N;
             /* dt = clamp(softplus(dt_raw + dt_bias), time_step_limit): no floor (MODEL.md 3.3.6) */
@@ -142,7 +155,7 @@ static void mamba_scan(struct nt_backend *be, const struct nt_pass *p, const str
             float acc[NT_CPU_MAX_HEAD_DIM];
             for (int q = 0; q < P; q++) acc[q] = 0.0f;
             for (int n = 0; n < N; n++) {
-                float *Sn = S + (size_t)n * P;
+                float *restrict Sn = S + (size_t)n * P;
                 float dtB = dt * B[n];
                 /* S[p][n] = dA * S[p][n] + dt * x[p] * B[n];  y[p] += S[p][n] * C[n] */
                 for (int q = 0; q < P; q++) {
@@ -195,9 +208,7 @@ static void attention(struct nt_backend *be, const struct nt_pass *p, const stru
         for (int u = 0; u < ctx; u++) {
             const float *ku = k_cache + (size_t)u * kvw + (size_t)kvh * dh;
             const float *vu = v_cache + (size_t)u * kvw + (size_t)kvh * dh;
-            float s = 0.0f;
-            for (int i = 0; i < dh; i++) s += qt[i] * ku[i];
-            s *= scale;
+            float s = dot_f32(qt, ku, dh) * scale;
             if (s > m) {
                 float corr = expf(m - s);
                 l *= corr;

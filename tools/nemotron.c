@@ -230,6 +230,7 @@ static int cmd_generate(const struct args *a) {
         }
         t2 = cli_now();
         printf("\n");
+        fflush(stdout);
         if (st) rc = cli_fail("evaluating", nemotron_session_errmsg(s), st);
         else
             fprintf(stderr, "prompt %d tokens: %.1f tokens/s; generated %d tokens: %.1f tokens/s\n",

@@ -5,9 +5,9 @@
 
 CC      ?= cc
 CXX     ?= c++
-PKGS    := json-c
+PKGS    := json-c libpcre2-8
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljson-c)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljson-c -lpcre2-8)
 
 # -ffp-contract=off: the compiler must not fuse a*b+c on its own; kernels decide where FMA is
 # used, so the arithmetic of a position is the same in every build of one backend.
@@ -24,7 +24,7 @@ CFLAGS_ASAN := $(BASEFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,un
                -fno-sanitize-recover=undefined -DNT_DEBUG
 LDLIBS  := $(PKG_LIBS) -lm -fopenmp
 
-LIB_SRC  := $(wildcard src/*.c src/model/*.c src/cpu/*.c src/engine/*.c)
+LIB_SRC  := $(wildcard src/*.c src/model/*.c src/cpu/*.c src/engine/*.c src/text/*.c)
 TOOL_SRC := $(wildcard tools/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 # test support: a writer of random models in Hugging Face layout (tests and the benchmark)
@@ -96,10 +96,15 @@ $(REL)/tests/header_cxx.o: tests/header_cxx.cc include/nemotron.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++11 -Iinclude -Wall -Wextra $(if $(filter 1,$(WERROR)),-Werror) -c $< -o $@
 
-test: $(TESTS_REL) $(REL)/nemotron $(REL)/make_model $(REL)/tests/header_cxx.o
+# The 131072-token tokenizer fixture is committed xz-compressed (9.7 MB -> 0.9 MB).
+$(REL)/fixtures/big.json: tests/fixtures/tokenizer/big.json.xz
+	@mkdir -p $(dir $@)
+	xz -dc $< > $@.tmp && mv $@.tmp $@
+
+test: $(TESTS_REL) $(REL)/nemotron $(REL)/make_model $(REL)/tests/header_cxx.o $(REL)/fixtures/big.json
 	@tests/run.sh $(REL)
 
-asan: $(TESTS_ASAN) $(ASAN)/nemotron $(REL)/make_model
+asan: $(TESTS_ASAN) $(ASAN)/nemotron $(REL)/make_model $(REL)/fixtures/big.json
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(ASAN)
 
 bench: $(REL)/nemotron $(REL)/make_model

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # setup.sh - installs what nemotron.c needs to build and test on Debian 12: a C compiler, make,
-# pkg-config and json-c (Debian's libjson-c-dev). Installs only what is missing; uses sudo when
+# pkg-config, json-c (libjson-c-dev), PCRE2 (libpcre2-dev) and xz (a compressed test fixture). Installs only what is missing; uses sudo when
 # not root. Safe to run again.
 set -euo pipefail
 need=()
@@ -8,6 +8,8 @@ command -v cc >/dev/null 2>&1 || need+=(gcc)
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 dpkg -s libjson-c-dev >/dev/null 2>&1 || need+=(libjson-c-dev)
+dpkg -s libpcre2-dev >/dev/null 2>&1 || need+=(libpcre2-dev)
+command -v xz >/dev/null 2>&1 || need+=(xz-utils)
 if [ ${#need[@]} -eq 0 ]; then
     echo "setup: everything needed is installed"
     exit 0

@@ -83,6 +83,7 @@ void nemotron_model_free(nemotron_model *model);          /* NULL is a no-op */
 const char *nemotron_model_errmsg(const nemotron_model *model); /* "" after success */
 
 int nemotron_model_vocab_size(const nemotron_model *model);
+int nemotron_model_n_threads(const nemotron_model *model);  /* CPU threads its passes use */
 int nemotron_model_hidden_size(const nemotron_model *model);
 int nemotron_model_n_layer(const nemotron_model *model);
 /* The layer kinds as the pattern string of the config: 'M' Mamba-2, '*' attention, '-' MLP,
@@ -124,6 +125,111 @@ int32_t nemotron_session_argmax(const nemotron_session *session);
 int nemotron_session_pos(const nemotron_session *session);  /* positions held */
 int nemotron_session_n_ctx(const nemotron_session *session);
 void nemotron_session_reset(nemotron_session *session);     /* back to position 0 */
+
+
+/* ---- text: tokenizer and chat format ---------------------------------------------------- */
+
+typedef struct nemotron_tokenizer nemotron_tokenizer;
+
+/* Loads a Hugging Face tokenizer.json (byte-level BPE), or the tokenizer.json inside a model
+ * directory. Encodes and decodes exactly as the `tokenizers` library does. *out is always set
+ * as for nemotron_model_load. Immutable after load: the calls below may run on many threads. */
+nemotron_status nemotron_tokenizer_load(const char *path, nemotron_tokenizer **out);
+void nemotron_tokenizer_free(nemotron_tokenizer *t);
+const char *nemotron_tokenizer_errmsg(const nemotron_tokenizer *t);   /* the load's message */
+int nemotron_tokenizer_vocab_size(const nemotron_tokenizer *t);
+/* The id of a token written exactly (e.g. "<|im_end|>"), or -1. */
+int32_t nemotron_tokenizer_token_id(const nemotron_tokenizer *t, const char *token);
+
+/* Encodes UTF-8 text[0..len) (invalid bytes count as U+FFFD). add_special: apply the
+ * tokenizer's post-processor (e.g. a BOS). Writes at most cap ids; *n_ids gets the number the
+ * text needs (call again with a larger buffer when it is > cap). */
+nemotron_status nemotron_tokenize(const nemotron_tokenizer *t, const char *text, size_t len,
+                                  int add_special, int32_t *ids, size_t cap, size_t *n_ids);
+/* Decodes ids into out (at most cap bytes, NUL-terminated when cap > 0); *len gets the full
+ * length. skip_special drops special tokens. An id outside the vocabulary: NEMOTRON_ERR_ARG. */
+nemotron_status nemotron_detokenize(const nemotron_tokenizer *t, const int32_t *ids, size_t n,
+                                    int skip_special, char *out, size_t cap, size_t *len);
+
+/* Streaming decode: feed generated ids one by one, get text that never ends inside a UTF-8
+ * character (bytes wait until the character completes). */
+typedef struct nemotron_detok nemotron_detok;
+nemotron_detok *nemotron_detok_new(const nemotron_tokenizer *t, int skip_special); /* NULL: no memory */
+/* The text id completes, NUL-terminated, valid until the next call; NULL for an id outside the
+ * vocabulary. */
+const char *nemotron_detok_push(nemotron_detok *d, int32_t id);
+const char *nemotron_detok_flush(nemotron_detok *d);   /* what is still held, as U+FFFD */
+void nemotron_detok_free(nemotron_detok *d);
+
+typedef struct nemotron_chat_options {
+    int add_generation_prompt;        /* default 1 */
+    int enable_thinking;              /* default 1 (the template's default) */
+    int truncate_history_thinking;    /* default 1 */
+} nemotron_chat_options;
+
+nemotron_chat_options nemotron_chat_default_options(void);
+
+/* Renders a conversation in the Nemotron 3 chat format, byte for byte what the model's chat
+ * template gives under jinja2. messages_json: an OpenAI-style array of {role, content,
+ * reasoning_content?, tool_calls?}; tools_json: an array of {type: "function", function: {...}}
+ * or NULL. On success *out is a NUL-terminated string to release with nemotron_free; on failure
+ * *out is NULL and errbuf (when not NULL) holds the message. */
+nemotron_status nemotron_chat_render(const char *messages_json, const char *tools_json,
+                                     const nemotron_chat_options *opt, char **out, char *errbuf,
+                                     size_t errlen);
+
+typedef struct nemotron_tool_call {
+    char *name;
+    char *arguments_json;             /* a JSON object */
+} nemotron_tool_call;
+
+typedef struct nemotron_chat_reply {
+    char *reasoning;                  /* NULL when the reply has none */
+    char *content;
+    nemotron_tool_call *calls;
+    int n_calls;
+    int reasoning_unclosed;           /* <think> was never closed */
+} nemotron_chat_reply;
+
+/* Splits generated text into reasoning, content and tool calls. thinking_in_prompt: the
+ * generation prompt opened <think> (enable_thinking). Malformed calls stay content. Release
+ * with nemotron_chat_reply_free. */
+nemotron_status nemotron_chat_parse(const char *text, size_t len, int thinking_in_prompt,
+                                    nemotron_chat_reply *out);
+void nemotron_chat_reply_free(nemotron_chat_reply *r);
+
+void nemotron_free(void *p);          /* for strings the library hands out */
+
+/* ---- sampling ----------------------------------------------------------------------------- */
+
+typedef struct nemotron_sampler_params {
+    float temperature;                /* 0: greedy */
+    int top_k;                        /* 0: off */
+    float top_p;                      /* 1: off */
+    float min_p;                      /* 0: off */
+    float repeat_penalty;             /* 1: off */
+    float presence_penalty;           /* 0: off */
+    float frequency_penalty;          /* 0: off */
+    int penalty_last_n;               /* recent tokens the penalties see */
+    uint64_t seed;
+} nemotron_sampler_params;
+
+nemotron_sampler_params nemotron_sampler_default_params(void);
+
+typedef struct nemotron_sampler nemotron_sampler;
+/* *out is always set as for nemotron_model_load; bad params name the parameter. */
+nemotron_status nemotron_sampler_new(const nemotron_sampler_params *p, int vocab,
+                                     nemotron_sampler **out);
+void nemotron_sampler_free(nemotron_sampler *s);
+const char *nemotron_sampler_errmsg(const nemotron_sampler *s);
+/* The next token from logits[vocab] (penalties, then the filters, then a seeded draw). */
+int32_t nemotron_sampler_sample(nemotron_sampler *s, const float *logits);
+void nemotron_sampler_accept(nemotron_sampler *s, int32_t token);   /* for the penalties */
+void nemotron_sampler_reset(nemotron_sampler *s);
+
+/* The end-of-sequence ids to stop on: generation_config.json's eos_token_id when the model
+ * directory has one (Nemotron 3: 2 and 11), else config.json's. Returns how many. */
+int nemotron_model_stop_ids(const nemotron_model *model, int32_t *ids, int n_max);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,15 @@
 
 struct nt_backend;
 
+/* Limits every backend accepts (the loader refuses models past them, so kernels may keep one
+ * head, one conv window and one position's expert scores on the stack):
+ * the widest attention or Mamba head (Nemotron-H: 128 and 64..80), */
+#define NT_MAX_HEAD_DIM 1024
+/* the most routed experts (Super: 512), */
+#define NT_MAX_EXPERTS 4096
+/* the longest conv kernel (Nemotron-H: 4; the config reader caps it at this). */
+#define NT_MAX_CONV_KERNEL 16
+
 /* What a pass is about; the operations read n and pos0 from here. */
 struct nt_pass {
     int n;                    /* positions in the pass, 1 .. pass_max */
@@ -59,7 +68,6 @@ struct nt_backend_ops {
      * `host` itself. NULL when out of memory. */
     const void *(*upload)(struct nt_backend *be, const void *host, size_t bytes);
     void (*to_host)(struct nt_backend *be, void *dst, const void *src, size_t bytes);
-    void (*copy)(struct nt_backend *be, void *dst, const void *src, size_t bytes);
     void (*zero)(struct nt_backend *be, void *dst, size_t bytes);
 
     /* Pass operations. */
@@ -104,11 +112,12 @@ struct nt_backend_ops {
                       const float *q, const float *k, const float *v, float *k_cache,
                       float *v_cache, float *out);
 
-    /* Router (MODEL.md 3.6): logits [n][E] (x . gate, f32) -> sigmoid scores -> + correction
-     * bias for selection -> group-limited top-k -> weights from the unbiased scores, normalised
-     * and scaled. idx, wts: [n][k], slot order = descending biased score. */
+    /* Router (MODEL.md 3.6): logits [n][E] (x . gate, f32) -> sigmoid scores (written over the
+     * logits) -> + correction bias for selection -> group-limited top-k -> weights from the
+     * unbiased scores, normalised and scaled. idx, wts: [n][k], slot order = descending biased
+     * score. */
     void (*moe_route)(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
-                      const float *logits, const float *score_bias, int32_t *idx, float *wts);
+                      float *logits, const float *score_bias, int32_t *idx, float *wts);
     /* Routed experts: for each expert, the (position, slot) entries that chose it, the expert
      * read once for all of them (up, relu^2, down); then y[t] = sum over slots in slot order of
      * wts[t][s] * out[t][s]. x, y: [n][L]. scratch: moe_scratch_floats(be, d, n) floats. */
@@ -126,6 +135,7 @@ struct nt_backend_ops {
 
 struct nt_backend {
     const struct nt_backend_ops *ops;
+    int n_threads;            /* host threads the backend's operations use */
 };
 
 /* Creates the CPU backend with n_threads threads (<= 0: physical cores). NULL when out of memory.

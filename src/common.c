@@ -1,13 +1,12 @@
 /* common.c - errors, the always-on assertion, the allocation guard and half-float conversions.
  *
- * Owns nothing but process-wide counters: the number of passes running (read by the allocation
- * guard). See common.h for the contracts.
+ * Owns nothing but a per-thread counter: the passes running on the thread (read by the
+ * allocation guard). See common.h for the contracts.
  */
 #include "common.h"
 
 #include <math.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -43,15 +42,16 @@ void nt_assert_fail(const char *expr, const char *file, int line) {
     abort();
 }
 
-/* Passes running now, over all sessions of the process. */
-static atomic_int passes_running;
+/* Passes this thread is running. Per thread: another thread may load a model or create a
+ * session while a pass runs here. (A pass's OpenMP workers allocate nothing.) */
+static _Thread_local int passes_running;
 
-void nt_pass_enter(void) { atomic_fetch_add(&passes_running, 1); }
-void nt_pass_leave(void) { atomic_fetch_sub(&passes_running, 1); }
+void nt_pass_enter(void) { passes_running++; }
+void nt_pass_leave(void) { passes_running--; }
 
 static void check_not_in_pass(size_t bytes) {
 #ifdef NT_DEBUG
-    if (atomic_load(&passes_running) > 0) {
+    if (passes_running > 0) {
         fprintf(stderr, "nemotron: internal error: %zu-byte allocation inside a pass\n", bytes);
         abort();
     }
@@ -111,18 +111,4 @@ uint16_t nt_f32_to_bf16(float f) {
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet nan */
     u += 0x7fffu + ((u >> 16) & 1);
     return (uint16_t)(u >> 16);
-}
-
-uint16_t nt_f32_to_f16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);   /* rounds to >= 65520: inf */
-    if (a < 0x38800000u) {                                     /* below the normal range */
-        float m = fabsf(f) * 16777216.0f;                      /* in units of 2^-24 */
-        return (uint16_t)(sign | (uint32_t)nearbyintf(m));     /* ties to even (default mode) */
-    }
-    uint32_t r = a + 0xfffu + ((a >> 13) & 1);                 /* round mantissa to 10 bits */
-    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
 }

@@ -49,7 +49,6 @@ static inline float nt_bf16_to_f32(uint16_t h) {
 float nt_f16_to_f32(uint16_t h);
 /* Round to nearest even; NaN stays NaN. */
 uint16_t nt_f32_to_bf16(float f);
-uint16_t nt_f32_to_f16(float f);
 
 /* Overflow-checked size arithmetic: return 0 on overflow. */
 static inline int nt_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {

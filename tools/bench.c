@@ -76,6 +76,17 @@ static double read_bandwidth(int threads, int reps) {
     return best;
 }
 
+/* s as a JSON string: quotes, backslashes and control bytes escaped. */
+static void print_json_string(const char *s) {
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') printf("\\%c", *p);
+        else if (*p < 0x20) printf("\\u%04x", *p);
+        else putchar(*p);
+    }
+    putchar('"');
+}
+
 static void fill_tokens(int32_t *t, int n, int vocab) {
     uint64_t x = 0x243f6a8885a308d3ull;
     for (int i = 0; i < n; i++) {
@@ -139,21 +150,23 @@ int cmd_bench(const struct args *a) {
     struct result r;
     if (!rc) rc = run(a, s, tok, &r);
     if (!rc) {
-        int threads = a->threads > 0 ? a->threads : omp_get_num_procs();
+        int threads = nemotron_model_n_threads(m);
         double bw = read_bandwidth(threads, 5);
         double wbytes = (double)nemotron_model_active_weight_bytes(m);
         double decode_bw = wbytes * r.tg_tps, share = bw > 0 ? decode_bw / bw : 0;
         double pass_ratio = r.pass64_s / r.pass1_s;
         int full = a->n_prompt < NEMOTRON_PASS_MAX ? a->n_prompt : NEMOTRON_PASS_MAX;
         if (a->json) {
-            printf("{\"model\": \"%s\", \"pattern\": \"%s\", \"threads\": %d, "
+            printf("{\"model\": ");
+            print_json_string(a->model);
+            printf(", \"pattern\": \"%s\", \"threads\": %d, "
                    "\"active_weight_bytes\": %.0f, \"read_bandwidth_gbs\": %.3f, "
                    "\"pp\": {\"n\": %d, \"tokens_per_s\": %.3f}, "
                    "\"tg\": {\"n\": %d, \"tokens_per_s\": %.3f}, "
                    "\"decode_weight_gbs\": %.3f, \"decode_bandwidth_share\": %.4f, "
                    "\"pass\": {\"n\": %d, \"seconds\": %.6f, \"single_seconds\": %.6f, "
                    "\"in_single_passes\": %.3f}}\n",
-                   a->model, nemotron_model_pattern(m), threads, wbytes, bw / 1e9, a->n_prompt,
+                   nemotron_model_pattern(m), threads, wbytes, bw / 1e9, a->n_prompt,
                    r.pp_tps, a->n_gen, r.tg_tps, decode_bw / 1e9, share, full, r.pass64_s,
                    r.pass1_s, pass_ratio);
         } else {

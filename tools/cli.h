@@ -10,6 +10,9 @@
 
 #include "nemotron.h"
 
+/* Stop ids a model may list (generation configs list 2 or 3). */
+#define CLI_MAX_STOP_IDS 16
+
 struct args {
     const char *command, *model, *tokens_arg, *output;
     int n_gen, threads, pass, ctx, ignore_eos;

@@ -53,8 +53,10 @@ static void die_usage(const char *fmt, const char *what) {
 static long parse_int(const char *s, const char *opt, long lo, long hi) {
     char *end;
     errno = 0;
+    /* digits only (an optional leading '-'): strtol alone would take spaces and '+' too */
+    int well_formed = (s[0] >= '0' && s[0] <= '9') || (s[0] == '-' && s[1] >= '0' && s[1] <= '9');
     long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi) {
+    if (!well_formed || *end || errno || v < lo || v > hi) {
         fprintf(stderr, "nemotron: %s: '%s' is not an integer in [%ld, %ld]\n", opt, s, lo, hi);
         exit(2);
     }
@@ -67,7 +69,10 @@ static void parse_tokens(struct args *a) {
     size_t cap = 1;
     for (const char *c = s; *c; c++) cap += *c == ',';
     a->tokens = malloc(cap * sizeof *a->tokens);
-    if (!a->tokens) die_usage("%s", "out of memory");
+    if (!a->tokens) {
+        fprintf(stderr, "nemotron: out of memory for %zu token ids\n", cap);
+        exit(1);
+    }
     a->n_tokens = 0;
     const char *p = s;
     for (;;) {
@@ -212,8 +217,18 @@ static int cmd_generate(const struct args *a) {
     nemotron_session *s = NULL;
     int rc = cli_open(a, a->n_tokens + a->n_gen, &m, &s);
     if (!rc) {
-        int32_t eos[16];
-        int n_eos = nemotron_model_eos_ids(m, eos, 16);
+        int32_t eos[CLI_MAX_STOP_IDS];
+        int n_eos = nemotron_model_stop_ids(m, eos, CLI_MAX_STOP_IDS);
+        if (n_eos > CLI_MAX_STOP_IDS) n_eos = CLI_MAX_STOP_IDS;
+        /* the last generated token is never evaluated: prompt + n - 1 positions are needed */
+        int need = a->n_tokens + (a->n_gen > 0 ? a->n_gen - 1 : 0);
+        if (need > nemotron_session_n_ctx(s)) {
+            fprintf(stderr, "nemotron: generate: %d prompt tokens + %d generated need a context of %d, "
+                    "but --ctx is %d\n", a->n_tokens, a->n_gen, need, nemotron_session_n_ctx(s));
+            nemotron_session_free(s);
+            nemotron_model_free(m);
+            return 2;
+        }
         double t0 = cli_now();
         nemotron_status st = nemotron_session_eval(s, a->tokens, a->n_tokens, NULL);
         double t1 = cli_now(), t2;
@@ -224,7 +239,7 @@ static int cmd_generate(const struct args *a) {
             fflush(stdout);
             made++;
             int stop = made == a->n_gen;
-            for (int i = 0; i < n_eos && i < 16 && !a->ignore_eos; i++) stop |= next == eos[i];
+            for (int i = 0; i < n_eos && !a->ignore_eos; i++) stop |= next == eos[i];
             if (stop) break;
             st = nemotron_session_eval(s, &next, 1, NULL);
         }

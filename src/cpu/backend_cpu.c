@@ -10,14 +10,11 @@
 
 #include <math.h>
 #include <omp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-/* The widest attention head the on-stack accumulator holds (Nemotron-H uses 128). */
-#define NT_CPU_MAX_HEAD_DIM 1024
-/* The most experts the router's on-stack score arrays hold (Super has 512). */
-#define NT_CPU_MAX_EXPERTS 4096
 
 struct cpu_backend {
     struct nt_backend base;
@@ -38,7 +35,6 @@ static void *alloc(struct nt_backend *be, size_t bytes) { return nt_calloc(1, by
 static void release(struct nt_backend *be, void *p) { nt_free(p); }
 static const void *upload(struct nt_backend *be, const void *host, size_t bytes) { return host; }
 static void to_host(struct nt_backend *be, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
-static void copy(struct nt_backend *be, void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
 static void zero(struct nt_backend *be, void *dst, size_t bytes) { memset(dst, 0, bytes); }
 static void begin_pass(struct nt_backend *be, const struct nt_pass *p) {}
 static void end_pass(struct nt_backend *be, const struct nt_pass *p) {}
@@ -116,7 +112,7 @@ static void mamba_conv(struct nt_backend *be, const struct nt_pass *p, const str
 #pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * CD * K))
     for (int c = 0; c < CD; c++) {
         const float *wc = w->conv_w + (size_t)c * K;
-        float r[16];          /* K <= 16 is a config invariant */
+        float r[NT_MAX_CONV_KERNEL];
         for (int k = 0; k < K - 1; k++) r[k] = ring[(size_t)k * CD + c];
         for (int t = 0; t < p->n; t++) {
             float in = zxd[(size_t)t * d->zxd + d->I + c];
@@ -152,7 +148,7 @@ static void mamba_scan(struct nt_backend *be, const struct nt_pass *p, const str
             dt = fminf(fmaxf(dt, d->dt_lo), d->dt_hi);
             float dA = expf(dt * A);
             float *yt = y + (size_t)t * I + (size_t)h * P;
-            float acc[NT_CPU_MAX_HEAD_DIM];
+            float acc[NT_MAX_HEAD_DIM];
             for (int q = 0; q < P; q++) acc[q] = 0.0f;
             for (int n = 0; n < N; n++) {
                 float *restrict Sn = S + (size_t)n * P;
@@ -203,7 +199,7 @@ static void attention(struct nt_backend *be, const struct nt_pass *p, const stru
         int t = pj / d->nq, j = pj % d->nq, kvh = j / rep, ctx = p->pos0 + t + 1;
         const float *qt = q + (size_t)t * qw + (size_t)j * dh;
         /* online softmax over u = 0 .. ctx-1 in order: running max m, sum l, weighted sum o */
-        float o[NT_CPU_MAX_HEAD_DIM], m = -INFINITY, l = 0.0f;
+        float o[NT_MAX_HEAD_DIM], m = -INFINITY, l = 0.0f;
         for (int i = 0; i < dh; i++) o[i] = 0.0f;
         for (int u = 0; u < ctx; u++) {
             const float *ku = k_cache + (size_t)u * kvw + (size_t)kvh * dh;
@@ -233,22 +229,23 @@ static int pick_max(const float *v, const unsigned char *taken, int n) {
 }
 
 static void moe_route(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
-                      const float *logits, const float *score_bias, int32_t *idx, float *wts) {
+                      float *logits, const float *score_bias, int32_t *idx, float *wts) {
     int E = d->E, k = d->k;
     for (int t = 0; t < p->n; t++) {
-        float s[NT_CPU_MAX_EXPERTS], sc[NT_CPU_MAX_EXPERTS];
-        unsigned char taken[NT_CPU_MAX_EXPERTS];
-        const float *lt = logits + (size_t)t * E;
+        float *s = logits + (size_t)t * E;     /* becomes the sigmoid scores, in place */
+        float sc[NT_MAX_EXPERTS];              /* biased scores: for the choice only */
+        unsigned char taken[NT_MAX_EXPERTS];
         for (int e = 0; e < E; e++) {
-            s[e] = 1.0f / (1.0f + expf(-lt[e]));   /* sigmoid scores */
-            sc[e] = s[e] + score_bias[e];          /* biased: for the choice only */
+            s[e] = 1.0f / (1.0f + expf(-s[e]));
+            sc[e] = s[e] + score_bias[e];
             taken[e] = 0;
         }
         if (d->n_group > 1) {
-            /* group score = sum of its 2 best biased scores; keep the topk_group best groups */
+            /* group score = sum of its 2 best biased scores; keep the topk_group best groups.
+             * gs reuses the front of a stack array sized for the most groups (one per expert). */
             int per = E / d->n_group;
-            float gs[NT_CPU_MAX_EXPERTS];
-            unsigned char gtaken[NT_CPU_MAX_EXPERTS], keep[NT_CPU_MAX_EXPERTS];
+            float gs[NT_MAX_EXPERTS];
+            unsigned char keep[NT_MAX_EXPERTS];
             for (int g = 0; g < d->n_group; g++) {
                 /* per >= 2 is a config invariant, so both picks exist */
                 const float *gsc = sc + g * per;
@@ -260,12 +257,12 @@ static void moe_route(struct nt_backend *be, const struct nt_pass *p, const stru
                 NT_ASSERT(b >= 0);
                 gt[a] = 0;
                 gs[g] = gsc[a] + gsc[b];
-                gtaken[g] = keep[g] = 0;
+                keep[g] = 0;
             }
             for (int i = 0; i < d->topk_group; i++) {
-                int g = pick_max(gs, gtaken, d->n_group);
+                int g = pick_max(gs, keep, d->n_group);
                 NT_ASSERT(g >= 0);
-                gtaken[g] = keep[g] = 1;
+                keep[g] = 1;
             }
             for (int e = 0; e < E; e++) taken[e] = !keep[e / per];   /* masked out: never picked */
         }
@@ -362,10 +359,13 @@ static void moe_experts(struct nt_backend *be, const struct nt_pass *p, const st
         }
 #pragma omp parallel num_threads(nt)
         {
-            int me = omp_get_thread_num();
+            /* the team may be smaller than asked (OMP_THREAD_LIMIT, nesting): fold the owners
+             * onto it so every expert still runs exactly once */
+            int me = omp_get_thread_num(), got = omp_get_num_threads();
             float *buf = bufs + (size_t)me * per_thread;
             for (int e = 0; e < E; e++)
-                if (owner[e] == me) run_expert(be, w, d, e, entries + start[e], count[e], x, buf, eo, 1);
+                if (owner[e] >= 0 && owner[e] % got == me)
+                    run_expert(be, w, d, e, entries + start[e], count[e], x, buf, eo, 1);
         }
     } else {
         /* fewer experts than threads: the rows of each product are split instead */
@@ -405,7 +405,6 @@ static const struct nt_backend_ops cpu_ops = {
     .release = release,
     .upload = upload,
     .to_host = to_host,
-    .copy = copy,
     .zero = zero,
     .begin_pass = begin_pass,
     .end_pass = end_pass,
@@ -424,32 +423,38 @@ static const struct nt_backend_ops cpu_ops = {
     .argmax = argmax,
 };
 
-/* Physical cores: distinct (package, core) pairs in sysfs; the online CPU count if unreadable. */
+/* Physical cores this process may run on: the distinct (package, core) pairs, in sysfs, of the
+ * CPUs in its affinity mask (taskset, cpusets); the mask's CPU count when sysfs is unreadable. */
 static int physical_cores(void) {
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    int n_online = online > 0 ? (int)online : 1, seen = 0;
-    enum { MAX_IDS = 1024 };   /* enough distinct cores for any one machine we target */
+    cpu_set_t mask;
+    if (sched_getaffinity(0, sizeof mask, &mask) != 0) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        return online > 0 ? (int)online : 1;
+    }
+    enum { MAX_IDS = CPU_SETSIZE };
     long ids[MAX_IDS];
-    for (int c = 0; c < n_online && c < MAX_IDS; c++) {
+    int seen = 0, allowed = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &mask)) continue;
+        allowed++;
         char path[128];
-        long core = -1, pkg = -1;
+        long core = -1, pkg = 0;
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/core_id", c);
         FILE *f = fopen(path, "r");
-        if (!f) return n_online;
-        if (fscanf(f, "%ld", &core) != 1) core = -1;
+        if (!f) return CPU_COUNT(&mask);
+        if (fscanf(f, "%ld", &core) != 1) core = c;
         fclose(f);
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", c);
-        f = fopen(path, "r");
-        if (f) {
+        if ((f = fopen(path, "r"))) {
             if (fscanf(f, "%ld", &pkg) != 1) pkg = 0;
             fclose(f);
         }
         long id = pkg * 65536 + core;
         int dup = 0;
-        for (int i = 0; i < seen; i++) dup |= ids[i] == id;
+        for (int i = 0; i < seen && !dup; i++) dup = ids[i] == id;
         if (!dup) ids[seen++] = id;
     }
-    return seen > 0 ? seen : n_online;
+    return seen > 0 ? seen : (allowed > 0 ? allowed : 1);
 }
 
 struct nt_backend *nt_cpu_backend_new(int n_threads) {
@@ -457,6 +462,7 @@ struct nt_backend *nt_cpu_backend_new(int n_threads) {
     if (!b) return NULL;
     b->base.ops = &cpu_ops;
     b->n_threads = n_threads > 0 ? n_threads : physical_cores();
+    b->base.n_threads = b->n_threads;
     const char *force = getenv("NEMOTRON_CPU");
     b->simd = nt_cpu_simd_available() && !(force && strcmp(force, "scalar") == 0);
     return &b->base;

@@ -24,9 +24,7 @@ struct nt_mm {
 /* 1 when the processor has AVX2, FMA and F16C. */
 int nt_cpu_simd_available(void);
 void nt_cpu_matmul(const struct nt_mm *m, int use_simd, int n_threads);
-/* Rows [r0, r1) of the product on the calling thread alone (r0 a multiple of the row block). */
+/* Rows [r0, r1) of the product on the calling thread alone. */
 void nt_cpu_matmul_rows(const struct nt_mm *m, int use_simd, int r0, int r1);
-/* Rows per block: a thread's share of a product starts at a multiple of this. */
-int nt_cpu_row_block(void);
 
 #endif /* NT_CPU_H */

@@ -266,5 +266,3 @@ void nt_cpu_matmul_rows(const struct nt_mm *m, int use_simd, int r0, int r1) {
     else
         rows_scalar(m, r0, r1);
 }
-
-int nt_cpu_row_block(void) { return NT_MR; }

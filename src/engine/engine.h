@@ -17,6 +17,8 @@ struct nemotron_model {
     struct nt_weights w;
     struct nt_backend *be;
     struct nt_forward fwd;
+    int32_t stop_ids[NT_MAX_EOS];     /* generation_config.json's eos_token_id, else config's */
+    int n_stop;
 };
 
 struct nemotron_session {

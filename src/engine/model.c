@@ -8,13 +8,9 @@
 #include "engine.h"
 
 #include <errno.h>
+#include <json.h>
 #include <stdio.h>
 #include <sys/stat.h>
-
-/* The CPU kernels keep one attention head and one Mamba head on the stack, and the router's
- * per-expert scores: these are the widest they hold (backend_cpu.c). */
-#define NT_MAX_HEAD_DIM 1024
-#define NT_MAX_EXPERTS 4096
 
 const char *nemotron_status_str(nemotron_status s) {
     switch (s) {
@@ -48,7 +44,78 @@ static nemotron_status check_build_limits(const struct nt_config *c, struct nt_e
         return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED,
                        "n_routed_experts %d: this build routes at most %d experts",
                        c->n_routed_experts, NT_MAX_EXPERTS);
+    if (c->conv_kernel > NT_MAX_CONV_KERNEL)
+        return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED, "conv_kernel %d: this build holds at most %d taps",
+                       c->conv_kernel, NT_MAX_CONV_KERNEL);
     return NEMOTRON_OK;
+}
+
+/* Makes every weight resident on the backend: each matrix's bytes, and the small-vector arena
+ * (each vector pointer moves with it). The CPU backend hands back the same host pointers. */
+struct upload_ctx {
+    struct nt_backend *be;
+    const float *host_arena, *resident_arena;
+    int failed;
+};
+
+static void upload_matrix(struct nt_matrix *mx, void *ctx) {
+    struct upload_ctx *u = ctx;
+    uint64_t bytes = (uint64_t)mx->rows * (uint64_t)mx->cols * nt_dtype_size(mx->dtype);
+    const void *r = u->be->ops->upload(u->be, mx->data, (size_t)bytes);
+    if (r) mx->data = r;
+    else u->failed = 1;
+}
+
+static void rebase_vector(const float **v, void *ctx) {
+    struct upload_ctx *u = ctx;
+    if (*v) *v = u->resident_arena + (*v - u->host_arena);
+}
+
+static nemotron_status upload_weights(nemotron_model *m) {
+    struct nt_weights *w = &m->w;
+    struct upload_ctx u = {.be = m->be, .host_arena = w->arena};
+    u.resident_arena = m->be->ops->upload(m->be, w->arena, w->arena_floats * sizeof(float));
+    if (!u.resident_arena) u.failed = 1;
+    else nt_weights_for_each(w, upload_matrix, rebase_vector, &u);
+    if (u.failed)
+        return nt_fail(&m->err, NEMOTRON_ERR_NOMEM, "not enough %s memory for the weights",
+                       m->be->ops->name);
+    return NEMOTRON_OK;
+}
+
+/* The ids generation stops on: eos_token_id of generation_config.json (an int or a list) when
+ * the directory has that file, else config.json's. A malformed file is an error, not ignored. */
+static nemotron_status read_stop_ids(nemotron_model *m, const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    m->n_stop = 0;
+    for (int i = 0; i < m->cfg.n_eos; i++) m->stop_ids[m->n_stop++] = m->cfg.eos_token_id[i];
+    struct stat sb;
+    if (stat(path, &sb) != 0) return NEMOTRON_OK;
+    json_object *root = json_object_from_file(path);
+    if (!root || !json_object_is_type(root, json_type_object)) {
+        json_object_put(root);
+        return nt_fail(&m->err, NEMOTRON_ERR_FORMAT, "%s: not a JSON object", path);
+    }
+    json_object *eos;
+    nemotron_status st = NEMOTRON_OK;
+    if (json_object_object_get_ex(root, "eos_token_id", &eos) && !json_object_is_type(eos, json_type_null)) {
+        int is_list = json_object_is_type(eos, json_type_array);
+        size_t n = is_list ? json_object_array_length(eos) : 1;
+        if (n > NT_MAX_EOS) n = NT_MAX_EOS;
+        m->n_stop = 0;
+        for (size_t i = 0; i < n && !st; i++) {
+            json_object *v = is_list ? json_object_array_get_idx(eos, i) : eos;
+            int64_t id = json_object_get_int64(v);
+            if (!json_object_is_type(v, json_type_int) || id < 0 || id >= m->cfg.vocab_size)
+                st = nt_fail(&m->err, NEMOTRON_ERR_CONFIG,
+                             "%s: eos_token_id must be token ids in [0, %d)", path, m->cfg.vocab_size);
+            else
+                m->stop_ids[m->n_stop++] = (int32_t)id;
+        }
+    }
+    json_object_put(root);
+    return st;
 }
 
 static nemotron_status load(nemotron_model *m, const char *path, const nemotron_model_params *p) {
@@ -73,6 +140,7 @@ static nemotron_status load(nemotron_model *m, const char *path, const nemotron_
         nt_err_prefix(&m->err, "%s: ", cfg_path);
         return st;
     }
+    if ((st = read_stop_ids(m, path))) return st;
     if ((st = nt_table_open_dir(&m->table, path, &m->err))) return st;
     if ((st = nt_weights_bind(&m->w, &m->cfg, &m->table, &m->err))) {
         nt_err_prefix(&m->err, "%s: ", path);
@@ -80,6 +148,7 @@ static nemotron_status load(nemotron_model *m, const char *path, const nemotron_
     }
     m->be = nt_cpu_backend_new(p->n_threads);
     if (!m->be) return nt_fail(&m->err, NEMOTRON_ERR_NOMEM, "out of memory creating the CPU backend");
+    if ((st = upload_weights(m))) return st;
     nt_forward_init(&m->fwd, &m->cfg, &m->w, m->be);
     return NEMOTRON_OK;
 }
@@ -119,11 +188,18 @@ const char *nemotron_model_errmsg(const nemotron_model *m) {
 }
 
 int nemotron_model_vocab_size(const nemotron_model *m) { return m->loaded ? m->cfg.vocab_size : 0; }
+int nemotron_model_n_threads(const nemotron_model *m) { return m->loaded ? m->be->n_threads : 0; }
 int nemotron_model_hidden_size(const nemotron_model *m) { return m->loaded ? m->cfg.hidden_size : 0; }
 int nemotron_model_n_layer(const nemotron_model *m) { return m->loaded ? m->cfg.n_layer : 0; }
 const char *nemotron_model_pattern(const nemotron_model *m) { return m->loaded ? m->cfg.pattern : ""; }
 uint64_t nemotron_model_active_weight_bytes(const nemotron_model *m) {
     return m->loaded ? m->w.active_bytes : 0;
+}
+
+int nemotron_model_stop_ids(const nemotron_model *m, int32_t *ids, int n_max) {
+    if (!m->loaded) return 0;
+    for (int i = 0; i < m->n_stop && i < n_max; i++) ids[i] = m->stop_ids[i];
+    return m->n_stop;
 }
 
 int nemotron_model_eos_ids(const nemotron_model *m, int32_t *ids, int n_max) {

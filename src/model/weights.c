@@ -248,6 +248,7 @@ static nemotron_status walk(struct binder *b, struct nt_weights *w) {
     else
         w->lm_head = w->embeddings;
 
+    w->arena_main_floats = b->used;
     w->has_mtp = c->n_mtp_layer > 0;
     if (w->has_mtp) {
         struct nt_mtp_weights *m = &w->mtp;
@@ -268,7 +269,7 @@ static uint64_t matrix_bytes(const struct nt_matrix *m) {
 }
 
 static uint64_t active_bytes(const struct nt_weights *w, const struct nt_config *c) {
-    uint64_t sum = matrix_bytes(&w->lm_head) + w->arena_floats * 4;
+    uint64_t sum = matrix_bytes(&w->lm_head) + w->arena_main_floats * 4;
     for (int i = 0; i < c->n_layer; i++) {
         const struct nt_layer_weights *l = &w->layers[i];
         switch (l->kind) {
@@ -318,6 +319,7 @@ nemotron_status nt_weights_bind(struct nt_weights *w, const struct nt_config *cf
     w->layers = nt_calloc((size_t)cfg->n_layer, sizeof *w->layers);
     if (cfg->n_mtp_layer) w->mtp.layers = nt_calloc((size_t)cfg->n_mtp_layer, sizeof *w->mtp.layers);
     w->n_layers = cfg->n_layer;
+    w->cfg = cfg;
     w->n_mtp_layers = cfg->n_mtp_layer;
     if (!w->layers || (cfg->n_mtp_layer && !w->mtp.layers)) {
         nt_weights_free(w);
@@ -357,4 +359,85 @@ void nt_weights_free(struct nt_weights *w) {
     free_layers(w->mtp.layers, w->n_mtp_layers);
     nt_free(w->arena);
     memset(w, 0, sizeof *w);
+}
+
+/* ---- visiting every weight ---- */
+
+struct visit {
+    void (*on_matrix)(struct nt_matrix *m, void *ctx);
+    void (*on_vector)(const float **v, void *ctx);
+    void *ctx;
+};
+
+static void vm(const struct visit *v, struct nt_matrix *m) {
+    if (v->on_matrix && m->data) v->on_matrix(m, v->ctx);
+}
+
+static void vv(const struct visit *v, const float **p) {
+    if (v->on_vector && *p) v->on_vector(p, v->ctx);
+}
+
+static void visit_mlp(const struct visit *v, struct nt_mlp_weights *m) {
+    vm(v, &m->up_proj);
+    vm(v, &m->down_proj);
+    vv(v, &m->up_bias);
+    vv(v, &m->down_bias);
+}
+
+static void visit_layer(const struct visit *v, struct nt_layer_weights *l, const struct nt_config *c) {
+    vv(v, &l->norm_w);
+    switch (l->kind) {
+    case NT_LAYER_MAMBA: {
+        struct nt_mamba_weights *m = &l->mamba;
+        vm(v, &m->in_proj);
+        vm(v, &m->out_proj);
+        const float **vecs[] = {&m->in_proj_bias, &m->conv_w, &m->conv_b, &m->dt_bias, &m->A_log,
+                                &m->D, &m->norm_w, &m->out_proj_bias};
+        for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) vv(v, vecs[i]);
+        break;
+    }
+    case NT_LAYER_ATTENTION:
+        vm(v, &l->attn.q_proj);
+        vm(v, &l->attn.k_proj);
+        vm(v, &l->attn.v_proj);
+        vm(v, &l->attn.o_proj);
+        break;
+    case NT_LAYER_MLP: visit_mlp(v, &l->mlp); break;
+    case NT_LAYER_MOE: {
+        struct nt_moe_weights *m = &l->moe;
+        vm(v, &m->gate);
+        vv(v, &m->score_bias);
+        for (int j = 0; j < c->n_routed_experts; j++) {
+            vm(v, &m->expert_up[j]);
+            vm(v, &m->expert_down[j]);
+        }
+        visit_mlp(v, &m->shared);
+        if (m->latent) {
+            vm(v, &m->fc1_latent);
+            vm(v, &m->fc2_latent);
+            vv(v, &m->fc1_bias);
+            vv(v, &m->fc2_bias);
+        }
+        break;
+    }
+    }
+}
+
+void nt_weights_for_each(struct nt_weights *w, void (*on_matrix)(struct nt_matrix *m, void *ctx),
+                         void (*on_vector)(const float **v, void *ctx), void *ctx) {
+    struct visit v = {on_matrix, on_vector, ctx};
+    const struct nt_config *c = w->cfg;
+    int tied = w->lm_head.data == w->embeddings.data;
+    vm(&v, &w->embeddings);
+    if (tied) w->lm_head = w->embeddings;
+    else vm(&v, &w->lm_head);
+    vv(&v, &w->norm_f);
+    for (int i = 0; i < w->n_layers; i++) visit_layer(&v, &w->layers[i], c);
+    if (w->has_mtp) {
+        vv(&v, &w->mtp.enorm_w);
+        vv(&v, &w->mtp.hnorm_w);
+        vm(&v, &w->mtp.eh_proj);
+        for (int i = 0; i < w->n_mtp_layers; i++) visit_layer(&v, &w->mtp.layers[i], c);
+        vv(&v, &w->mtp.final_norm_w);
+    }
 }

@@ -89,8 +89,10 @@ struct nt_weights {
     struct nt_matrix lm_head;             /* [V][H]; the embeddings when tied and absent */
     int has_mtp;
     struct nt_mtp_weights mtp;
+    const struct nt_config *cfg;          /* the config it was bound for */
     float *arena;                         /* the converted small vectors */
     size_t arena_floats;
+    size_t arena_main_floats;             /* of which the main model's (the rest is MTP's) */
     uint64_t active_bytes;                /* weight bytes a one-position pass reads */
 };
 
@@ -99,5 +101,10 @@ struct nt_weights {
 nemotron_status nt_weights_bind(struct nt_weights *w, const struct nt_config *cfg,
                                 struct nt_tensor_table *table, struct nt_err *err);
 void nt_weights_free(struct nt_weights *w);
+
+/* Visits every matrix and every small-vector pointer of the model (MTP included), e.g. to move
+ * them into a backend's memory. Either callback may be NULL. */
+void nt_weights_for_each(struct nt_weights *w, void (*on_matrix)(struct nt_matrix *m, void *ctx),
+                         void (*on_vector)(const float **v, void *ctx), void *ctx);
 
 #endif /* NT_WEIGHTS_H */

@@ -130,6 +130,22 @@ check "the first generated id (${id_list[0]:-none}) is the argmax of the last lo
 ids2=$("$bin" generate -m "$model" --tokens 1,2,3 -n 5 --ignore-eos --pass 1 2>/dev/null)
 check "generate with --pass 1 gives the same ids: '$ids2' vs '$ids'" test "$ids2" = "$ids"
 
+# the MoE experts are shared out over threads: a smaller team than asked for (OMP_THREAD_LIMIT)
+# and one thread must give the very same tokens as two
+fx=tests/fixtures/hybrid-group-f32
+ids_t2=$("$bin" generate -m "$fx" --tokens 5,9,33,2,71 -n 8 --ignore-eos -t 2 2>/dev/null)
+ids_t1=$("$bin" generate -m "$fx" --tokens 5,9,33,2,71 -n 8 --ignore-eos -t 1 2>/dev/null)
+ids_lim=$(OMP_THREAD_LIMIT=1 "$bin" generate -m "$fx" --tokens 5,9,33,2,71 -n 8 --ignore-eos -t 2 2>/dev/null)
+check "MoE: -t 1 gives the ids of -t 2: '$ids_t1' vs '$ids_t2'" test -n "$ids_t2" -a "$ids_t1" = "$ids_t2"
+check "MoE: OMP_THREAD_LIMIT=1 with -t 2 gives the same ids: '$ids_lim'" test "$ids_lim" = "$ids_t2"
+
+# generate refuses up front when --ctx cannot hold the run, printing no ids
+gen_out=$("$bin" generate -m "$model" --tokens 1,2 --ctx 3 -n 5 --ignore-eos 2>"$work/stderr")
+rc=$?
+check "generate past --ctx: exit $rc, expected 2" test "$rc" -eq 2
+check "generate past --ctx: printed nothing: '$gen_out'" test -z "$gen_out"
+check "generate past --ctx: says why" grep -q "need a context of" "$work/stderr"
+
 check "version exits 0" "$bin" version >/dev/null
 check "--help exits 0" "$bin" --help >/dev/null
 

@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""train_demo.py - trains the small Nemotron-H that ships with nemotron.c (models/nemotron-h-kjv).
+
+Runs on the GPU machine (transformers 5.17, torch 2.11, tokenizers 0.23). The text is the King
+James Bible as Debian's bible-kjv package prints it (public domain text):
+
+    apt-get install bible-kjv && bible "Gen1:1-Rev22:21" > kjv.txt
+    python3 tools/train_demo.py kjv.txt OUTDIR [--steps 1500]
+
+It trains a byte-level BPE tokenizer of the Nemotron-3 kind (the pre-tokenizer and special tokens
+of tools/reference/make_tokenizer_fixtures.py, 4096 tokens), then a NemotronHForCausalLM with
+every block kind (Mamba-2, attention, dense MLP, MoE with a shared expert; 8 layers, 8 routed
+experts top-2) with the dt floor removed everywhere (MODEL.md 3.3.6: trained as served), and
+balances the experts without an auxiliary loss (the router's correction bias is nudged towards
+even load after every step, as DeepSeek-V3 does; Nemotron checkpoints carry that bias).
+It trains for --steps and keeps the checkpoint with the lowest held-out loss (the 1 M-token text
+is memorised after a few epochs). Writes OUTDIR/model (bf16 save_pretrained + tokenizer.json),
+OUTDIR/reference (transformers' greedy continuations and logits, float32 arithmetic on the bf16
+weights, no dt floor) and OUTDIR/train_log.json (losses, perplexity, expert routing counts;
+tools/plot_demo.py draws them).
+"""
+import argparse, json, math, os, sys, time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import torch
+from transformers import NemotronHConfig, NemotronHForCausalLM
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference"))
+from make_tokenizer_fixtures import build as build_tokenizer  # noqa: E402
+
+PROMPTS = ["In the beginning", "And the LORD said unto Moses,", "Blessed are the",
+           "The LORD is my shepherd;", "And it came to pass, when"]
+# at least 64 tokens; the reference keeps the first 64
+LOGITS_TEXT = ("And God said, Let the waters under the heaven be gathered together unto one "
+               "place, and let the dry land appear: and it was so. And God called the dry land "
+               "Earth; and the gathering together of the waters called he Seas: and God saw that "
+               "it was good. And God said, Let the earth bring forth grass, the herb yielding "
+               "seed, and the fruit tree yielding fruit after his kind, whose seed is in itself.")
+
+
+def kjv_prose(path):
+    """The bible tool's output -> one verse per line, verse numbers and headings dropped.
+    Its layout: a heading ("Genesis 1") after a blank line, verses as "  N text", and a verse's
+    wrapped lines starting at column 0 right after it."""
+    verses, cur, after_blank = [], None, True
+    for line in open(path, encoding="utf-8"):
+        s = line.rstrip("\n")
+        if not s.strip():
+            after_blank = True
+            continue
+        head = s.lstrip()
+        num = head.split(" ", 1)[0]
+        if s.startswith(" ") and num.isdigit():            # "  12 And ..." starts a verse
+            if cur is not None:
+                verses.append(cur)
+            cur = head[len(num):].strip()
+        elif not after_blank and cur is not None:           # a wrapped verse line
+            cur += " " + s.strip()
+        after_blank = False                                 # (else: a heading, dropped)
+    if cur is not None:
+        verses.append(cur)
+    return "\n".join(verses) + "\n"
+
+
+CONFIG = dict(
+    vocab_size=4096, hidden_size=256, layers_block_type=None,    # set below from PATTERN
+    num_attention_heads=4, num_key_value_heads=2, head_dim=64, intermediate_size=768,
+    mamba_num_heads=8, mamba_head_dim=32, n_groups=2, ssm_state_size=32, conv_kernel=4,
+    chunk_size=128, use_conv_bias=True, use_bias=False, mlp_bias=False,
+    n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=256,
+    moe_shared_expert_intermediate_size=512, n_shared_experts=1, n_group=1, topk_group=1,
+    norm_topk_prob=True, routed_scaling_factor=2.5, layer_norm_epsilon=1e-5,
+    time_step_min=0.001, time_step_max=0.1, mlp_hidden_act="relu2", mamba_hidden_act="silu",
+    tie_word_embeddings=False, use_mamba_kernels=False, bos_token_id=1, eos_token_id=2,
+    pad_token_id=0, max_position_embeddings=4096)
+PATTERN = "MEM*EM-E"
+NEW = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+
+
+def no_dt_floor(model):
+    for m in model.modules():
+        if hasattr(m, "A_log") and hasattr(m, "time_step_limit"):
+            m.time_step_limit = (0.0, float("inf"))
+
+
+def routers(model):
+    return [m for n, m in model.named_modules() if n.endswith("mixer.gate")]
+
+
+class LoadMeter:
+    """Counts, per router, how often each expert is chosen (same rule as the model: top-k of
+    sigmoid(x W^T) + correction bias), from the router's input."""
+
+    def __init__(self, model, k):
+        self.gates, self.k = routers(model), k
+        self.counts = [torch.zeros(g.weight.shape[0], device=g.weight.device) for g in self.gates]
+        self.hooks = [g.register_forward_hook(self.hook(i)) for i, g in enumerate(self.gates)]
+
+    def hook(self, i):
+        def f(mod, inputs, output):
+            x = inputs[0].reshape(-1, mod.weight.shape[1]).float()
+            s = torch.sigmoid(x @ mod.weight.float().T) + mod.e_score_correction_bias.float()
+            idx = s.topk(self.k, dim=-1).indices.reshape(-1)
+            self.counts[i] += torch.bincount(idx, minlength=mod.weight.shape[0]).float()
+        return f
+
+    def take(self):
+        c = [x.clone() for x in self.counts]
+        for x in self.counts:
+            x.zero_()
+        return c
+
+
+@torch.no_grad()
+def evaluate(model, data, seq, batch, dev, max_batches=40):
+    model.eval()
+    losses = []
+    n = (len(data) - 1) // seq
+    for b in range(0, min(n, max_batches * batch), batch):
+        rows = torch.stack([data[i * seq:(i + 1) * seq + 1] for i in range(b, min(b + batch, n))]).to(dev)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(rows[:, :-1], labels=rows[:, :-1], use_cache=False)
+        # labels are shifted inside the model: the loss is next-token cross-entropy
+        losses.append(float(out.loss))
+    model.train()
+    return sum(losses) / len(losses)
+
+
+@torch.no_grad()
+def reference(model, tok, outdir):
+    """transformers' outputs on the saved bf16 weights, computed in float32 with no dt floor:
+    greedy continuations (prompt in one call, then one token per call, as generate() does) and
+    a full forward's logits."""
+    os.makedirs(outdir, exist_ok=True)
+    greedy = []
+    for p in PROMPTS:
+        ids = tok.encode(p, add_special_tokens=False).ids
+        out = model(torch.tensor([ids]), use_cache=True)
+        cache, gen = out.past_key_values, []
+        for _ in range(32):
+            nxt = int(out.logits[0, -1].float().argmax())
+            gen.append(nxt)
+            out = model(torch.tensor([[nxt]]), past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+        greedy.append({"prompt": p, "prompt_ids": ids, "greedy_ids": gen, "greedy_text": tok.decode(gen)})
+    ids = tok.encode(LOGITS_TEXT, add_special_tokens=False).ids
+    assert len(ids) >= 64, f"LOGITS_TEXT is only {len(ids)} tokens"
+    ids = ids[:64]
+    logits = model(torch.tensor([ids]), use_cache=False).logits[0].float()
+    with open(os.path.join(outdir, "logits.f32"), "wb") as f:
+        f.write(logits.numpy().astype("<f4").tobytes())
+    json.dump({"greedy": greedy, "logits_ids": ids, "logits_shape": list(logits.shape),
+               "logits_file": "logits.f32 float32[len(logits_ids)][vocab] little-endian",
+               "transformers": __import__("transformers").__version__, "torch": torch.__version__},
+              open(os.path.join(outdir, "reference.json"), "w"), indent=1)
+    return greedy
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kjv"), ap.add_argument("outdir")
+    ap.add_argument("--steps", type=int, default=700)
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--eval-every", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--minutes", type=float, default=7.0, help="stop training after this long")
+    ap.add_argument("--reference-only", metavar="MODEL_DIR",
+                    help="skip training: write OUTDIR/reference for a saved model directory")
+    args = ap.parse_args()
+    if args.reference_only:
+        from tokenizers import Tokenizer
+        tok = Tokenizer.from_file(os.path.join(args.reference_only, "tokenizer.json"))
+        model = NemotronHForCausalLM.from_pretrained(args.reference_only, dtype=torch.float32).eval()
+        no_dt_floor(model)
+        for r in reference(model, tok, os.path.join(args.outdir, "reference")):
+            print(repr(r["prompt"]), "->", repr(r["greedy_text"]), flush=True)
+        return
+    torch.manual_seed(args.seed)
+    dev = "cuda"
+    os.makedirs(args.outdir, exist_ok=True)
+    text = kjv_prose(args.kjv)
+    split = int(len(text) * 0.97)
+    train_text, val_text = text[:split], text[split:]
+    train_file = os.path.join(args.outdir, "train.txt")
+    open(train_file, "w", encoding="utf-8").write(train_text)
+    tok = build_tokenizer(CONFIG["vocab_size"], [train_file], [])
+    os.unlink(train_file)
+    tok_path = os.path.join(args.outdir, "tokenizer.json")
+    tok.save(tok_path)
+    enc = lambda s: torch.tensor(tok.encode(s, add_special_tokens=False).ids, dtype=torch.long)
+    train, val = enc(train_text), enc(val_text)
+    print(f"text {len(text)} chars; tokens train {len(train)} val {len(val)}", flush=True)
+
+    cfg = dict(CONFIG, layers_block_type=[NEW[c] for c in PATTERN])
+    model = NemotronHForCausalLM(NemotronHConfig(**cfg)).to(dev)
+    no_dt_floor(model)
+    with torch.no_grad():                                   # a correction bias that starts at 0
+        for g in routers(model):
+            g.e_score_correction_bias.zero_()
+    nparam = sum(p.numel() for p in model.parameters())
+    print(f"model {PATTERN}: {nparam / 1e6:.2f} M parameters", flush=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / 100) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, args.steps) / args.steps))))
+    meter = LoadMeter(model, CONFIG["num_experts_per_tok"])
+    g = torch.Generator().manual_seed(args.seed)
+    log, t0, best = [], time.time(), (float("inf"), -1, None)
+    n_rows = (len(train) - 1) // args.seq
+    for step in range(args.steps):
+        starts = torch.randint(0, len(train) - args.seq - 1, (args.batch,), generator=g)
+        rows = torch.stack([train[s:s + args.seq + 1] for s in starts]).to(dev)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(rows[:, :-1], labels=rows[:, :-1], use_cache=False).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        with torch.no_grad():                               # aux-loss-free balancing
+            for gate, c in zip(meter.gates, meter.take()):
+                gate.e_score_correction_bias += 1e-3 * torch.sign(c.mean() - c)
+        if step % args.eval_every == 0 or step == args.steps - 1:
+            vl = evaluate(model, val, args.seq, args.batch, dev)
+            log.append({"step": step, "train_loss": float(loss.detach()), "val_loss": vl, "seconds": time.time() - t0})
+            print(f"step {step:5d}  train {float(loss.detach()):.3f}  val {vl:.3f}  ({time.time() - t0:.0f} s)", flush=True)
+            if vl < best[0]:                                # keep the best held-out checkpoint:
+                best = (vl, step, {k: v.detach().clone() for k, v in model.state_dict().items()})
+                # a 1 M-token corpus is memorised after ~5 epochs; past that, val loss rises
+        if time.time() - t0 > args.minutes * 60:
+            vl = evaluate(model, val, args.seq, args.batch, dev)
+            log.append({"step": step, "train_loss": float(loss.detach()), "val_loss": vl, "seconds": time.time() - t0})
+            print(f"time limit at step {step}: val {vl:.3f}", flush=True)
+            if vl < best[0]:
+                best = (vl, step, {k: v.detach().clone() for k, v in model.state_dict().items()})
+            break
+    print(f"best held-out loss {best[0]:.4f} at step {best[1]}: keeping that checkpoint", flush=True)
+    model.load_state_dict(best[2])
+    meter.take()
+    evaluate(model, val, args.seq, args.batch, dev, max_batches=1000)   # routing on all held-out text
+    routing = [c.tolist() for c in meter.take()]
+    for h in meter.hooks:
+        h.remove()
+    final_val = evaluate(model, val, args.seq, args.batch, dev, max_batches=1000)
+    summary = {"pattern": PATTERN, "parameters": nparam, "steps": log[-1]["step"] + 1, "kept_step": best[1],
+               "seq": args.seq, "batch": args.batch, "lr": args.lr, "seed": args.seed,
+               "train_tokens": len(train), "val_tokens": len(val), "epochs": (log[-1]["step"] + 1) * args.batch / n_rows,
+               "final_val_loss": final_val, "final_val_perplexity": math.exp(final_val),
+               "routing_counts_per_moe_layer": routing, "log": log}
+    json.dump(summary, open(os.path.join(args.outdir, "train_log.json"), "w"), indent=1)
+    print(f"final val loss {final_val:.4f} perplexity {math.exp(final_val):.2f}; routing {routing}", flush=True)
+
+    mdir = os.path.join(args.outdir, "model")
+    model = model.float().cpu()
+    model.to(torch.bfloat16).save_pretrained(mdir)
+    tok.save(os.path.join(mdir, "tokenizer.json"))
+    ref_model = model.float()                                # f32 arithmetic on the bf16 values
+    no_dt_floor(ref_model)
+    ref_model.eval()
+    for r in reference(ref_model, tok, os.path.join(args.outdir, "reference")):
+        print(repr(r["prompt"]), "->", repr(r["greedy_text"]), flush=True)
+
+
+if __name__ == "__main__":
+    main()

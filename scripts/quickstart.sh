@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # quickstart.sh - the README's first command: set up, build, and run the engine's main job on the
-# bundled default model (greedy generation on the CPU), ending with its speed.
+# bundled model: models/nemotron-h-kjv (a 7.3 M-parameter Nemotron-H trained on the King James
+# Bible) continues a prompt on the CPU, streaming text, then reports its speed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 make -s cpu
-model=tests/fixtures/hybrid-group-f32
 echo
-echo "== nemotron generate on $model (a tiny random Nemotron-H with every block kind; the"
-echo "   trained demo model replaces it when it lands) =="
-build/nemotron generate -m "$model" --tokens 17,42,256,3,99,180,7,311 -n 32 --ignore-eos
+build/nemotron run -m models/nemotron-h-kjv -p "And it came to pass, when the king" -n 96 \
+    --temp 0.7 --top-p 0.95 --seed 42

@@ -25,6 +25,12 @@ static const char *usage_text =
     "  logits    -m MODEL_DIR --tokens IDS -o OUT.npy   write every position's logits as a\n"
     "                                                   float32 .npy of shape [n, vocab]\n"
     "  generate  -m MODEL_DIR --tokens IDS -n N         print the greedy continuation's ids\n"
+    "  run       -m MODEL_DIR -p TEXT [-n 256]          stream a continuation of TEXT\n"
+    "  chat      -m MODEL_DIR [--system TEXT]           talk to the model (/think, /no_think, /exit;\n"
+    "                                                   Ctrl-C stops an answer)\n"
+    "  tokenize  --tokenizer FILE [--decode]            text on stdin -> JSON ids (or ids -> text)\n"
+    "  template  --messages FILE.json [--tools FILE.json] [--no-think] [--no-generation-prompt]\n"
+    "                                                   print the Nemotron 3 chat rendering\n"
     "  bench     -m MODEL_DIR [-p 512] [-n 128]         prompt (pp) and generation (tg) speed,\n"
     "                                                   and the share of memory bandwidth reached\n"
     "  version                                          print the version\n"
@@ -40,7 +46,16 @@ static const char *usage_text =
     "  --ignore-eos       generate: do not stop at an end-of-sequence id\n"
     "  -p N               bench: prompt length (default 512)\n"
     "  -r N               bench: repetitions, the best is reported (default 3)\n"
-    "  --json             bench: one JSON object instead of the table\n";
+    "  --json             bench: one JSON object instead of the table\n"
+    "sampling (run, chat):\n"
+    "  --temp T           temperature (default 0.6; 0 = greedy)\n"
+    "  --top-k K          keep the K most likely tokens (default 0 = off)\n"
+    "  --top-p P          nucleus: the smallest set reaching P (default 0.95)\n"
+    "  --min-p P          drop tokens below P x the most likely (default 0 = off)\n"
+    "  --repeat-penalty R penalise recent tokens (default 1 = off); --presence-penalty,\n"
+    "                     --frequency-penalty X (default 0)\n"
+    "  --seed S           random seed (default: from the clock; printed)\n"
+    "  --stop TEXT        stop when TEXT appears (repeatable)\n";
 
 static void die_usage(const char *fmt, const char *what) {
     fprintf(stderr, "nemotron: ");
@@ -98,11 +113,25 @@ static const char *value_of(int argc, char **argv, int *i) {
     return argv[++*i];
 }
 
+/* A finite decimal number in [lo, hi], or exit naming the option. */
+static float parse_float(const char *s, const char *opt, double lo, double hi) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "nemotron: %s: '%s' is not a number in [%g, %g]\n", opt, s, lo, hi);
+        exit(2);
+    }
+    return (float)v;
+}
+
 static void parse_args(int argc, char **argv, struct args *a) {
     memset(a, 0, sizeof *a);
-    a->n_gen = -1;           /* per command: generate 16, bench 128 */
+    a->n_gen = -1;           /* per command: generate 16, run 256, bench 128 */
     a->n_prompt = 512;
     a->reps = 3;
+    a->sampling = nemotron_sampler_default_params();
+    int seed_given = 0;
     if (argc < 2) die_usage("%s", "no command given");
     a->command = argv[1];
     if (!strcmp(a->command, "-h") || !strcmp(a->command, "--help") || !strcmp(a->command, "help")) {
@@ -120,13 +149,35 @@ static void parse_args(int argc, char **argv, struct args *a) {
         else if (!strcmp(o, "--pass")) a->pass = (int)parse_int(VALUE(), o, 1, NEMOTRON_PASS_MAX);
         else if (!strcmp(o, "--ctx")) a->ctx = (int)parse_int(VALUE(), o, 1, 1 << 24);
         else if (!strcmp(o, "--ignore-eos")) a->ignore_eos = 1;
-        else if (!strcmp(o, "-p")) a->n_prompt = (int)parse_int(VALUE(), "-p", 1, 1 << 20);
+        else if (!strcmp(o, "-p")) a->p_arg = VALUE();
+        else if (!strcmp(o, "--tokenizer")) a->tokenizer = VALUE();
+        else if (!strcmp(o, "--decode")) a->decode = 1;
+        else if (!strcmp(o, "--messages")) a->messages = VALUE();
+        else if (!strcmp(o, "--tools")) a->tools = VALUE();
+        else if (!strcmp(o, "--system")) a->system = VALUE();
+        else if (!strcmp(o, "--no-think")) a->no_think = 1;
+        else if (!strcmp(o, "--no-generation-prompt")) a->no_generation_prompt = 1;
+        else if (!strcmp(o, "--temp")) a->sampling.temperature = parse_float(VALUE(), o, 0, 100);
+        else if (!strcmp(o, "--top-k")) a->sampling.top_k = (int)parse_int(VALUE(), o, 0, 1 << 24);
+        else if (!strcmp(o, "--top-p")) a->sampling.top_p = parse_float(VALUE(), o, 1e-6, 1);
+        else if (!strcmp(o, "--min-p")) a->sampling.min_p = parse_float(VALUE(), o, 0, 1);
+        else if (!strcmp(o, "--repeat-penalty")) a->sampling.repeat_penalty = parse_float(VALUE(), o, 1e-3, 100);
+        else if (!strcmp(o, "--presence-penalty")) a->sampling.presence_penalty = parse_float(VALUE(), o, -100, 100);
+        else if (!strcmp(o, "--frequency-penalty")) a->sampling.frequency_penalty = parse_float(VALUE(), o, -100, 100);
+        else if (!strcmp(o, "--seed")) { a->sampling.seed = (uint64_t)parse_int(VALUE(), o, 0, LONG_MAX); seed_given = 1; }
+        else if (!strcmp(o, "--stop")) {
+            if (a->n_stop == CLI_MAX_STOP_STRINGS) die_usage("at most %s --stop strings", "16");
+            a->stop[a->n_stop] = VALUE();
+            if (!a->stop[a->n_stop][0]) die_usage("%s: an empty --stop string", o);
+            a->n_stop++;
+        }
         else if (!strcmp(o, "-r")) a->reps = (int)parse_int(VALUE(), "-r", 1, 1000);
         else if (!strcmp(o, "--json")) a->json = 1;
         else if (!strcmp(o, "-h") || !strcmp(o, "--help")) { fputs(usage_text, stdout); exit(0); }
         else die_usage("unknown option '%s'", o);
 #undef VALUE
     }
+    if (!seed_given) a->sampling.seed = (uint64_t)time(NULL);
 }
 
 double cli_now(void) {
@@ -266,9 +317,23 @@ int main(int argc, char **argv) {
     }
     int is_logits = !strcmp(a.command, "logits"), is_generate = !strcmp(a.command, "generate");
     int is_bench = !strcmp(a.command, "bench");
-    if (!is_logits && !is_generate && !is_bench) die_usage("unknown command '%s'", a.command);
+    if (!strcmp(a.command, "tokenize")) return cmd_tokenize(&a);
+    if (!strcmp(a.command, "template")) return cmd_template(&a);
+    int is_run = !strcmp(a.command, "run"), is_chat = !strcmp(a.command, "chat");
+    if (!is_logits && !is_generate && !is_bench && !is_run && !is_chat)
+        die_usage("unknown command '%s'", a.command);
     if (!a.model) die_usage("%s: -m MODEL_DIR is required", a.command);
+    if (is_run) {
+        if (!a.p_arg) die_usage("%s: -p TEXT is required", "run");
+        if (a.n_gen < 0) a.n_gen = 256;
+        return cmd_run(&a);
+    }
+    if (is_chat) {
+        if (a.n_gen < 0) a.n_gen = 4096;
+        return cmd_chat(&a);
+    }
     if (is_bench) {
+        if (a.p_arg) a.n_prompt = (int)parse_int(a.p_arg, "-p", 1, 1 << 20);
         if (a.n_gen < 0) a.n_gen = 128;
         return cmd_bench(&a);
     }

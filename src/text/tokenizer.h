@@ -23,11 +23,15 @@ nemotron_status nt_tokenizer_load_bytes(const char *json, size_t len, const char
                                         struct nt_tokenizer **out, struct nt_err *err);
 void nt_tokenizer_free(struct nt_tokenizer *t);
 
-int nt_tokenizer_vocab_size(const struct nt_tokenizer *t);      /* model vocab + added tokens */
+/* 1 + the largest id: the model vocab plus the added tokens not in it (files are dense; one
+ * whose ids run far past its token count is refused at load). Ids in range that no token has
+ * decode to nothing, as in tokenizers. */
+int nt_tokenizer_vocab_size(const struct nt_tokenizer *t);
 /* The id of a token's exact text (vocab or added), or -1. */
 int32_t nt_tokenizer_token_id(const struct nt_tokenizer *t, const char *text, size_t len);
 /* The token's text as stored (byte-level form for vocab entries, literal for added tokens),
- * NULL for an id out of range. Valid as long as the tokenizer. */
+ * NUL-terminated; NULL for an id out of range or one no token has. Valid as long as the
+ * tokenizer. */
 const char *nt_tokenizer_token_text(const struct nt_tokenizer *t, int32_t id);
 int nt_tokenizer_is_special(const struct nt_tokenizer *t, int32_t id);
 
@@ -55,12 +59,21 @@ struct nt_detok {
     int started;                 /* for decoders that treat the first token specially */
 };
 void nt_detok_init(struct nt_detok *d);
-/* Appends the printable bytes of id to out (cap >= 64 is always enough for one token plus what
- * was pending... or the token's byte length + 8); returns the number of bytes written, or -1 on
- * an id out of range / cap too small (err says which). */
+/* Writes the bytes id completes to out (not NUL-terminated): complete UTF-8 characters only;
+ * returns how many, or -1 on an id out of range or cap too small (err says which; the state is
+ * then unchanged, so the push can be retried with a larger buffer). A cap of
+ * nt_detok_cap(t) is always enough. Ids without a token, and special tokens when skip_special,
+ * write nothing. Concatenated pushes and the flush equal nt_tokenizer_decode of the same ids
+ * for a ByteLevel decoder (and for every decoder chain but the corner cases tokenizer.c names
+ * at stream_token). */
 int nt_detok_push(const struct nt_tokenizer *t, struct nt_detok *d, int32_t id, int skip_special,
                   char *out, size_t cap, struct nt_err *err);
-/* Flushes what is still pending at the end of the stream (as U+FFFD where incomplete). */
+/* Flushes what is still pending at the end of the stream: an incomplete character becomes one
+ * U+FFFD (3 bytes). Returns the bytes written (0 or 3), or -1 when cap < 3 and something is
+ * pending. */
 int nt_detok_flush(struct nt_detok *d, char *out, size_t cap);
+/* A buffer size that always suffices for one nt_detok_push or nt_detok_flush: 3 bytes per byte
+ * of the longest token through the decoder, plus what can be pending. */
+size_t nt_detok_cap(const struct nt_tokenizer *t);
 
 #endif /* NT_TOKENIZER_H */

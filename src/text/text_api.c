@@ -1,0 +1,164 @@
+/* text_api.c - the public face of the tokenizer and the chat format (nemotron.h, "text").
+ *
+ * Thin wrappers: handles that carry a load message, the streaming decoder's buffer, and the
+ * copy of parsed replies into public structs. The work is in tokenizer.c and chat*.c.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "chat.h"
+#include "tokenizer.h"
+
+struct nemotron_tokenizer {
+    struct nt_err err;
+    struct nt_tokenizer *tok;         /* NULL when the load failed */
+};
+
+nemotron_status nemotron_tokenizer_load(const char *path, nemotron_tokenizer **out) {
+    nemotron_tokenizer *t = nt_calloc(1, sizeof *t);
+    *out = t;
+    if (!t) return NEMOTRON_ERR_NOMEM;
+    if (!path) return nt_fail(&t->err, NEMOTRON_ERR_ARG, "tokenizer path is NULL");
+    /* a model directory: its tokenizer.json */
+    char file[4096];
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        if (snprintf(file, sizeof file, "%s/tokenizer.json", path) >= (int)sizeof file)
+            return nt_fail(&t->err, NEMOTRON_ERR_ARG, "tokenizer path is too long");
+        path = file;
+    }
+    return nt_tokenizer_load(path, &t->tok, &t->err);
+}
+
+void nemotron_tokenizer_free(nemotron_tokenizer *t) {
+    if (!t) return;
+    nt_tokenizer_free(t->tok);
+    nt_free(t);
+}
+
+const char *nemotron_tokenizer_errmsg(const nemotron_tokenizer *t) { return t ? t->err.msg : "out of memory"; }
+
+int nemotron_tokenizer_vocab_size(const nemotron_tokenizer *t) {
+    return t && t->tok ? nt_tokenizer_vocab_size(t->tok) : 0;
+}
+
+int32_t nemotron_tokenizer_token_id(const nemotron_tokenizer *t, const char *token) {
+    return t && t->tok && token ? nt_tokenizer_token_id(t->tok, token, strlen(token)) : -1;
+}
+
+nemotron_status nemotron_tokenize(const nemotron_tokenizer *t, const char *text, size_t len,
+                                  int add_special, int32_t *ids, size_t cap, size_t *n_ids) {
+    if (!t || !t->tok || (!text && len) || !n_ids || (!ids && cap)) return NEMOTRON_ERR_ARG;
+    return nt_tokenizer_encode(t->tok, text ? text : "", len, add_special, ids, cap, n_ids, NULL);
+}
+
+nemotron_status nemotron_detokenize(const nemotron_tokenizer *t, const int32_t *ids, size_t n,
+                                    int skip_special, char *out, size_t cap, size_t *len) {
+    if (!t || !t->tok || (!ids && n) || !len || (!out && cap)) return NEMOTRON_ERR_ARG;
+    return nt_tokenizer_decode(t->tok, ids, n, skip_special, out, cap, len, NULL);
+}
+
+/* One token's bytes plus what was held back: longer than any token text a tokenizer.json holds
+ * in practice; a longer one is reported as an error by nt_detok_push, never truncated. */
+#define DETOK_BUF 4096
+
+struct nemotron_detok {
+    const struct nt_tokenizer *tok;
+    struct nt_detok state;
+    int skip_special;
+    char buf[DETOK_BUF];
+};
+
+nemotron_detok *nemotron_detok_new(const nemotron_tokenizer *t, int skip_special) {
+    if (!t || !t->tok) return NULL;
+    nemotron_detok *d = nt_calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->tok = t->tok;
+    d->skip_special = skip_special;
+    nt_detok_init(&d->state);
+    return d;
+}
+
+const char *nemotron_detok_push(nemotron_detok *d, int32_t id) {
+    int n = nt_detok_push(d->tok, &d->state, id, d->skip_special, d->buf, sizeof d->buf - 1, NULL);
+    if (n < 0) return NULL;
+    d->buf[n] = 0;
+    return d->buf;
+}
+
+const char *nemotron_detok_flush(nemotron_detok *d) {
+    int n = nt_detok_flush(&d->state, d->buf, sizeof d->buf - 1);
+    d->buf[n < 0 ? 0 : n] = 0;
+    return d->buf;
+}
+
+void nemotron_detok_free(nemotron_detok *d) { nt_free(d); }
+
+nemotron_chat_options nemotron_chat_default_options(void) {
+    nemotron_chat_options o = {.add_generation_prompt = 1, .enable_thinking = 1, .truncate_history_thinking = 1};
+    return o;
+}
+
+nemotron_status nemotron_chat_render(const char *messages_json, const char *tools_json,
+                                     const nemotron_chat_options *opt, char **out, char *errbuf,
+                                     size_t errlen) {
+    struct nt_err err = {{0}};
+    nemotron_chat_options defaults = nemotron_chat_default_options();
+    if (!opt) opt = &defaults;
+    *out = NULL;
+    nemotron_status st;
+    if (!messages_json) {
+        st = nt_fail(&err, NEMOTRON_ERR_ARG, "messages JSON is NULL");
+    } else {
+        struct nt_chat_options o = {.add_generation_prompt = opt->add_generation_prompt,
+                                    .enable_thinking = opt->enable_thinking,
+                                    .truncate_history_thinking = opt->truncate_history_thinking};
+        size_t len;
+        st = nt_chat_render(messages_json, strlen(messages_json), tools_json,
+                            tools_json ? strlen(tools_json) : 0, &o, out, &len, &err);
+    }
+    if (st && errbuf && errlen) snprintf(errbuf, errlen, "%s", err.msg);
+    return st;
+}
+
+nemotron_status nemotron_chat_parse(const char *text, size_t len, int thinking_in_prompt,
+                                    nemotron_chat_reply *out) {
+    memset(out, 0, sizeof *out);
+    struct nt_chat_parsed p;
+    nemotron_status st = nt_chat_parse(text, len, thinking_in_prompt, &p, NULL);
+    if (st) return st;
+    /* the public struct mirrors the internal one field by field; ownership moves over */
+    out->reasoning = p.reasoning;
+    out->content = p.content;
+    out->n_calls = p.n_calls;
+    out->reasoning_unclosed = p.reasoning_unclosed;
+    if (p.n_calls) {
+        out->calls = nt_calloc((size_t)p.n_calls, sizeof *out->calls);
+        if (!out->calls) {
+            nt_chat_parsed_free(&p);
+            memset(out, 0, sizeof *out);
+            return NEMOTRON_ERR_NOMEM;
+        }
+        for (int i = 0; i < p.n_calls; i++) {
+            out->calls[i].name = p.calls[i].name;
+            out->calls[i].arguments_json = p.calls[i].arguments_json;
+        }
+        nt_free(p.calls);
+    }
+    return NEMOTRON_OK;
+}
+
+void nemotron_chat_reply_free(nemotron_chat_reply *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n_calls; i++) {
+        nt_free(r->calls[i].name);
+        nt_free(r->calls[i].arguments_json);
+    }
+    nt_free(r->calls);
+    nt_free(r->reasoning);
+    nt_free(r->content);
+    memset(r, 0, sizeof *r);
+}
+
+void nemotron_free(void *p) { nt_free(p); }

@@ -120,3 +120,6 @@ clean:
 $(REL)/dev/%: $(REL)/dev/cpu/%.o $(REL)/libnemotron.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS)
+$(REL)/dev/%: $(REL)/dev/text/%.o $(REL)/libnemotron.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS)

@@ -5,13 +5,7 @@
  * text, the same text in 4 KB pieces (split at newlines, the size of a chat turn), and one
  * decode of all the ids. Prints MB/s (1 MB = 10^6 bytes of UTF-8 input or output).
  *
- * Build (from the repository root; only the tokenizer's sources, so it builds while other
- * parts of the library are mid-edit):
- *   mkdir -p build/dev && gcc -std=c11 -D_GNU_SOURCE -O3 -g -Iinclude -Isrc \
- *     dev/text/tokenize_bench.c src/common.c src/text/utf8.c src/text/bpe.c \
- *     src/text/tokenizer.c src/text/tokenizer_json.c src/text/tokenizer_load.c \
- *     src/text/tokenizer_regex.c -o build/dev/tokenize_bench \
- *     $(pkg-config --libs json-c libpcre2-8) -lm
+ * Build: make build/dev/tokenize_bench
  * Run:
  *   make build/fixtures/big.json
  *   build/dev/tokenize_bench build/fixtures/big.json /usr/share/common-licenses/GPL-3 5

@@ -180,10 +180,11 @@ static inline uint32_t coarse_digit(float d) {
  * ends; only the candidates with that digit are gathered, and the next digit splits them,
  * until at most SMALL_N are left, which an insertion sort orders. Over the whole vocabulary
  * the first digit is coarse_digit (read from s->dig, no keys needed); over a set of keys it is
- * the top 11 of the bits where the keys differ. Keys are distinct, so it always ends. */
+ * the top few of the bits where the keys differ. Keys are distinct, so it always ends. */
 
+/* The most bits of one digit: the histogram (2048 counts and weights, 24 KB) stays in L1. */
 #define RADIX_BITS 11
-/* Below this an insertion sort (about n^2/4 moves) beats another histogram of 2048 digits. */
+/* Below this an insertion sort (about n^2/4 moves) costs less than another histogram pass. */
 #define SMALL_N 64
 
 enum { BY_COUNT, BY_MASS };

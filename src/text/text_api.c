@@ -59,21 +59,20 @@ nemotron_status nemotron_detokenize(const nemotron_tokenizer *t, const int32_t *
     return nt_tokenizer_decode(t->tok, ids, n, skip_special, out, cap, len, NULL);
 }
 
-/* One token's bytes plus what was held back: longer than any token text a tokenizer.json holds
- * in practice; a longer one is reported as an error by nt_detok_push, never truncated. */
-#define DETOK_BUF 4096
-
 struct nemotron_detok {
     const struct nt_tokenizer *tok;
     struct nt_detok state;
     int skip_special;
-    char buf[DETOK_BUF];
+    size_t cap;                       /* nt_detok_cap: enough for any one push or flush */
+    char buf[];                       /* cap + 1 for the NUL */
 };
 
 nemotron_detok *nemotron_detok_new(const nemotron_tokenizer *t, int skip_special) {
     if (!t || !t->tok) return NULL;
-    nemotron_detok *d = nt_calloc(1, sizeof *d);
+    size_t cap = nt_detok_cap(t->tok);
+    nemotron_detok *d = nt_calloc(1, sizeof *d + cap + 1);
     if (!d) return NULL;
+    d->cap = cap;
     d->tok = t->tok;
     d->skip_special = skip_special;
     nt_detok_init(&d->state);
@@ -81,14 +80,14 @@ nemotron_detok *nemotron_detok_new(const nemotron_tokenizer *t, int skip_special
 }
 
 const char *nemotron_detok_push(nemotron_detok *d, int32_t id) {
-    int n = nt_detok_push(d->tok, &d->state, id, d->skip_special, d->buf, sizeof d->buf - 1, NULL);
+    int n = nt_detok_push(d->tok, &d->state, id, d->skip_special, d->buf, d->cap, NULL);
     if (n < 0) return NULL;
     d->buf[n] = 0;
     return d->buf;
 }
 
 const char *nemotron_detok_flush(nemotron_detok *d) {
-    int n = nt_detok_flush(&d->state, d->buf, sizeof d->buf - 1);
+    int n = nt_detok_flush(&d->state, d->buf, d->cap);
     d->buf[n < 0 ? 0 : n] = 0;
     return d->buf;
 }

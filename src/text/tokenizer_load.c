@@ -494,6 +494,24 @@ static nemotron_status get_char(struct ld *L, json_object *o, const char *path, 
     return NEMOTRON_OK;
 }
 
+/* A "Sequence" component: adds each entry of its list `key` with `add`, one level deeper. */
+static nemotron_status each_in_sequence(struct ld *L, json_object *o, const char *path, const char *key,
+                                        int depth,
+                                        nemotron_status (*add)(struct ld *, json_object *, const char *, int)) {
+    json_object *list;
+    nemotron_status st = get_list(L, o, path, key, &list);
+    if (st) return st;
+    if (depth >= MAX_NEST) return bad(L, NEMOTRON_ERR_UNSUPPORTED, "%s: nested too deep", path);
+    for (size_t i = 0; i < json_object_array_length(list); i++) {
+        char sub[256];
+        snprintf(sub, sizeof sub, "%s.%s[%zu]", path, key, i);
+        json_object *e = json_object_array_get_idx(list, i);
+        if (!e) return bad(L, NEMOTRON_ERR_FORMAT, "%s: expected an object", sub);
+        if ((st = add(L, e, sub, depth + 1))) return st;
+    }
+    return NEMOTRON_OK;
+}
+
 /* ---- normalizer ---- */
 
 static nemotron_status add_norm(struct ld *L, json_object *o, const char *path, int depth) {
@@ -501,19 +519,7 @@ static nemotron_status add_norm(struct ld *L, json_object *o, const char *path, 
     const char *type;
     nemotron_status st = get_type(L, o, path, &type);
     if (st) return st;
-    if (!strcmp(type, "Sequence")) {
-        json_object *list;
-        if ((st = get_list(L, o, path, "normalizers", &list))) return st;
-        if (depth >= MAX_NEST) return bad(L, NEMOTRON_ERR_UNSUPPORTED, "%s: nested too deep", path);
-        for (size_t i = 0; i < json_object_array_length(list); i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.normalizers[%zu]", path, i);
-            json_object *e = json_object_array_get_idx(list, i);
-            if (!e) return bad(L, NEMOTRON_ERR_FORMAT, "%s: expected an object", sub);
-            if ((st = add_norm(L, e, sub, depth + 1))) return st;
-        }
-        return NEMOTRON_OK;
-    }
+    if (!strcmp(type, "Sequence")) return each_in_sequence(L, o, path, "normalizers", depth, add_norm);
     int known = !strcmp(type, "Strip") || !strcmp(type, "Replace") || !strcmp(type, "Prepend");
     if (!known)
         return bad(L, NEMOTRON_ERR_UNSUPPORTED,
@@ -577,19 +583,7 @@ static nemotron_status add_pretok(struct ld *L, json_object *o, const char *path
     const char *type;
     nemotron_status st = get_type(L, o, path, &type);
     if (st) return st;
-    if (!strcmp(type, "Sequence")) {
-        json_object *list;
-        if ((st = get_list(L, o, path, "pretokenizers", &list))) return st;
-        if (depth >= MAX_NEST) return bad(L, NEMOTRON_ERR_UNSUPPORTED, "%s: nested too deep", path);
-        for (size_t i = 0; i < json_object_array_length(list); i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.pretokenizers[%zu]", path, i);
-            json_object *e = json_object_array_get_idx(list, i);
-            if (!e) return bad(L, NEMOTRON_ERR_FORMAT, "%s: expected an object", sub);
-            if ((st = add_pretok(L, e, sub, depth + 1))) return st;
-        }
-        return NEMOTRON_OK;
-    }
+    if (!strcmp(type, "Sequence")) return each_in_sequence(L, o, path, "pretokenizers", depth, add_pretok);
     static const char *known[] = {
         "Split",       "ByteLevel",         "Digits", "Whitespace", "WhitespaceSplit",
         "Punctuation", "CharDelimiterSplit"};
@@ -1016,19 +1010,7 @@ static nemotron_status add_post(struct ld *L, json_object *o, const char *path, 
     const char *type;
     nemotron_status st = get_type(L, o, path, &type);
     if (st) return st;
-    if (!strcmp(type, "Sequence")) {
-        json_object *list;
-        if ((st = get_list(L, o, path, "processors", &list))) return st;
-        if (depth >= MAX_NEST) return bad(L, NEMOTRON_ERR_UNSUPPORTED, "%s: nested too deep", path);
-        for (size_t i = 0; i < json_object_array_length(list); i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.processors[%zu]", path, i);
-            json_object *e = json_object_array_get_idx(list, i);
-            if (!e) return bad(L, NEMOTRON_ERR_FORMAT, "%s: expected an object", sub);
-            if ((st = add_post(L, e, sub, depth + 1))) return st;
-        }
-        return NEMOTRON_OK;
-    }
+    if (!strcmp(type, "Sequence")) return each_in_sequence(L, o, path, "processors", depth, add_post);
     if (!strcmp(type, "ByteLevel")) return NEMOTRON_OK; /* offsets only */
     if (!strcmp(type, "TemplateProcessing")) return template_single(L, o, path);
     if (!strcmp(type, "RobertaProcessing") || !strcmp(type, "BertProcessing")) {
@@ -1051,19 +1033,7 @@ static nemotron_status add_dec(struct ld *L, json_object *o, const char *path, i
     const char *type;
     nemotron_status st = get_type(L, o, path, &type);
     if (st) return st;
-    if (!strcmp(type, "Sequence")) {
-        json_object *list;
-        if ((st = get_list(L, o, path, "decoders", &list))) return st;
-        if (depth >= MAX_NEST) return bad(L, NEMOTRON_ERR_UNSUPPORTED, "%s: nested too deep", path);
-        for (size_t i = 0; i < json_object_array_length(list); i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.decoders[%zu]", path, i);
-            json_object *e = json_object_array_get_idx(list, i);
-            if (!e) return bad(L, NEMOTRON_ERR_FORMAT, "%s: expected an object", sub);
-            if ((st = add_dec(L, e, sub, depth + 1))) return st;
-        }
-        return NEMOTRON_OK;
-    }
+    if (!strcmp(type, "Sequence")) return each_in_sequence(L, o, path, "decoders", depth, add_dec);
     static const char *known[] = {"ByteLevel", "ByteFallback", "Fuse", "Strip", "Replace"};
     int k = -1;
     for (int i = 0; i < 5; i++)

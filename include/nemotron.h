@@ -224,7 +224,9 @@ void nemotron_sampler_free(nemotron_sampler *s);
 const char *nemotron_sampler_errmsg(const nemotron_sampler *s);
 /* The next token from logits[vocab] (penalties, then the filters, then a seeded draw). */
 int32_t nemotron_sampler_sample(nemotron_sampler *s, const float *logits);
-void nemotron_sampler_accept(nemotron_sampler *s, int32_t token);   /* for the penalties */
+/* Records a token of the sequence for the penalties; a token outside the vocabulary is
+ * NEMOTRON_ERR_ARG and is not recorded. */
+nemotron_status nemotron_sampler_accept(nemotron_sampler *s, int32_t token);
 void nemotron_sampler_reset(nemotron_sampler *s);
 
 /* The end-of-sequence ids to stop on: generation_config.json's eos_token_id when the model

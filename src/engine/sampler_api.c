@@ -4,12 +4,16 @@
 struct nemotron_sampler {
     struct nt_err err;
     struct nt_sampler *s;             /* NULL when creation failed */
+    int vocab;
 };
 
 nemotron_sampler_params nemotron_sampler_default_params(void) {
     struct nt_sampler_params d = nt_sampler_default_params();
-    nemotron_sampler_params p = {d.temperature, d.top_k, d.top_p, d.min_p, d.repeat_penalty,
-                                 d.presence_penalty, d.frequency_penalty, d.penalty_last_n, d.seed};
+    nemotron_sampler_params p = {.temperature = d.temperature, .top_k = d.top_k, .top_p = d.top_p,
+                                 .min_p = d.min_p, .repeat_penalty = d.repeat_penalty,
+                                 .presence_penalty = d.presence_penalty,
+                                 .frequency_penalty = d.frequency_penalty,
+                                 .penalty_last_n = d.penalty_last_n, .seed = d.seed};
     return p;
 }
 
@@ -18,8 +22,12 @@ nemotron_status nemotron_sampler_new(const nemotron_sampler_params *p, int vocab
     *out = h;
     if (!h) return NEMOTRON_ERR_NOMEM;
     if (!p) return nt_fail(&h->err, NEMOTRON_ERR_ARG, "sampler params are NULL");
-    struct nt_sampler_params q = {p->temperature, p->top_k, p->top_p, p->min_p, p->repeat_penalty,
-                                  p->presence_penalty, p->frequency_penalty, p->penalty_last_n, p->seed};
+    struct nt_sampler_params q = {.temperature = p->temperature, .top_k = p->top_k, .top_p = p->top_p,
+                                  .min_p = p->min_p, .repeat_penalty = p->repeat_penalty,
+                                  .presence_penalty = p->presence_penalty,
+                                  .frequency_penalty = p->frequency_penalty,
+                                  .penalty_last_n = p->penalty_last_n, .seed = p->seed};
+    h->vocab = vocab;
     return nt_sampler_new(&q, vocab, &h->s, &h->err);
 }
 
@@ -31,5 +39,10 @@ void nemotron_sampler_free(nemotron_sampler *h) {
 
 const char *nemotron_sampler_errmsg(const nemotron_sampler *h) { return h ? h->err.msg : "out of memory"; }
 int32_t nemotron_sampler_sample(nemotron_sampler *h, const float *logits) { return nt_sampler_sample(h->s, logits); }
-void nemotron_sampler_accept(nemotron_sampler *h, int32_t token) { nt_sampler_accept(h->s, token); }
+nemotron_status nemotron_sampler_accept(nemotron_sampler *h, int32_t token) {
+    if (token < 0 || token >= h->vocab)
+        return nt_fail(&h->err, NEMOTRON_ERR_ARG, "token %d is outside the vocabulary [0, %d)", (int)token, h->vocab);
+    nt_sampler_accept(h->s, token);
+    return NEMOTRON_OK;
+}
 void nemotron_sampler_reset(nemotron_sampler *h) { nt_sampler_reset(h->s); }

@@ -23,6 +23,7 @@
  * turns lone \u surrogates into U+FFFD), so the code-point walks below never see bad bytes.
  */
 #include "text/chat.h"
+#include "text/utf8.h"
 
 #include <errno.h>
 #include <json-c/json.h>
@@ -202,23 +203,6 @@ static int jr_lit(struct jr *r, const char *lit) {
     return 0;
 }
 
-static int hex4(const unsigned char *s, uint32_t *v) {
-    *v = 0;
-    for (int j = 0; j < 4; j++) {
-        unsigned c = s[j], d;
-        if (c >= '0' && c <= '9')
-            d = c - '0';
-        else if (c >= 'a' && c <= 'f')
-            d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F')
-            d = c - 'A' + 10;
-        else
-            return 0;
-        *v = *v << 4 | d;
-    }
-    return 1;
-}
-
 static void put_utf8(struct sb *b, uint32_t cp) {
     char u[4];
     size_t k;
@@ -262,11 +246,11 @@ static int jr_string(struct jr *r) {
             continue;
         }
         uint32_t cp, lo;
-        if (c != 'u' || r->n - r->i < 6 || !hex4(r->s + r->i + 2, &cp))
+        if (c != 'u' || r->n - r->i < 6 || !nt_hex4(r->s + r->i + 2, &cp))
             return jr_fail(r, NEMOTRON_ERR_FORMAT, "bad escape in a string");
         r->i += 6;
         if (cp >= 0xd800 && cp <= 0xdbff && r->n - r->i >= 6 && r->s[r->i] == '\\' &&
-            r->s[r->i + 1] == 'u' && hex4(r->s + r->i + 2, &lo) && lo >= 0xdc00 && lo <= 0xdfff) {
+            r->s[r->i + 1] == 'u' && nt_hex4(r->s + r->i + 2, &lo) && lo >= 0xdc00 && lo <= 0xdfff) {
             cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
             r->i += 6;
         } else if (cp >= 0xd800 && cp <= 0xdfff) {

@@ -61,24 +61,6 @@ void nt_jcur_ws(struct nt_jcur *c) {
     }
 }
 
-static int hex4(const unsigned char *h, unsigned *v) {
-    unsigned x = 0;
-    for (int i = 0; i < 4; i++) {
-        unsigned c = h[i], d;
-        if (c >= '0' && c <= '9')
-            d = c - '0';
-        else if (c >= 'a' && c <= 'f')
-            d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F')
-            d = c - 'A' + 10;
-        else
-            return -1;
-        x = x << 4 | d;
-    }
-    *v = x;
-    return 0;
-}
-
 /* Validates the string at c->p (a '"'), leaving c->p after it. When out is not NULL, decodes
  * it: *out points into the source when it has no escapes, else into c->buf. */
 static int string(struct nt_jcur *c, const char **out, size_t *out_len) {
@@ -145,8 +127,8 @@ static int string(struct nt_jcur *c, const char **out, size_t *out_len) {
                 cp = (unsigned char)dec[map - "\"\\/bfnrt"];
                 p += 2;
             } else if (e == 'u') {
-                unsigned v;
-                if (p + 6 > n || hex4(s + p + 2, &v)) {
+                uint32_t v;
+                if (p + 6 > n || !nt_hex4(s + p + 2, &v)) {
                     c->p = p;
                     return nt_jcur_fail(c, "bad \\u escape");
                 }
@@ -155,8 +137,8 @@ static int string(struct nt_jcur *c, const char **out, size_t *out_len) {
                     return nt_jcur_fail(c, "lone trailing surrogate in a \\u escape");
                 }
                 if (v >= 0xD800 && v <= 0xDBFF) {
-                    unsigned lo;
-                    if (p + 12 > n || s[p + 6] != '\\' || s[p + 7] != 'u' || hex4(s + p + 8, &lo) ||
+                    uint32_t lo;
+                    if (p + 12 > n || s[p + 6] != '\\' || s[p + 7] != 'u' || !nt_hex4(s + p + 8, &lo) ||
                         lo < 0xDC00 || lo > 0xDFFF) {
                         c->p = p;
                         return nt_jcur_fail(c, "lone leading surrogate in a \\u escape");

@@ -160,3 +160,21 @@ int nt_cp_to_byte(uint32_t cp) {
     if (r <= 66) return (int)(127 + r - 33);
     return 173;
 }
+
+int nt_hex4(const unsigned char *s, uint32_t *v) {
+    uint32_t x = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned c = s[i], d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            return 0;
+        x = x << 4 | d;
+    }
+    *v = x;
+    return 1;
+}

@@ -34,6 +34,10 @@ int nt_utf8_put(uint32_t cp, char *out);
 /* Rust's char::is_whitespace, regex's \s: the Unicode White_Space property. */
 int nt_is_white_space(uint32_t cp);
 
+/* The four hex digits of a JSON \uXXXX escape at s (s[0..4) must be readable): 1 and *v set,
+ * or 0 when one is not a hex digit. */
+int nt_hex4(const unsigned char *s, uint32_t *v);
+
 /* GPT-2's byte-level alphabet: byte b is shown as code point nt_byte_to_cp[b] (printable bytes
  * as themselves, the 68 others as U+0100 + their rank); nt_cp_to_byte inverts it (-1 when cp is
  * not in the alphabet). */

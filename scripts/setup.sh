@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # setup.sh - installs what nemotron.c needs to build and test on Debian 12: a C compiler, make,
-# pkg-config, json-c (libjson-c-dev), PCRE2 (libpcre2-dev) and xz (a compressed test fixture). Installs only what is missing; uses sudo when
+# pkg-config, json-c (libjson-c-dev), PCRE2 (libpcre2-dev), xz (a compressed test fixture) and
+# python3 (a test reads a JSON fixture with it). Installs only what is missing; uses sudo when
 # not root. Safe to run again.
 set -euo pipefail
 need=()
@@ -10,6 +11,7 @@ command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 dpkg -s libjson-c-dev >/dev/null 2>&1 || need+=(libjson-c-dev)
 dpkg -s libpcre2-dev >/dev/null 2>&1 || need+=(libpcre2-dev)
 command -v xz >/dev/null 2>&1 || need+=(xz-utils)
+command -v python3 >/dev/null 2>&1 || need+=(python3)   # tests/cli/test_text_cli.sh reads a fixture
 if [ ${#need[@]} -eq 0 ]; then
     echo "setup: everything needed is installed"
     exit 0

@@ -24,7 +24,7 @@ CFLAGS_ASAN := $(BASEFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,un
                -fno-sanitize-recover=undefined -DNT_DEBUG
 LDLIBS  := $(PKG_LIBS) -lm -fopenmp
 
-LIB_SRC  := $(wildcard src/*.c src/model/*.c src/cpu/*.c src/engine/*.c src/text/*.c)
+LIB_SRC  := $(wildcard src/*.c src/model/*.c src/quant/*.c src/cpu/*.c src/engine/*.c src/text/*.c)
 TOOL_SRC := $(wildcard tools/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 # test support: a writer of random models in Hugging Face layout (tests and the benchmark)
@@ -121,5 +121,8 @@ $(REL)/dev/%: $(REL)/dev/cpu/%.o $(REL)/libnemotron.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS)
 $(REL)/dev/%: $(REL)/dev/text/%.o $(REL)/libnemotron.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS)
+$(REL)/dev/%: $(REL)/dev/quant/%.o $(REL)/libnemotron.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS)

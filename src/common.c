@@ -105,6 +105,25 @@ float nt_f16_to_f32(uint16_t h) {
     return f;
 }
 
+uint16_t nt_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);          /* nan */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);         /* rounds past 65504: inf */
+    if (a < 0x38800000u) {
+        /* below 2^-14: a subnormal f16, man * 2^-24; the float's value in units of 2^-24 rounds
+         * to nearest even (exact: the scaling is by a power of two) */
+        float m = fabsf(f) * 16777216.0f;
+        return (uint16_t)(sign | (uint16_t)rintf(m));
+    }
+    /* normal: drop 13 mantissa bits with round to nearest even; a carry into the exponent is
+     * the correct result */
+    uint32_t r = a + 0xfffu + ((a >> 13) & 1);
+    return (uint16_t)(sign | (uint16_t)((r - 0x38000000u) >> 13));
+}
+
 uint16_t nt_f32_to_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);

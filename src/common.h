@@ -47,6 +47,8 @@ static inline float nt_bf16_to_f32(uint16_t h) {
     return f;
 }
 float nt_f16_to_f32(uint16_t h);
+/* Round to nearest even; NaN stays NaN; past the f16 range, infinity. */
+uint16_t nt_f32_to_f16(float f);
 /* Round to nearest even; NaN stays NaN. */
 uint16_t nt_f32_to_bf16(float f);
 

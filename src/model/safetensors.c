@@ -49,22 +49,23 @@
 static const struct {
     const char *name;
     size_t size;
-} dtypes[NT_DTYPE_COUNT] = {
+} dtypes[NT_DTYPE_ALL_COUNT] = {
     [NT_DTYPE_F32] = {"F32", 4},         [NT_DTYPE_F16] = {"F16", 2},
     [NT_DTYPE_BF16] = {"BF16", 2},       [NT_DTYPE_F64] = {"F64", 8},
     [NT_DTYPE_I64] = {"I64", 8},         [NT_DTYPE_I32] = {"I32", 4},
     [NT_DTYPE_I16] = {"I16", 2},         [NT_DTYPE_I8] = {"I8", 1},
     [NT_DTYPE_U8] = {"U8", 1},           [NT_DTYPE_BOOL] = {"BOOL", 1},
     [NT_DTYPE_F8_E4M3] = {"F8_E4M3", 1}, [NT_DTYPE_F8_E5M2] = {"F8_E5M2", 1},
+    [NT_DTYPE_Q8_2F] = {"q8_2f", 0},     [NT_DTYPE_Q4TP] = {"q4tp", 0},
 };
 
 const char *nt_dtype_name(enum nt_dtype d) {
-    NT_ASSERT((int)d >= 0 && d < NT_DTYPE_COUNT);
+    NT_ASSERT((int)d >= 0 && d < NT_DTYPE_ALL_COUNT);
     return dtypes[d].name;
 }
 
 size_t nt_dtype_size(enum nt_dtype d) {
-    NT_ASSERT((int)d >= 0 && d < NT_DTYPE_COUNT);
+    NT_ASSERT((int)d >= 0 && d < NT_DTYPE_ALL_COUNT);
     return dtypes[d].size;
 }
 

@@ -24,11 +24,18 @@ enum nt_dtype {
     NT_DTYPE_BOOL,
     NT_DTYPE_F8_E4M3,
     NT_DTYPE_F8_E5M2,
-    NT_DTYPE_COUNT
+    NT_DTYPE_COUNT,               /* the dtypes a safetensors header may name end here */
+    /* The engine's packed matrix formats (FORMATS.md). They are never a safetensors dtype: a
+     * .nemo stores them as U8 payloads and names the format in its metadata (src/model/nemo.h). */
+    NT_DTYPE_Q8_2F = NT_DTYPE_COUNT,
+    NT_DTYPE_Q4TP,
+    NT_DTYPE_ALL_COUNT
 };
 
-/* "F32", "BF16", ... as safetensors spells them. */
+/* "F32", "BF16", ... as safetensors spells them; "q8_2f" and "q4tp" for the packed formats. */
 const char *nt_dtype_name(enum nt_dtype d);
+/* Bytes per element; 0 for the packed formats (their size is src/quant/quant.h's
+ * nt_matrix_bytes). */
 size_t nt_dtype_size(enum nt_dtype d);
 
 #define NT_MAX_DIMS 8

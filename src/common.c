@@ -5,10 +5,14 @@
  */
 #include "common.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 nemotron_status nt_fail(struct nt_err *err, nemotron_status status, const char *fmt, ...) {
     if (err) {
@@ -130,4 +134,46 @@ uint16_t nt_f32_to_bf16(float f) {
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet nan */
     u += 0x7fffu + ((u >> 16) & 1);
     return (uint16_t)(u >> 16);
+}
+
+nemotron_status nt_read_file(const char *path, size_t max_bytes, const char *what, char **buf,
+                             size_t *len, struct nt_err *err) {
+    *buf = NULL;
+    *len = 0;
+    /* O_NONBLOCK: a FIFO given by mistake must not hang the open; fstat then refuses it */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return nt_fail(err, NEMOTRON_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return nt_fail(err, NEMOTRON_ERR_IO, "%s: not a regular file", path);
+    }
+    if ((uint64_t)sb.st_size > max_bytes) {
+        close(fd);
+        return nt_fail(err, NEMOTRON_ERR_FORMAT, "%s: %lld bytes, more than %s may have (%zu)", path,
+                       (long long)sb.st_size, what, max_bytes);
+    }
+    size_t size = (size_t)sb.st_size, got = 0;
+    char *b = nt_alloc(size + 1);
+    if (!b) {
+        close(fd);
+        return nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory for %zu bytes", path, size);
+    }
+    while (got < size) {
+        ssize_t r = read(fd, b + got, size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            nt_free(b);
+            close(fd);
+            return nt_fail(err, NEMOTRON_ERR_IO, "%s: cannot read: %s", path, strerror(e));
+        }
+        if (r == 0) break; /* the file shrank: what is there is the file */
+        got += (size_t)r;
+    }
+    close(fd);
+    b[got] = 0;
+    *buf = b;
+    *len = got;
+    return NEMOTRON_OK;
 }

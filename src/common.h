@@ -36,6 +36,11 @@ void *nt_alloc(size_t bytes);            /* 64-byte aligned; NULL on failure */
 void *nt_calloc(size_t n, size_t size);  /* zeroed, 64-byte aligned; NULL on failure or overflow */
 void nt_free(void *p);
 char *nt_strdup(const char *s);
+/* Reads a whole regular file of at most max_bytes into *buf (NUL-terminated, for nt_free) and
+ * *len. Errors name the path: not there, not a regular file, larger than max_bytes (`what` says
+ * what it should have been, e.g. "a config"), unreadable. */
+nemotron_status nt_read_file(const char *path, size_t max_bytes, const char *what, char **buf,
+                             size_t *len, struct nt_err *err);
 void nt_pass_enter(void);
 void nt_pass_leave(void);
 

@@ -734,44 +734,11 @@ nemotron_status nt_config_parse(const char *text, size_t len, const char *name,
 }
 
 nemotron_status nt_config_load(const char *path, struct nt_config *cfg, struct nt_err *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return nt_fail(err, NEMOTRON_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return nt_fail(err, NEMOTRON_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (S_ISDIR(sb.st_mode)) {
-        close(fd);
-        return nt_fail(err, NEMOTRON_ERR_IO, "%s: cannot read: %s", path, strerror(EISDIR));
-    }
-    if (sb.st_size < 0 || (uint64_t)sb.st_size > CONFIG_MAX_BYTES) {
-        close(fd);
-        return nt_fail(err, NEMOTRON_ERR_FORMAT,
-                       "%s: %lld bytes, more than the %u a config may have (is it a config?)",
-                       path, (long long)sb.st_size, CONFIG_MAX_BYTES);
-    }
-    size_t size = (size_t)sb.st_size, got = 0;
-    char *buf = nt_alloc(size ? size : 1);
-    if (!buf) {
-        close(fd);
-        return nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory for %zu bytes", path, size);
-    }
-    while (got < size) {
-        ssize_t r = read(fd, buf + got, size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            int e = errno;
-            nt_free(buf);
-            close(fd);
-            return nt_fail(err, NEMOTRON_ERR_IO, "%s: cannot read: %s", path, strerror(e));
-        }
-        if (r == 0) break; /* the file shrank: parse what is there */
-        got += (size_t)r;
-    }
-    close(fd);
-    nemotron_status st = nt_config_parse(buf, got, path, cfg, err);
+    char *buf;
+    size_t len;
+    nemotron_status st = nt_read_file(path, CONFIG_MAX_BYTES, "a config", &buf, &len, err);
+    if (st) return st;
+    st = nt_config_parse(buf, len, path, cfg, err);
     nt_free(buf);
     return st;
 }

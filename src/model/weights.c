@@ -8,6 +8,8 @@
  */
 #include "weights.h"
 
+#include "../quant/quant.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -16,6 +18,10 @@ struct binder {
     const struct nt_config *cfg;
     struct nt_err *err;
     int filling;          /* 0: counting walk, 1: converting walk */
+    /* listing walk (nt_weights_list): no table; every tensor the config implies is reported */
+    void (*list)(void *ctx, const char *name, int ndim, const int64_t *dims);
+    void *list_ctx;
+    struct nt_tensor placeholder;
     float *arena;
     size_t used, cap;     /* floats */
 };
@@ -24,6 +30,13 @@ static int is_float_dtype(enum nt_dtype d) {
     return d == NT_DTYPE_F32 || d == NT_DTYPE_F16 || d == NT_DTYPE_BF16;
 }
 
+static int is_packed_dtype(enum nt_dtype d) { return d == NT_DTYPE_Q8_2F || d == NT_DTYPE_Q4TP; }
+
+/* Which stored forms a tensor may take: every projection may be packed (FORMATS.md's mix puts
+ * q8_2f or q4tp on them); the router, the embeddings (one row read per position) and the small
+ * vectors stay float. */
+enum stored { FLOAT_ONLY, FLOAT_OR_PACKED };
+
 static void format_shape(char *buf, size_t len, int ndim, const int64_t *dims) {
     size_t o = (size_t)snprintf(buf, len, "[");
     for (int i = 0; i < ndim && o < len; i++)
@@ -31,19 +44,25 @@ static void format_shape(char *buf, size_t len, int ndim, const int64_t *dims) {
     if (o < len) snprintf(buf + o, len - o, "]");
 }
 
-/* Finds `name`, checks a float dtype and the exact shape, marks it used. */
+/* Finds `name`, checks its dtype against `allowed` and the exact shape, marks it used. */
 static nemotron_status claim(struct binder *b, const char *name, int ndim, const int64_t *dims,
-                             struct nt_tensor **out) {
+                             enum stored allowed, struct nt_tensor **out) {
+    if (b->list) {
+        b->list(b->list_ctx, name, ndim, dims);
+        b->placeholder.dtype = NT_DTYPE_F32;
+        *out = &b->placeholder;
+        return NEMOTRON_OK;
+    }
     char want[128], got[128];
     format_shape(want, sizeof want, ndim, dims);
+    const char *kinds = allowed == FLOAT_ONLY ? "F32, F16 or BF16" : "F32, F16, BF16, q8_2f or q4tp";
     struct nt_tensor *t = nt_table_find(b->table, name);
     if (!t)
-        return nt_fail(b->err, NEMOTRON_ERR_TENSOR,
-                       "tensor '%s' is missing (expected F32, F16 or BF16 %s)", name, want);
-    if (!is_float_dtype(t->dtype))
-        return nt_fail(b->err, NEMOTRON_ERR_TENSOR,
-                       "tensor '%s' has dtype %s, expected F32, F16 or BF16", name,
-                       nt_dtype_name(t->dtype));
+        return nt_fail(b->err, NEMOTRON_ERR_TENSOR, "tensor '%s' is missing (expected %s %s)", name,
+                       kinds, want);
+    if (!is_float_dtype(t->dtype) && !(allowed == FLOAT_OR_PACKED && is_packed_dtype(t->dtype)))
+        return nt_fail(b->err, NEMOTRON_ERR_TENSOR, "tensor '%s' has dtype %s, expected %s", name,
+                       nt_dtype_name(t->dtype), kinds);
     int same = t->ndim == ndim;
     for (int i = 0; same && i < ndim; i++) same = t->shape[i] == dims[i];
     if (!same) {
@@ -56,10 +75,11 @@ static nemotron_status claim(struct binder *b, const char *name, int ndim, const
     return NEMOTRON_OK;
 }
 
-static nemotron_status matrix(struct binder *b, struct nt_matrix *m, int64_t rows, int64_t cols,
-                              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static nemotron_status matrix(struct binder *b, struct nt_matrix *m, int64_t rows, int64_t cols,
-                              const char *fmt, ...) {
+static nemotron_status matrix_as(struct binder *b, struct nt_matrix *m, enum stored allowed,
+                                 int64_t rows, int64_t cols, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static nemotron_status matrix_as(struct binder *b, struct nt_matrix *m, enum stored allowed,
+                                 int64_t rows, int64_t cols, const char *fmt, ...) {
     char name[256];
     va_list ap;
     va_start(ap, fmt);
@@ -67,7 +87,7 @@ static nemotron_status matrix(struct binder *b, struct nt_matrix *m, int64_t row
     va_end(ap);
     int64_t dims[2] = {rows, cols};
     struct nt_tensor *t;
-    nemotron_status st = claim(b, name, 2, dims, &t);
+    nemotron_status st = claim(b, name, 2, dims, allowed, &t);
     if (st) return st;
     m->dtype = t->dtype;
     m->rows = rows;
@@ -76,6 +96,10 @@ static nemotron_status matrix(struct binder *b, struct nt_matrix *m, int64_t row
     m->name = t->name;
     return NEMOTRON_OK;
 }
+
+/* A projection (any stored form) and a float-only matrix. */
+#define matrix(b, m, ...) matrix_as(b, m, FLOAT_OR_PACKED, __VA_ARGS__)
+#define float_matrix(b, m, ...) matrix_as(b, m, FLOAT_ONLY, __VA_ARGS__)
 
 static float element_to_f32(const struct nt_tensor *t, int64_t i) {
     const uint8_t *p = (const uint8_t *)t->data;
@@ -93,7 +117,7 @@ static float element_to_f32(const struct nt_tensor *t, int64_t i) {
 static nemotron_status vec_n(struct binder *b, const float **out, int ndim, const int64_t *dims,
                              const char *name) {
     struct nt_tensor *t;
-    nemotron_status st = claim(b, name, ndim, dims, &t);
+    nemotron_status st = claim(b, name, ndim, dims, FLOAT_ONLY, &t);
     if (st) return st;
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= dims[i];
@@ -177,7 +201,7 @@ static nemotron_status bind_moe(struct binder *b, struct nt_moe_weights *m, cons
     const struct nt_config *c = b->cfg;
     int64_t H = c->hidden_size, E = c->n_routed_experts, mi = c->moe_intermediate_size;
     int64_t L = c->moe_latent_size ? c->moe_latent_size : H;
-    TRY(matrix(b, &m->gate, E, H, "%smixer.gate.weight", p));
+    TRY(float_matrix(b, &m->gate, E, H, "%smixer.gate.weight", p));
     TRY(vec(b, &m->score_bias, E, "%smixer.gate.e_score_correction_bias", p));
     if (b->filling && !m->expert_up) {
         m->expert_up = nt_calloc((size_t)E, sizeof *m->expert_up);
@@ -232,9 +256,9 @@ static nemotron_status walk(struct binder *b, struct nt_weights *w) {
     int64_t H = c->hidden_size, V = c->vocab_size;
     const char *emb = "backbone.embeddings.weight";
     /* Some conversions name it in the singular (MODEL.md 2.2); accept either, not both. */
-    if (!nt_table_find(b->table, emb) && nt_table_find(b->table, "backbone.embedding.weight"))
+    if (b->table && !nt_table_find(b->table, emb) && nt_table_find(b->table, "backbone.embedding.weight"))
         emb = "backbone.embedding.weight";
-    TRY(matrix(b, &w->embeddings, V, H, "%s", emb));
+    TRY(float_matrix(b, &w->embeddings, V, H, "%s", emb));
     char p[64];
     for (int i = 0; i < c->n_layer; i++) {
         snprintf(p, sizeof p, "backbone.layers.%d.", i);
@@ -243,7 +267,7 @@ static nemotron_status walk(struct binder *b, struct nt_weights *w) {
     TRY(vec(b, &w->norm_f, H, "backbone.norm_f.weight"));
     /* HF never ties (MODEL.md 1.2): an lm_head in the file is always used. Only a tied config
      * may leave it out, and then the embeddings serve as the head. */
-    if (nt_table_find(b->table, "lm_head.weight") || !c->tie_word_embeddings)
+    if ((b->table && nt_table_find(b->table, "lm_head.weight")) || !c->tie_word_embeddings)
         TRY(matrix(b, &w->lm_head, V, H, "lm_head.weight"));
     else
         w->lm_head = w->embeddings;
@@ -264,9 +288,7 @@ static nemotron_status walk(struct binder *b, struct nt_weights *w) {
     return NEMOTRON_OK;
 }
 
-static uint64_t matrix_bytes(const struct nt_matrix *m) {
-    return (uint64_t)m->rows * (uint64_t)m->cols * nt_dtype_size(m->dtype);
-}
+static uint64_t matrix_bytes(const struct nt_matrix *m) { return nt_matrix_bytes(m->dtype, m->rows, m->cols); }
 
 static uint64_t active_bytes(const struct nt_weights *w, const struct nt_config *c) {
     uint64_t sum = matrix_bytes(&w->lm_head) + w->arena_main_floats * 4;
@@ -344,6 +366,26 @@ nemotron_status nt_weights_bind(struct nt_weights *w, const struct nt_config *cf
     }
     w->active_bytes = active_bytes(w, cfg);
     return NEMOTRON_OK;
+}
+
+nemotron_status nt_weights_list(const struct nt_config *cfg,
+                                void (*fn)(void *ctx, const char *name, int ndim, const int64_t *dims),
+                                void *ctx, struct nt_err *err) {
+    struct nt_weights w;
+    memset(&w, 0, sizeof w);
+    w.layers = nt_calloc((size_t)cfg->n_layer, sizeof *w.layers);
+    if (cfg->n_mtp_layer) w.mtp.layers = nt_calloc((size_t)cfg->n_mtp_layer, sizeof *w.mtp.layers);
+    w.n_layers = cfg->n_layer;
+    w.n_mtp_layers = cfg->n_mtp_layer;
+    nemotron_status st;
+    if (!w.layers || (cfg->n_mtp_layer && !w.mtp.layers)) {
+        st = nt_fail(err, NEMOTRON_ERR_NOMEM, "out of memory for %d layers", cfg->n_layer);
+    } else {
+        struct binder b = {.cfg = cfg, .err = err, .list = fn, .list_ctx = ctx};
+        st = walk(&b, &w);
+    }
+    nt_weights_free(&w);
+    return st;
 }
 
 static void free_layers(struct nt_layer_weights *l, int n) {

@@ -17,9 +17,10 @@
 
 /* A weight matrix W[rows][cols], y = W x (rows are outputs, as in nn.Linear.weight). */
 struct nt_matrix {
-    enum nt_dtype dtype;          /* F32, F16 or BF16 (packed formats come with the converter) */
+    enum nt_dtype dtype;          /* F32, F16, BF16, or a packed format: Q8_2F, Q4TP (projections) */
     int64_t rows, cols;
-    const void *data;             /* backend-resident bytes, row-major; no alignment guaranteed */
+    const void *data;             /* backend-resident bytes: row-major elements or the packed
+                                   * payload (src/quant/quant.h); no alignment guaranteed */
     const char *name;             /* the checkpoint tensor name, for messages */
 };
 
@@ -101,6 +102,13 @@ struct nt_weights {
 nemotron_status nt_weights_bind(struct nt_weights *w, const struct nt_config *cfg,
                                 struct nt_tensor_table *table, struct nt_err *err);
 void nt_weights_free(struct nt_weights *w);
+
+/* Reports every tensor the config implies (name and shape, in binding order) without a
+ * checkpoint: the names a writer of synthetic models must produce. A tied config lists no
+ * lm_head. */
+nemotron_status nt_weights_list(const struct nt_config *cfg,
+                                void (*fn)(void *ctx, const char *name, int ndim, const int64_t *dims),
+                                void *ctx, struct nt_err *err);
 
 /* Visits every matrix and every small-vector pointer of the model (MTP included), e.g. to move
  * them into a backend's memory. Either callback may be NULL. */

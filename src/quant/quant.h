@@ -91,7 +91,7 @@ static inline float nt_q4tp_scale(float base, float step, int code) {
 float nt_q8_2f_row_scale(const uint8_t *payload, int64_t rows, int64_t cols, int64_t r);
 float nt_q8_2f_col_field(const uint8_t *payload, int64_t rows, int64_t cols, int64_t c);
 /* q4tp: the 5-bit code of group g of row r, and the group's scale
- * exp2f(base[r] + (float)code * step[r]) computed in f32 (base and step widened from f16). */
+ * nt_q4tp_scale(base[r], step[r], code) (base and step widened from f16 with nt_f16_to_f32). */
 int nt_q4tp_code(const uint8_t *payload, int64_t rows, int64_t cols, int64_t r, int64_t g);
 float nt_q4tp_group_scale(const uint8_t *payload, int64_t rows, int64_t cols, int64_t r, int64_t g);
 /* The nibble value (-8..7) of weight (r, c). */
@@ -103,11 +103,21 @@ void nt_matrix_dequant_row(enum nt_dtype fmt, const void *payload, int64_t rows,
 
 /* ---- quantizers ------------------------------------------------------------------------- */
 
+/* The quantizers assume finite input (no NaN or infinity); the converter checks its source.
+ * They are reentrant and keep no state: callers may run disjoint row ranges on several threads. */
+
 /* q8_2f's column field depends on every row, so it is chosen in two steps that a streaming
- * converter can run chunk by chunk: fold rows into per-column statistics (colmax starts at 0),
- * then derive the f16 field. */
+ * converter can run chunk by chunk: fold rows into per-column statistics (colmax starts at 0;
+ * nt_q8_2f_col_stats raises colmax[c] to the largest |W[r][c]| it sees), then derive the f16
+ * field. The field is cs[c] = K * colmax[c]^NT_Q8_2F_ALPHA, with K a power of two chosen from
+ * colmax alone so that neither cs nor the row scales that follow leave f16's normal range for
+ * ordinary weights (q8_2f.c says how); an all-zero column gets cs = K. */
+#define NT_Q8_2F_ALPHA 0.5f
 void nt_q8_2f_col_stats(float *colmax, const float *W, int64_t nrows, int64_t cols);
 void nt_q8_2f_col_field_choose(const float *colmax, int64_t cols, uint16_t *cs_f16);
+/* The same with another exponent (0 = no column field: cs is one constant); for measurements
+ * (dev/quant/tensor_error.c), the converter uses the default. */
+void nt_q8_2f_col_field_choose_alpha(const float *colmax, int64_t cols, float alpha, uint16_t *cs_f16);
 /* Quantizes nrows rows against the chosen field: q (nrows x cols int8, row-major) and rs
  * (nrows f16). A row of zeros gets rs = 0 and q = 0. */
 void nt_q8_2f_quantize_rows(const float *W, int64_t nrows, int64_t cols, const uint16_t *cs_f16,
@@ -117,6 +127,18 @@ void nt_q8_2f_quantize_rows(const float *W, int64_t nrows, int64_t cols, const u
  * params (nrows u32: base f16 | step f16 << 16) and the group codes (nrows * cstride bytes). */
 void nt_q4tp_quantize_rows(const float *W, int64_t nrows, int64_t cols, uint8_t *nibbles,
                            uint32_t *params, uint8_t *codes);
+
+/* One group of 32 weights on the 16 levels -8..7 (q4tp's groups, and the comparison baseline of
+ * src/quant/baseline.h). A level is L = clamp(round(w * (1 / scale)), -8, 7), rounding to
+ * nearest even; the reciprocal is one f32 division, so L can differ from the exact nearest level
+ * only where w / scale lies within a few f32 ulps of a half-integer. scale > 0. */
+void nt_q4_group_levels(const float *w, float scale, int8_t *levels);
+/* The sum of squared errors sum (w - scale * L)^2 of those levels, in f32. */
+float nt_q4_group_error(const float *w, float scale);
+/* A scale that (nearly) minimises nt_q4_group_error: the best of a search over candidates
+ * between max|w| / 10 and max|w| / 6.5, each refined by least squares for its levels
+ * (q4tp.c gives the measured distance to the true optimum). 0 for an all-zero group. */
+float nt_q4_group_best_scale(const float *w);
 
 /* Writes a whole payload of `fmt` from an f32 matrix (tests, small tools; the converter streams
  * the parts itself). dst holds nt_matrix_bytes(fmt, rows, cols) bytes; padding is zeroed. */

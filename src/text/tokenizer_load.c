@@ -1220,33 +1220,11 @@ nemotron_status nt_tokenizer_load_bytes(const char *json, size_t len, const char
 
 nemotron_status nt_tokenizer_load(const char *path, struct nt_tokenizer **out, struct nt_err *err) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return nt_fail(err, NEMOTRON_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return nt_fail(err, NEMOTRON_ERR_IO, "%s: not a regular file", path);
-    }
-    if ((uint64_t)sb.st_size > MAX_FILE) {
-        fclose(f);
-        return nt_fail(err, NEMOTRON_ERR_FORMAT, "%s: %lld bytes is too large for a tokenizer.json",
-                       path, (long long)sb.st_size);
-    }
-    size_t n = (size_t)sb.st_size;
-    char *buf = nt_alloc(n + 1);
-    if (!buf) {
-        fclose(f);
-        return nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory", path);
-    }
-    size_t got = fread(buf, 1, n, f);
-    int rerr = ferror(f);
-    fclose(f);
-    if (got != n || rerr) {
-        nt_free(buf);
-        return nt_fail(err, NEMOTRON_ERR_IO, "%s: read error", path);
-    }
-    buf[n] = 0;
-    nemotron_status st = nt_tokenizer_load_bytes(buf, n, path, out, err);
+    char *buf;
+    size_t n;
+    nemotron_status st = nt_read_file(path, MAX_FILE, "a tokenizer.json", &buf, &n, err);
+    if (st) return st;
+    st = nt_tokenizer_load_bytes(buf, n, path, out, err);
     nt_free(buf);
     return st;
 }

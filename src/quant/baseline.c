@@ -1,0 +1,47 @@
+/* baseline.c - the comparison baseline of baseline.h: 4-bit levels with one f16 scale per 32.
+ *
+ * Per group: the searched scale (shared with q4tp), rounded to f16 both ways, and of those two
+ * the one whose re-rounded levels leave the smaller error (the counterpart of q4tp trying the
+ * grid codes around a group's scale). Levels are always rounded against the decoded f16 scale.
+ */
+#include "baseline.h"
+
+#include "quant.h"
+
+#define G NT_Q4TP_GROUP
+
+/* The decoded f16 candidates of a scale: its nearest f16 and the neighbour on the other side.
+ * Scales below f16's range become the smallest subnormal, so a tiny group rounds to zeros. */
+static int f16_candidates(float s, float cand[2]) {
+    if (s >= 65504.0f) {
+        cand[0] = 65504.0f;
+        return 1;
+    }
+    uint16_t h = nt_f32_to_f16(s);
+    if (h == 0) h = 1;
+    float near = nt_f16_to_f32(h);
+    cand[0] = near;
+    if (near == s) return 1;
+    uint16_t other = near > s ? (uint16_t)(h - 1) : (uint16_t)(h + 1);
+    if (other == 0 || other >= 0x7c00u) return 1;
+    cand[1] = nt_f16_to_f32(other);
+    return 2;
+}
+
+void nt_q4_baseline_roundtrip(const float *W, int64_t nrows, int64_t cols, float *out) {
+    NT_ASSERT(cols > 0 && cols % G == 0);
+    for (int64_t i = 0; i < nrows * cols; i += G) {
+        const float *w = W + i;
+        float s = nt_q4_group_best_scale(w), cand[2];
+        if (s == 0.0f) {
+            memset(out + i, 0, G * sizeof(float));
+            continue;
+        }
+        int n = f16_candidates(s, cand);
+        float best = cand[0];
+        if (n == 2 && nt_q4_group_error(w, cand[1]) < nt_q4_group_error(w, cand[0])) best = cand[1];
+        int8_t l[G];
+        nt_q4_group_levels(w, best, l);
+        for (int k = 0; k < G; k++) out[i + k] = best * (float)l[k];
+    }
+}

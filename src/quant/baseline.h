@@ -1,0 +1,22 @@
+/* baseline.h - the 4-bit format q4tp is measured against: one f16 scale per 32 weights.
+ *
+ * Symmetric 4-bit levels -8..7 with a plain f16 scale per group of 32 (4.5 bits per weight),
+ * the common layout of 4-bit formats with a per-group scale. It exists only as a yardstick for
+ * the docs and tests (dev/quant/tensor_error.c, tests/unit/test_quant.c): no payload, no reader,
+ * just quantize-then-dequantize to f32. Its scales get the same search as q4tp's
+ * (nt_q4_group_best_scale, then the better of the two f16 values around it), so a comparison
+ * measures the formats, not the effort spent on one of them.
+ */
+#ifndef NT_QUANT_BASELINE_H
+#define NT_QUANT_BASELINE_H
+
+#include <stdint.h>
+
+/* 4 bits per weight plus one f16 scale per 32 weights */
+#define NT_Q4_BASELINE_BITS 4.5
+
+/* out[r][c] = the dequantized value of W[r][c] for nrows rows of cols weights (cols % 32 == 0);
+ * out may not alias W. Finite input assumed, as for the real quantizers. */
+void nt_q4_baseline_roundtrip(const float *W, int64_t nrows, int64_t cols, float *out);
+
+#endif /* NT_QUANT_BASELINE_H */

@@ -76,68 +76,146 @@ static inline v4f round_clamped4(v4f x) {
 }
 static inline float sum4(v4f v) { return (v[0] + v[1]) + (v[2] + v[3]); }
 
-static float group_amax(const float *w) {
-    v4f m = splat4(0.0f);
-    const v4i not_sign = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
-    for (int k = 0; k < G; k += 4) {
-        v4f a = (v4f)((v4i)load4(w + k) & not_sign);
-        m = select4(a > m, a, m);
-    }
-    float r = m[0] > m[1] ? m[0] : m[1];
-    r = m[2] > r ? m[2] : r;
-    return m[3] > r ? m[3] : r;
+
+/* A group held in registers: 8 vectors of 4 weights. */
+struct group4 {
+    v4f x[G / 4];
+};
+
+static inline struct group4 load_group(const float *w) {
+    struct group4 g;
+    for (int i = 0; i < G / 4; i++) g.x[i] = load4(w + 4 * i);
+    return g;
 }
 
-void nt_q4_group_levels(const float *w, float scale, int8_t *levels) {
-    float inv = 1.0f / scale;
-    for (int i = 0; i < G; i++) levels[i] = (int8_t)round_clamped(w[i] * inv);
+/* 2^n for |n| <= 126, exactly */
+static inline float pow2f(int n) {
+    uint32_t bits = (uint32_t)(n + 127) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* x * 2^n for |n| <= 252 in two exact steps (each factor a normal f32); exact whenever the
+ * result is a normal f32 */
+static inline float mul_pow2(float x, int n) { return x * pow2f(n / 2) * pow2f(n - n / 2); }
+
+/* The group scaled by 2^shift so that its largest |w| lies in [1, 2). The quantizer's sums of
+ * squares then neither overflow (weights near FLT_MAX would) nor lose their low bits to
+ * subnormals, and since the scaling is by a power of two, every level and every comparison of
+ * errors comes out as it would unscaled in exact range. Returns 0 for an all-zero group. */
+static int load_group_normalised(const float *w, struct group4 *g, int *shift) {
+    *g = load_group(w);
+    v4f m = splat4(0.0f);
+    const v4i not_sign = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
+    for (int i = 0; i < G / 4; i++) {
+        v4f a = (v4f)((v4i)g->x[i] & not_sign);
+        m = select4(a > m, a, m);
+    }
+    float amax = m[0] > m[1] ? m[0] : m[1];
+    amax = m[2] > amax ? m[2] : amax;
+    amax = m[3] > amax ? m[3] : amax;
+    if (amax == 0.0f) return 0;
+    int e;
+    frexpf(amax, &e); /* amax = f 2^e, f in [0.5, 1); e in [-148, 128] */
+    *shift = 1 - e;
+    v4f lo = splat4(pow2f(*shift / 2)), hi = splat4(pow2f(*shift - *shift / 2));
+    for (int i = 0; i < G / 4; i++) g->x[i] = g->x[i] * lo * hi;
+    return 1;
+}
+
+/* The loops below keep two accumulators each: a pass over the 8 vectors is bound by the latency
+ * of the dependent additions, and two chains halve it. */
+static float group4_error(const struct group4 *g, float scale) {
+    v4f inv = splat4(1.0f / scale), s = splat4(scale), e0 = splat4(0.0f), e1 = e0;
+    for (int i = 0; i < G / 4; i += 2) {
+        v4f d0 = g->x[i] - s * round_clamped4(g->x[i] * inv);
+        v4f d1 = g->x[i + 1] - s * round_clamped4(g->x[i + 1] * inv);
+        e0 += d0 * d0;
+        e1 += d1 * d1;
+    }
+    return sum4(e0 + e1);
+}
+
+/* sum(w L) and sum(L L) for the levels L of the inverse scale inv */
+static void group4_fit(const struct group4 *g, float inv, float *wl, float *ll) {
+    v4f vinv = splat4(inv), a0 = splat4(0.0f), a1 = a0, b0 = a0, b1 = a0;
+    for (int i = 0; i < G / 4; i += 2) {
+        v4f l0 = round_clamped4(g->x[i] * vinv), l1 = round_clamped4(g->x[i + 1] * vinv);
+        a0 += g->x[i] * l0;
+        a1 += g->x[i + 1] * l1;
+        b0 += l0 * l0;
+        b1 += l1 * l1;
+    }
+    *wl = sum4(a0 + a1);
+    *ll = sum4(b0 + b1);
 }
 
 float nt_q4_group_error(const float *w, float scale) {
-    v4f inv = splat4(1.0f / scale), s = splat4(scale), e = splat4(0.0f);
-    for (int k = 0; k < G; k += 4) {
-        v4f x = load4(w + k), d = x - s * round_clamped4(x * inv);
-        e += d * d;
-    }
-    return sum4(e);
+    struct group4 g = load_group(w);
+    return group4_error(&g, scale);
 }
 
-/* The scale search. Candidate k rounds the group with the inverse scale (DIV_LO + k * DIV_STEP)
- * / max|w|, i.e. puts the largest weight at level DIV_LO + k * DIV_STEP; for those levels L the
- * least-squares scale sum(w L) / sum(L L) leaves the error sum(w^2) - sum(w L)^2 / sum(L L), so
- * the best candidate maximises sum(w L)^2 / sum(L L). Divisors 6.5..10: below 7 the largest
- * weight is clipped to 7 (right for a lone positive outlier only after the least-squares
- * refit), 8 puts a negative maximum on -8, and up to 10 lets a Gaussian group clip its tails.
- * 24 candidates: dev/quant/tensor_error.c and the measurement in the report of this search
- * (against 2000 candidates, the RMS error is within 0.1% of the fine search) set the count. */
+/* The scale search, on a normalised group (max |x| in [1, 2)). A candidate rounds the group
+ * with the inverse scale d / max|x|, i.e. puts the largest weight at level d; for those levels
+ * L the least-squares scale sum(x L) / sum(L L) leaves the error sum(x^2) - sum(x L)^2 / sum(L L),
+ * so the best candidate maximises sum(x L)^2 / sum(L L). The error-minimising plain scale puts
+ * the largest weight between levels 5.5 and 9.5 for Gaussian groups, mostly between 6.5 and 9
+ * (measured), so a coarse pass tries N_COARSE divisors from DIV_LO to DIV_HI (below 7 the
+ * largest weight is clipped, 8 puts a negative maximum on -8), then the two points half a
+ * coarse step either side of the best, then one refit: the levels re-rounded at the best scale,
+ * and their least-squares scale (never worse: the re-rounded levels fit that scale at least as
+ * well, and the refit scale fits them best). Measured on Gaussian, Student-t(3) and the demo
+ * model's weights against a search of 400 divisors from 5 to 12 with two refits (RMS error
+ * above it): this search (10 passes over the group) +0.09% / +0.02% / +0.10%; 12 uniform
+ * divisors + refit (13 passes) +0.10%; 24 divisors + local + refit (27 passes) +0.06%. */
 #define DIV_LO 6.5f
-#define DIV_STEP 0.15f
-#define N_CANDIDATES 24
-#define TINY_AMAX 0x1p-120f
+#define DIV_HI 9.5f
+#define N_COARSE 7
+#define DIV_STEP ((DIV_HI - DIV_LO) / (N_COARSE - 1))
+
+struct fit_best {
+    float num, den, scale, div;
+};
+
+static void try_divisor(const struct group4 *g, float rinv, float div, struct fit_best *best) {
+    float swl, sll;
+    group4_fit(g, div * rinv, &swl, &sll);
+    /* swl^2 / sll > num / den, without dividing; swl > 0 since the inverse scale is > 0 */
+    if (sll > 0.0f && swl * swl * best->den > best->num * sll) {
+        best->num = swl * swl;
+        best->den = sll;
+        best->scale = swl / sll;
+        best->div = div;
+    }
+}
+
+static float group4_best_scale(const struct group4 *g) {
+    v4f m = splat4(0.0f);
+    const v4i not_sign = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
+    for (int i = 0; i < G / 4; i++) {
+        v4f a = (v4f)((v4i)g->x[i] & not_sign);
+        m = select4(a > m, a, m);
+    }
+    float amax = m[0] > m[1] ? m[0] : m[1];
+    amax = m[2] > amax ? m[2] : amax;
+    amax = m[3] > amax ? m[3] : amax;
+    float rinv = 1.0f / amax;
+    struct fit_best best = {-1.0f, 1.0f, amax / 7.0f, DIV_LO};
+    for (int k = 0; k < N_COARSE; k++) try_divisor(g, rinv, DIV_LO + (float)k * DIV_STEP, &best);
+    float center = best.div;
+    try_divisor(g, rinv, center - 0.5f * DIV_STEP, &best);
+    try_divisor(g, rinv, center + 0.5f * DIV_STEP, &best);
+    float swl, sll;
+    group4_fit(g, 1.0f / best.scale, &swl, &sll);
+    return swl > 0.0f && sll > 0.0f ? swl / sll : best.scale;
+}
 
 float nt_q4_group_best_scale(const float *w) {
-    float amax = group_amax(w);
-    if (amax == 0.0f) return 0.0f;
-    /* far below the smallest coded scale 2^-126 no search is worth it, and (DIV_LO + ...) / amax
-     * could overflow */
-    if (amax < TINY_AMAX) return amax / 7.0f;
-    float best_num = -1.0f, best_den = 1.0f, best_scale = amax / 7.0f;
-    for (int k = 0; k < N_CANDIDATES; k++) {
-        v4f inv = splat4((DIV_LO + (float)k * DIV_STEP) / amax), wl = splat4(0.0f), ll = splat4(0.0f);
-        for (int i = 0; i < G; i += 4) {
-            v4f x = load4(w + i), l = round_clamped4(x * inv);
-            wl += x * l;
-            ll += l * l;
-        }
-        float swl = sum4(wl), sll = sum4(ll);
-        /* swl^2 / sll > best_num / best_den, without dividing; swl > 0 since inv > 0 */
-        if (sll > 0.0f && swl * swl * best_den > best_num * sll) {
-            best_num = swl * swl;
-            best_den = sll;
-            best_scale = swl / sll;
-        }
-    }
-    return best_scale;
+    struct group4 g;
+    int shift;
+    if (!load_group_normalised(w, &g, &shift)) return 0.0f;
+    return mul_pow2(group4_best_scale(&g), -shift);
 }
 
 /* ---- the row grid ----------------------------------------------------------------------- */
@@ -168,27 +246,51 @@ static float clamped_log2(float s) {
 #define CODE_BELOW 1
 #define CODE_ABOVE 1
 
+/* The levels of a group at a scale, as integers: the same arithmetic as group4_error. */
+static void group4_levels(const struct group4 *g, float scale, int32_t *levels) {
+    v4f inv = splat4(1.0f / scale);
+    for (int i = 0; i < G / 4; i++) {
+        v4i l = __builtin_convertvector(round_clamped4(g->x[i] * inv), v4i); /* exact: integers */
+        memcpy(levels + 4 * i, &l, sizeof l);
+    }
+}
+
+void nt_q4_group_levels(const float *w, float scale, int8_t *levels) {
+    struct group4 g = load_group(w);
+    int32_t l[G];
+    group4_levels(&g, scale, l);
+    for (int i = 0; i < G; i++) levels[i] = (int8_t)l[i];
+}
+
 /* Nibbles of one group at its coded scale, in FORMATS.md's order: byte b of the group holds
  * columns 2b (low half) and 2b + 1 (high half), which is word j = b / 4, nibbles 2(b % 4) and
  * 2(b % 4) + 1, i.e. columns 8j + n in bits [4n, 4n + 4) of a little-endian word. */
-static void write_nibbles(const float *w, float scale, uint8_t *out) {
-    int8_t l[G];
-    nt_q4_group_levels(w, scale, l);
+static void write_nibbles(const struct group4 *g, float scale, uint8_t *out) {
+    int32_t l[G];
+    group4_levels(g, scale, l);
     for (int b = 0; b < G / 2; b++) out[b] = (uint8_t)((l[2 * b] + 8) | ((l[2 * b + 1] + 8) << 4));
 }
 
-static void quantize_row(const float *w, int64_t gpr, uint8_t *nib, uint32_t *params, uint8_t *codes) {
+/* What pass 1 leaves of a group in its 16 nibble bytes for pass 2 (see quantize_row). */
+struct group_scratch {
+    float scale, log2_scale;
+};
+
+static void quantize_row(const float *w, int64_t gpr, int64_t cstride, uint8_t *nib, uint32_t *params,
+                         uint8_t *codes) {
     /* pass 1: each group's own scale, kept in the group's 16 nibble bytes until pass 2
      * overwrites them with the nibbles (the row's output is its own scratch; no allocation) */
     float lmin = INFINITY, lmax = -INFINITY;
     for (int64_t g = 0; g < gpr; g++) {
-        float s = nt_q4_group_best_scale(w + g * G);
-        memcpy(nib + g * 16, &s, sizeof s);
-        if (s > 0.0f) {
-            float l = clamped_log2(s);
-            lmin = l < lmin ? l : lmin;
-            lmax = l > lmax ? l : lmax;
+        /* the scale of a group of subnormal weights may underflow to 0: it is then a zero group
+         * (every level would be 0 under the smallest coded scale 2^-126 anyway) */
+        struct group_scratch sc = {nt_q4_group_best_scale(w + g * G), 0.0f};
+        if (sc.scale > 0.0f) {
+            sc.log2_scale = clamped_log2(sc.scale);
+            lmin = sc.log2_scale < lmin ? sc.log2_scale : lmin;
+            lmax = sc.log2_scale > lmax ? sc.log2_scale : lmax;
         }
+        memcpy(nib + g * 16, &sc, sizeof sc);
     }
     uint16_t base_h = 0, step_h = 0;
     if (lmin <= lmax) {
@@ -205,28 +307,35 @@ static void quantize_row(const float *w, int64_t gpr, uint8_t *nib, uint32_t *pa
     float base = nt_f16_to_f32(base_h), step = nt_f16_to_f32(step_h);
 
     /* pass 2: codes and nibbles */
-    memset(codes, 0, (size_t)nt_q4tp_cstride(gpr * G));
+    memset(codes, 0, (size_t)cstride);
     for (int64_t g = 0; g < gpr; g++) {
-        const float *wg = w + g * G;
-        float s;
-        memcpy(&s, nib + g * 16, sizeof s);
+        struct group_scratch sc;
+        memcpy(&sc, nib + g * 16, sizeof sc);
         int code = 0;
-        if (s == 0.0f) {
+        if (sc.scale == 0.0f) {
             memset(nib + g * 16, 0x88, 16); /* level 0 everywhere, under any scale */
         } else {
-            float c = step > 0.0f ? (clamped_log2(s) - base) / step : 0.0f;
-            int lo = (int)floorf(c) - CODE_BELOW, hi = (int)floorf(c) + 1 + CODE_ABOVE;
-            lo = lo < 0 ? 0 : lo > 31 ? 31 : lo;
-            hi = hi < 0 ? 0 : hi > 31 ? 31 : hi;
-            float best = INFINITY;
+            struct group4 grp;
+            int shift;
+            load_group_normalised(w + g * G, &grp, &shift);
+            /* c lies in [0, 31] up to rounding (base <= log2 s <= base + 31 step) */
+            float c = step > 0.0f ? (sc.log2_scale - base) / step : 0.0f;
+            c = c < 0.0f ? 0.0f : c > 31.0f ? 31.0f : c;
+            int lo = (int)c - CODE_BELOW, hi = (int)c + 1 + CODE_ABOVE;
+            lo = lo < 0 ? 0 : lo;
+            hi = hi > 31 ? 31 : hi;
+            float best = INFINITY, best_scale = 0.0f;
             for (int k = lo; k <= hi; k++) {
-                float e = nt_q4_group_error(wg, nt_q4tp_scale(base, step, k));
-                if (e < best) {
+                /* the coded scale in the group's normalised units: within 2^(+-17) of 1, as
+                 * the code is within two steps (<= 8.2 each) of the group's own scale */
+                float scale = mul_pow2(nt_q4tp_scale(base, step, k), shift), e = group4_error(&grp, scale);
+                if (e < best || k == lo) {
                     best = e;
+                    best_scale = scale;
                     code = k;
                 }
             }
-            write_nibbles(wg, nt_q4tp_scale(base, step, code), nib + g * 16);
+            write_nibbles(&grp, best_scale, nib + g * 16);
         }
         /* 5 bits at bit 5g, LSB first; they reach into the next byte when 5g % 8 > 3 */
         int64_t bit = 5 * g;
@@ -240,7 +349,7 @@ void nt_q4tp_quantize_rows(const float *W, int64_t nrows, int64_t cols, uint8_t 
     NT_ASSERT(cols > 0 && cols % G == 0);
     int64_t gpr = nt_q4tp_gpr(cols), cstride = nt_q4tp_cstride(cols);
     for (int64_t r = 0; r < nrows; r++)
-        quantize_row(W + r * cols, gpr, nibbles + r * gpr * 16, params + r, codes + r * cstride);
+        quantize_row(W + r * cols, gpr, cstride, nibbles + r * gpr * 16, params + r, codes + r * cstride);
 }
 
 /* ---- readers ---------------------------------------------------------------------------- */

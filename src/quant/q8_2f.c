@@ -44,10 +44,15 @@ void nt_q8_2f_col_stats(float *colmax, const float *W, int64_t nrows, int64_t co
  * rs_max = max_c (colmax[c] / cs[c]) / 127, known here. e is chosen so that the smallest cs and
  * rs_max stand equally far above f16's smallest normal 2^-14 (each has the same room before
  * precision is lost: cs for narrow columns, rs for rows much smaller than the largest), but
- * never above 0: cs <= 1, so x' = x * cs is never larger than x (safe for kernels that keep x'
- * in f16). Columns narrower than 2^-14 relative to the widest keep cs at 2^-14 (normal); their
- * weights are still rounded against that cs. */
+ * not above 0 (cs <= 1, so x' = x * cs is never larger than x: safe for kernels that keep x' in
+ * f16) unless rs_max would pass 2^15, and not below -14. Columns narrower than 2^-14 relative
+ * to the widest keep cs at 2^-14 (normal); their weights are still rounded against that cs.
+ * What the two f16 scales can span: |W| up to about 2^15 * 2^15 * 127 (beyond it rows clip).
+ * A row smaller than the largest by more than the room left to rs (about 2^8 for weights of
+ * ordinary size, max |W| from 0.01 to 10) gets a subnormal row scale: fewer significant bits,
+ * but its q are still rounded against the scale as stored. */
 #define F16_MIN_NORMAL_LOG2 (-14)
+#define F16_MAX_LOG2 15
 
 void nt_q8_2f_col_field_choose_alpha(const float *colmax, int64_t cols, float alpha, uint16_t *cs_f16) {
     double top = 0.0;
@@ -68,6 +73,8 @@ void nt_q8_2f_col_field_choose_alpha(const float *colmax, int64_t cols, float al
     /* room(cs) = e + rel_min + 14, room(rs) = rs_max_log2 - e + 14: equal at e = (rs - rel) / 2 */
     double e = floor((rs_max_log2 - rel_min) / 2.0 + 0.5);
     if (e > 0.0) e = 0.0;
+    if (rs_max_log2 - e > F16_MAX_LOG2) e = ceil(rs_max_log2 - F16_MAX_LOG2);
+    if (e > F16_MAX_LOG2) e = F16_MAX_LOG2;
     double floor_log2 = F16_MIN_NORMAL_LOG2;
     if (e < floor_log2) e = floor_log2;
     for (int64_t c = 0; c < cols; c++) {

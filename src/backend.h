@@ -31,6 +31,10 @@ struct nt_pass {
     int n;                    /* positions in the pass, 1 .. pass_max */
     int pos0;                 /* position of the first one in the sequence */
     const int32_t *tokens;    /* host, [n]; valid for the whole pass */
+    void *scratch;            /* resident, pass_scratch_bytes for the session's pass_max: the
+                               * backend's working memory for the pass (the CPU keeps quantized
+                               * activations there); owned by the session, so sessions on
+                               * different threads never share it */
 };
 
 enum nt_act {
@@ -83,11 +87,18 @@ struct nt_backend_ops {
     /* h[t] += o[t]; then y[t] = rmsnorm(h[t]) (the residual add fused with the next norm). */
     void (*add_rmsnorm)(struct nt_backend *be, const struct nt_pass *p, float *h, const float *o,
                         const float *w, int H, float eps, float *y);
-    /* y[t][r] = act(sum_c W[r][c] x[t][c] + bias[r]) for t < n; x: [n][W.cols] with row stride
-     * x_stride floats, y: [n][W.rows] with row stride y_stride. bias may be NULL. n is explicit
-     * (expert products run over the positions that chose the expert). */
-    void (*matmul)(struct nt_backend *be, int n, const struct nt_matrix *W, const float *bias,
-                   enum nt_act act, const float *x, int x_stride, float *y, int y_stride);
+    /* Bytes of nt_pass.scratch for passes of up to n positions over matrices of at most
+     * max_cols columns. */
+    size_t (*pass_scratch_bytes)(struct nt_backend *be, int64_t max_cols, int n);
+
+    /* y[t][r] = act(sum_c W[r][c] x[t][c] + bias[r]) for t < n <= p->n; x: [n][W.cols] with
+     * row stride x_stride floats, y: [n][W.rows] with row stride y_stride. bias may be NULL.
+     * W is in any stored form (F32, F16, BF16, Q8_2F, Q4TP; the packed products follow the
+     * arithmetic src/cpu/matmul_q.c specifies). n is explicit (the head may run on the last
+     * position only). */
+    void (*matmul)(struct nt_backend *be, const struct nt_pass *p, int n, const struct nt_matrix *W,
+                   const float *bias, enum nt_act act, const float *x, int x_stride, float *y,
+                   int y_stride);
 
     /* Mamba-2 causal depthwise conv over the pass, ring advanced position by position:
      * xbc[t][c] = silu(b[c] + sum_k w[c][k] * in[t-K+1+k][c]), in = zxd[.][I + c];

@@ -129,6 +129,17 @@ void nt_state_clear(const struct nt_forward *f, struct nt_state *s) {
     }
 }
 
+/* The most columns any matrix of the model has (the widest product input). */
+static int64_t widest_input(const struct nt_forward *f) {
+    const struct nt_config *c = f->cfg;
+    int64_t widths[] = {f->H, c->n_mtp_layer ? 2 * (int64_t)f->H : 0, f->mamba.I,
+                        (int64_t)f->nq * f->dh, f->mlp_inner, f->moe.L, f->moe.mi};
+    int64_t w = 0;
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        if (widths[i] > w) w = widths[i];
+    return w;
+}
+
 nemotron_status nt_acts_alloc(const struct nt_forward *f, int n, struct nt_acts *a,
                               struct nt_err *err) {
     memset(a, 0, sizeof *a);
@@ -138,7 +149,9 @@ nemotron_status nt_acts_alloc(const struct nt_forward *f, int n, struct nt_acts 
     size_t N = (size_t)n;
     int mamba = has_kind(f, NT_LAYER_MAMBA), attn = has_kind(f, NT_LAYER_ATTENTION);
     int moe = has_kind(f, NT_LAYER_MOE);
-    int ok = take(f, &a->h, N * f->H) && take(f, &a->x, N * f->H) && take(f, &a->o, N * f->H) &&
+    size_t scratch = f->be->ops->pass_scratch_bytes(f->be, widest_input(f), n);
+    int ok = take(f, &a->scratch, (scratch + sizeof(float) - 1) / sizeof(float)) &&
+             take(f, &a->h, N * f->H) && take(f, &a->x, N * f->H) && take(f, &a->o, N * f->H) &&
              take(f, &a->logits, N * f->V) && take(f, &a->argmax, N) &&
              take(f, &a->inner, N * f->mlp_inner);
     if (ok && mamba)
@@ -162,7 +175,7 @@ nemotron_status nt_acts_alloc(const struct nt_forward *f, int n, struct nt_acts 
 void nt_acts_free(const struct nt_forward *f, struct nt_acts *a) {
     void *all[] = {&a->h, &a->x, &a->o, &a->zxd, &a->xbc, &a->y, &a->g, &a->q, &a->k, &a->v,
                    &a->att, &a->inner, &a->router, &a->wts, &a->idx, &a->xl, &a->yl, &a->shared,
-                   &a->moe_scratch, &a->logits, &a->argmax};
+                   &a->moe_scratch, &a->logits, &a->argmax, &a->scratch};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) give(f, all[i]);
 }
 
@@ -174,11 +187,11 @@ static void mamba_mixer(const struct nt_forward *f, const struct nt_mamba_weight
     const struct nt_mamba_dims *d = &f->mamba;
     int n = p->n;
     /* zxd = x W_in^T: z | xBC | dt */
-    be->ops->matmul(be, n, &w->in_proj, w->in_proj_bias, NT_ACT_NONE, a->x, f->H, a->zxd, d->zxd);
+    be->ops->matmul(be, p, n, &w->in_proj, w->in_proj_bias, NT_ACT_NONE, a->x, f->H, a->zxd, d->zxd);
     be->ops->mamba_conv(be, p, d, w, a->zxd, conv, a->xbc);
     be->ops->mamba_scan(be, p, d, w, a->zxd, a->xbc, ssm, a->y);
     be->ops->mamba_gated_norm(be, p, d, w, a->y, a->zxd, a->g);
-    be->ops->matmul(be, n, &w->out_proj, w->out_proj_bias, NT_ACT_NONE, a->g, d->I, a->o, f->H);
+    be->ops->matmul(be, p, n, &w->out_proj, w->out_proj_bias, NT_ACT_NONE, a->g, d->I, a->o, f->H);
 }
 
 static void attention_mixer(const struct nt_forward *f, const struct nt_attention_weights *w,
@@ -186,20 +199,21 @@ static void attention_mixer(const struct nt_forward *f, const struct nt_attentio
                             const struct nt_pass *p) {
     struct nt_backend *be = f->be;
     int n = p->n, qw = f->nq * f->dh, kvw = f->nkv * f->dh;
-    be->ops->matmul(be, n, &w->q_proj, NULL, NT_ACT_NONE, a->x, f->H, a->q, qw);
-    be->ops->matmul(be, n, &w->k_proj, NULL, NT_ACT_NONE, a->x, f->H, a->k, kvw);
-    be->ops->matmul(be, n, &w->v_proj, NULL, NT_ACT_NONE, a->x, f->H, a->v, kvw);
+    be->ops->matmul(be, p, n, &w->q_proj, NULL, NT_ACT_NONE, a->x, f->H, a->q, qw);
+    be->ops->matmul(be, p, n, &w->k_proj, NULL, NT_ACT_NONE, a->x, f->H, a->k, kvw);
+    be->ops->matmul(be, p, n, &w->v_proj, NULL, NT_ACT_NONE, a->x, f->H, a->v, kvw);
     be->ops->attention(be, p, &s->attn, a->q, a->k, a->v, s->k_cache[layer], s->v_cache[layer], a->att);
-    be->ops->matmul(be, n, &w->o_proj, NULL, NT_ACT_NONE, a->att, qw, a->o, f->H);
+    be->ops->matmul(be, p, n, &w->o_proj, NULL, NT_ACT_NONE, a->att, qw, a->o, f->H);
 }
 
 /* out = down(relu(up x)^2) */
-static void mlp(const struct nt_forward *f, const struct nt_mlp_weights *w, int n, const float *x,
-                float *inner, float *out) {
+static void mlp(const struct nt_forward *f, const struct nt_mlp_weights *w, const struct nt_pass *p,
+                const float *x, float *inner, float *out) {
     struct nt_backend *be = f->be;
+    int n = p->n;
     int in = (int)w->up_proj.cols, mid = (int)w->up_proj.rows, o = (int)w->down_proj.rows;
-    be->ops->matmul(be, n, &w->up_proj, w->up_bias, NT_ACT_RELU2, x, in, inner, mid);
-    be->ops->matmul(be, n, &w->down_proj, w->down_bias, NT_ACT_NONE, inner, mid, out, o);
+    be->ops->matmul(be, p, n, &w->up_proj, w->up_bias, NT_ACT_RELU2, x, in, inner, mid);
+    be->ops->matmul(be, p, n, &w->down_proj, w->down_bias, NT_ACT_NONE, inner, mid, out, o);
 }
 
 static void moe_mixer(const struct nt_forward *f, const struct nt_moe_weights *w, struct nt_acts *a,
@@ -208,18 +222,18 @@ static void moe_mixer(const struct nt_forward *f, const struct nt_moe_weights *w
     const struct nt_moe_dims *d = &f->moe;
     int n = p->n;
     /* router logits in f32, then the choice and the weights */
-    be->ops->matmul(be, n, &w->gate, NULL, NT_ACT_NONE, a->x, f->H, a->router, d->E);
+    be->ops->matmul(be, p, n, &w->gate, NULL, NT_ACT_NONE, a->x, f->H, a->router, d->E);
     be->ops->moe_route(be, p, d, a->router, w->score_bias, a->idx, a->wts);
     if (w->latent) {
         /* routed experts work in the latent space: x -> fc1 -> experts -> fc2 */
-        be->ops->matmul(be, n, &w->fc1_latent, w->fc1_bias, NT_ACT_NONE, a->x, f->H, a->xl, d->L);
+        be->ops->matmul(be, p, n, &w->fc1_latent, w->fc1_bias, NT_ACT_NONE, a->x, f->H, a->xl, d->L);
         be->ops->moe_experts(be, p, d, w, a->xl, a->idx, a->wts, a->moe_scratch, a->yl);
-        be->ops->matmul(be, n, &w->fc2_latent, w->fc2_bias, NT_ACT_NONE, a->yl, d->L, a->o, f->H);
+        be->ops->matmul(be, p, n, &w->fc2_latent, w->fc2_bias, NT_ACT_NONE, a->yl, d->L, a->o, f->H);
     } else {
         be->ops->moe_experts(be, p, d, w, a->x, a->idx, a->wts, a->moe_scratch, a->o);
     }
     /* the shared expert sees the full input */
-    mlp(f, &w->shared, n, a->x, a->inner, a->shared);
+    mlp(f, &w->shared, p, a->x, a->inner, a->shared);
     be->ops->add(be, a->o, a->shared, (size_t)n * f->H);
 }
 
@@ -237,7 +251,7 @@ void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_a
         switch (l->kind) {
         case NT_LAYER_MAMBA: mamba_mixer(f, &l->mamba, s->conv[i], s->ssm[i], a, p); break;
         case NT_LAYER_ATTENTION: attention_mixer(f, &l->attn, s, i, a, p); break;
-        case NT_LAYER_MLP: mlp(f, &l->mlp, p->n, a->x, a->inner, a->o); break;
+        case NT_LAYER_MLP: mlp(f, &l->mlp, p, a->x, a->inner, a->o); break;
         case NT_LAYER_MOE: moe_mixer(f, &l->moe, a, p); break;
         }
         const float *next = i + 1 < c->n_layer ? w->layers[i + 1].norm_w : w->norm_f;
@@ -246,7 +260,7 @@ void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_a
     if (want != NT_LOGITS_NONE) {
         int rows = want == NT_LOGITS_ALL ? p->n : 1;
         const float *x = want == NT_LOGITS_ALL ? a->x : a->x + (size_t)(p->n - 1) * f->H;
-        be->ops->matmul(be, rows, &w->lm_head, NULL, NT_ACT_NONE, x, f->H, a->logits, f->V);
+        be->ops->matmul(be, p, rows, &w->lm_head, NULL, NT_ACT_NONE, x, f->H, a->logits, f->V);
         be->ops->argmax(be, rows, a->logits, f->V, a->argmax);
     }
     be->ops->end_pass(be, p);

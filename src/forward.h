@@ -47,6 +47,7 @@ struct nt_acts {
     float *moe_scratch;
     float *logits;                    /* [n][V] */
     int32_t *argmax;                  /* [n] */
+    void *scratch;                    /* the backend's pass scratch (nt_pass.scratch) */
 };
 
 nemotron_status nt_state_alloc(const struct nt_forward *f, int n_ctx, struct nt_state *s,

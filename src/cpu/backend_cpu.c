@@ -99,10 +99,16 @@ static void add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h
     }
 }
 
-static void matmul(struct nt_backend *be, int n, const struct nt_matrix *W, const float *bias,
-                   enum nt_act act, const float *x, int x_stride, float *y, int y_stride) {
+/* The pass scratch holds the quantized activations of one packed product at a time. */
+static size_t pass_scratch_bytes(struct nt_backend *be, int64_t max_cols, int n) {
+    return nt_cpu_qx_bytes(n, max_cols);
+}
+
+static void matmul(struct nt_backend *be, const struct nt_pass *p, int n, const struct nt_matrix *W,
+                   const float *bias, enum nt_act act, const float *x, int x_stride, float *y,
+                   int y_stride) {
     struct nt_mm m = {.W = W, .bias = bias, .act = act, .x = x, .x_stride = x_stride,
-                      .y = y, .y_stride = y_stride, .n = n};
+                      .y = y, .y_stride = y_stride, .n = n, .qx = p->scratch};
     nt_cpu_matmul(&m, cpu(be)->simd, cpu(be)->n_threads);
 }
 
@@ -285,9 +291,15 @@ static void moe_route(struct nt_backend *be, const struct nt_pass *p, const stru
 
 /* moe_experts' scratch: the per-(position, slot) outputs [n][k][L]; the entry lists (ints:
  * per-expert counts, starts and owners [E] each, entries [n*k]); and per thread the gathered
- * inputs [n][L], inner activations [n][mi] and outputs [n][L] of the expert it is running. */
+ * inputs [n][L], inner activations [n][mi] and outputs [n][L] of the expert it is running, and
+ * the quantized activations of its packed products (64-byte aligned: 16 floats of slack). */
+static size_t moe_qx_floats(const struct nt_moe_dims *d, int n) {
+    size_t bytes = nt_cpu_qx_bytes(n, d->L > d->mi ? d->L : d->mi);
+    return (bytes + sizeof(float) - 1) / sizeof(float) + 16;
+}
+
 static size_t moe_thread_floats(const struct nt_moe_dims *d, int n) {
-    return (size_t)n * d->L + (size_t)n * d->mi + (size_t)n * d->L;
+    return (size_t)n * d->L + (size_t)n * d->mi + (size_t)n * d->L + moe_qx_floats(d, n);
 }
 
 static size_t moe_scratch_floats(struct nt_backend *be, const struct nt_moe_dims *d, int n) {
@@ -302,15 +314,20 @@ static void run_expert(struct nt_backend *be, const struct nt_moe_weights *w, co
                        int threads) {
     int L = d->L, mi = d->mi, k = d->k;
     float *gx = buf, *inner = gx + (size_t)cnt * L, *dout = inner + (size_t)cnt * mi;
+    /* the per-thread area is sized for n entries; the quantized activations start after it */
+    uintptr_t qa = (uintptr_t)(dout + (size_t)cnt * L);
+    void *qx = (void *)((qa + 63) & ~(uintptr_t)63);
     for (int i = 0; i < cnt; i++)
         memcpy(gx + (size_t)i * L, x + (size_t)(entries[i] / k) * L, (size_t)L * sizeof(float));
     struct nt_mm up = {.W = &w->expert_up[e], .act = NT_ACT_RELU2, .x = gx, .x_stride = L,
-                       .y = inner, .y_stride = mi, .n = cnt};
+                       .y = inner, .y_stride = mi, .n = cnt, .qx = qx};
     struct nt_mm down = {.W = &w->expert_down[e], .act = NT_ACT_NONE, .x = inner, .x_stride = mi,
-                         .y = dout, .y_stride = L, .n = cnt};
+                         .y = dout, .y_stride = L, .n = cnt, .qx = qx};
     int simd = cpu(be)->simd;
     if (threads == 1) {
+        nt_cpu_quantize_x(&up, simd);
         nt_cpu_matmul_rows(&up, simd, 0, mi);
+        nt_cpu_quantize_x(&down, simd);
         nt_cpu_matmul_rows(&down, simd, 0, L);
     } else {
         nt_cpu_matmul(&up, simd, threads);
@@ -411,6 +428,7 @@ static const struct nt_backend_ops cpu_ops = {
     .embed = embed,
     .rmsnorm = rmsnorm,
     .add_rmsnorm = add_rmsnorm,
+    .pass_scratch_bytes = pass_scratch_bytes,
     .matmul = matmul,
     .mamba_conv = mamba_conv,
     .mamba_scan = mamba_scan,

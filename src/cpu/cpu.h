@@ -1,8 +1,9 @@
 /* cpu.h - what the CPU backend's files share: the product kernels and their dispatch.
  *
- * matmul.c holds the scalar and AVX2 variants behind nt_cpu_matmul; backend_cpu.c holds the
- * other operations and the ops table. Both variants stay callable: use_simd = 0 runs the scalar
- * reference on any machine.
+ * matmul.c holds the scalar and AVX2 variants behind nt_cpu_matmul (f32, f16, bf16 weights) and
+ * routes the packed formats (q8_2f, q4tp) to matmul_q.c; backend_cpu.c holds the other operations
+ * and the ops table. Both variants stay callable: use_simd = 0 runs the scalar reference on any
+ * machine.
  */
 #ifndef NT_CPU_H
 #define NT_CPU_H
@@ -19,12 +20,27 @@ struct nt_mm {
     float *y;                 /* [n][y_stride], the first W->rows written */
     int y_stride;
     int n;
+    void *qx;                 /* packed W only: scratch of nt_cpu_qx_bytes(n, W->cols) bytes
+                               * (64-byte aligned is best) for the quantized activations */
 };
 
 /* 1 when the processor has AVX2, FMA and F16C. */
 int nt_cpu_simd_available(void);
 void nt_cpu_matmul(const struct nt_mm *m, int use_simd, int n_threads);
-/* Rows [r0, r1) of the product on the calling thread alone. */
+/* Rows [r0, r1) of the product on the calling thread alone. For packed W, m->qx must hold
+ * m->x quantized by nt_cpu_quantize_x (nt_cpu_matmul does that itself). */
 void nt_cpu_matmul_rows(const struct nt_mm *m, int use_simd, int r0, int r1);
+
+/* ---- packed weights (matmul_q.c; the arithmetic and the qx layout are documented there) ---- */
+
+/* Bytes of qx for n positions of a product with `cols` columns (either packed format; grows with
+ * cols, so the size for the widest product serves every narrower one). */
+size_t nt_cpu_qx_bytes(int n, int64_t cols);
+/* Fills m->qx from m->x[0 .. m->n) for W's format when W is packed (a no-op for float W). Both
+ * variants give the same bytes. */
+void nt_cpu_quantize_x(const struct nt_mm *m, int use_simd);
+/* What matmul.c's entry points call for packed W. */
+void nt_cpu_matmul_q(const struct nt_mm *m, int use_simd, int n_threads);
+void nt_cpu_matmul_q_rows(const struct nt_mm *m, int use_simd, int r0, int r1);
 
 #endif /* NT_CPU_H */

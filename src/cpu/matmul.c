@@ -242,6 +242,10 @@ int nt_cpu_simd_available(void) {
 }
 
 void nt_cpu_matmul(const struct nt_mm *m, int use_simd, int n_threads) {
+    if (m->W->dtype == NT_DTYPE_Q8_2F || m->W->dtype == NT_DTYPE_Q4TP) {
+        nt_cpu_matmul_q(m, use_simd, n_threads);
+        return;
+    }
     NT_ASSERT(m->W->dtype == NT_DTYPE_F32 || m->W->dtype == NT_DTYPE_F16 || m->W->dtype == NT_DTYPE_BF16);
     int rows = (int)m->W->rows;
     int blocks = (rows + NT_MR - 1) / NT_MR;
@@ -261,7 +265,9 @@ void nt_cpu_matmul(const struct nt_mm *m, int use_simd, int n_threads) {
 }
 
 void nt_cpu_matmul_rows(const struct nt_mm *m, int use_simd, int r0, int r1) {
-    if (use_simd)
+    if (m->W->dtype == NT_DTYPE_Q8_2F || m->W->dtype == NT_DTYPE_Q4TP)
+        nt_cpu_matmul_q_rows(m, use_simd, r0, r1);
+    else if (use_simd)
         rows_avx2(m, r0, r1);
     else
         rows_scalar(m, r0, r1);

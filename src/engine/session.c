@@ -85,7 +85,7 @@ nemotron_status nemotron_session_eval(nemotron_session *s, const int32_t *tokens
     for (int off = 0; off < n;) {
         int chunk = n - off < s->pass_max ? n - off : s->pass_max;
         int last = off + chunk == n;
-        struct nt_pass p = {.n = chunk, .pos0 = s->pos, .tokens = tokens + off};
+        struct nt_pass p = {.n = chunk, .pos0 = s->pos, .tokens = tokens + off, .scratch = s->acts.scratch};
         enum nt_logits want = logits ? NT_LOGITS_ALL : last ? NT_LOGITS_LAST : NT_LOGITS_NONE;
         nt_pass_enter();
         nt_forward_pass(f, &s->state, &s->acts, &p, want);

@@ -6,6 +6,8 @@
  */
 #include "baseline.h"
 
+#include <math.h>
+
 #include "quant.h"
 
 #define G NT_Q4TP_GROUP
@@ -43,5 +45,26 @@ void nt_q4_baseline_roundtrip(const float *W, int64_t nrows, int64_t cols, float
         int8_t l[G];
         nt_q4_group_levels(w, best, l);
         for (int k = 0; k < G; k++) out[i + k] = best * (float)l[k];
+    }
+}
+
+void nt_q4_baseline_amax_roundtrip(const float *W, int64_t nrows, int64_t cols, float *out) {
+    NT_ASSERT(cols > 0 && cols % G == 0);
+    for (int64_t i = 0; i < nrows * cols; i += G) {
+        const float *w = W + i;
+        float m = 0.0f;
+        for (int k = 0; k < G; k++)
+            if (fabsf(w[k]) > fabsf(m)) m = w[k];
+        float d = nt_f16_to_f32(nt_f32_to_f16(m / -8.0f));
+        if (d == 0.0f) {
+            memset(out + i, 0, G * sizeof(float));
+            continue;
+        }
+        float inv = 1.0f / d;
+        for (int k = 0; k < G; k++) {
+            float l = rintf(w[k] * inv);
+            l = l < -8.0f ? -8.0f : l > 7.0f ? 7.0f : l;
+            out[i + k] = d * l;
+        }
     }
 }

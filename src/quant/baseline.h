@@ -19,4 +19,10 @@
  * out may not alias W. Finite input assumed, as for the real quantizers. */
 void nt_q4_baseline_roundtrip(const float *W, int64_t nrows, int64_t cols, float *out);
 
+/* The same layout with the scale most 4-bit formats of that layout use (llama.cpp's Q4_0): the
+ * group's weight of largest magnitude m, scale d = m / -8 rounded to f16, levels the nearest
+ * integers to w / d clamped to -8..7 (so m itself lands on -8 exactly). No search: it shows what
+ * the searched scales of nt_q4_baseline_roundtrip and q4tp gain over the usual practice. */
+void nt_q4_baseline_amax_roundtrip(const float *W, int64_t nrows, int64_t cols, float *out);
+
 #endif /* NT_QUANT_BASELINE_H */

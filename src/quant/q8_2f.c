@@ -15,12 +15,12 @@
 #endif
 
 /* 1.5 * 2^23: adding and subtracting it rounds |x| <= 2^22 to an integer (nearest, ties to even)
- * in a way the compiler vectorises (q4tp.c uses the same trick). */
+ * without a libm call (q4tp.c uses the same trick); x is clamped to [-127, 127] first. */
 #define ROUND_MAGIC 12582912.0f
 
 /* An f16 that is finite, widened exactly: the f16 exponent and mantissa shifted into an f32
- * (for a subnormal f16 an f32 subnormal) and rebiased by a multiply by 2^112. Branch-free, so
- * the row loops below vectorise; equal to nt_f16_to_f32 on every finite input. */
+ * (for a subnormal f16 an f32 subnormal) and rebiased by a multiply by 2^112. Branch-free and
+ * inline, for the per-element loops below; equal to nt_f16_to_f32 on every finite input. */
 static inline float f16_finite_to_f32(uint16_t h) {
     uint32_t u = ((uint32_t)(h & 0x7fffu) << 13) | ((uint32_t)(h & 0x8000u) << 16);
     float f;
@@ -61,7 +61,8 @@ void nt_q8_2f_col_field_choose_alpha(const float *colmax, int64_t cols, float al
         for (int64_t c = 0; c < cols; c++) cs_f16[c] = 0x3c00u; /* 1.0: an all-zero matrix */
         return;
     }
-    /* in log2: rel[c] = alpha * log2(colmax / top) <= 0; rs_max = max_c (colmax[c] / rel[c]) */
+    /* in log2: rel[c] = alpha * log2(colmax[c] / top) <= 0, and the row scales' bound before
+     * the factor K: rs_max = max_c colmax[c] / (2^rel[c] * 127) */
     double rel_min = 0.0, rs_max_log2 = -INFINITY;
     for (int64_t c = 0; c < cols; c++) {
         if (colmax[c] == 0.0f) continue;
@@ -105,16 +106,11 @@ void nt_q8_2f_quantize_rows(const float *W, int64_t nrows, int64_t cols, const u
     for (int64_t r = 0; r < nrows; r++) {
         const float *w = W + r * cols;
         int8_t *qr = q + r * cols;
-        /* four lanes of the max (cols % 4 == 0), so the loop vectorises without -ffast-math */
-        float m4[4] = {0, 0, 0, 0};
-        for (int64_t c = 0; c < cols; c += 4)
-            for (int j = 0; j < 4; j++) {
-                float a = fabsf(w[c + j]) / f16_finite_to_f32(cs_f16[c + j]);
-                m4[j] = a > m4[j] ? a : m4[j];
-            }
-        float m = m4[0] > m4[1] ? m4[0] : m4[1];
-        m = m4[2] > m ? m4[2] : m;
-        m = m4[3] > m ? m4[3] : m;
+        float m = 0.0f;
+        for (int64_t c = 0; c < cols; c++) {
+            float a = fabsf(w[c]) / f16_finite_to_f32(cs_f16[c]);
+            m = a > m ? a : m;
+        }
         if (m == 0.0f) {
             rs_f16[r] = 0;
             memset(qr, 0, (size_t)cols);

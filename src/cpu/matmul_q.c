@@ -1,0 +1,743 @@
+/* matmul_q.c - the CPU products with packed weights (q8_2f, q4tp; FORMATS.md): y[t] = act(W x[t] + b).
+ *
+ * THE ARITHMETIC (fixed: the scalar and AVX2 variants here and the CUDA kernels all compute exactly
+ * this, so a position's result is the same bits whatever the pass size, the blocking, the thread
+ * count or the variant):
+ *
+ * 1. Activations, per position, in blocks of 32 columns (block b = columns [32b, min(32b+32, cols));
+ *    q8_2f allows cols % 32 != 0, so its last block may be short, always a multiple of 4 long):
+ *      x'[c] = x[c] * cs[c]  for q8_2f (one f32 multiply, cs widened from f16), x'[c] = x[c] for q4tp;
+ *      amax  = max |x'[c]| over the block;
+ *      d     = amax / 127.0f                      (f32 division)
+ *      inv   = 127.0f / amax                      (f32 division); when that is not finite
+ *              (amax == 0, or amax < ~3.7e-37 so the quotient overflows) inv = 0, so q = 0;
+ *      q[c]  = clamp(rintf(x'[c] * inv), -127, 127)   (round to nearest even; clamp as
+ *              fminf(fmaxf(v, -127), 127), which maps a NaN to -127).
+ *    Input that is not finite gives unspecified (but memory-safe) output.
+ * 2. q8_2f, row r: per block b, eight integer lane sums isum[l] = sum of qw[r][c] * q[c] over
+ *    c = 32b + 4l .. 32b + 4l + 3 (those that exist; an absent lane sums to 0), then
+ *      acc[l] = fmaf((float)isum[l], d_b, acc[l])  over b = 0, 1, ... in increasing order (acc = +0);
+ *      y = rs[r] * tree(acc),  tree(a) = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+ * 3. q4tp, row r: per group g (= block g): lane l = 0..3 sums (nib - 8) * q[c] over
+ *    c = 32g + 8l + {0, 2, 4, 6}, lane 4 + l over c = 32g + 8l + {1, 3, 5, 7} (the low and the high
+ *    nibbles of word l); s = nt_q4tp_scale(base_r, step_r, code_rg) * d_g (f32 multiply);
+ *      acc[l] = fmaf((float)isum[l], s, acc[l])  over g in increasing order;  y = tree(acc).
+ * 4. Then y = y + bias[r] (if any) and NT_ACT_RELU2: y = max(y, 0), y = y * y, as in matmul.c.
+ * Integer sums are exact (|isum| <= 4 * 128 * 127 < 2^24, so the conversion is exact too), and
+ * every float operation above is specified, so the variants agree bit for bit.
+ *
+ * QX, the quantized activations (m->qx, nt_cpu_qx_bytes): position t starts at t * PB, with
+ * nb = ceil(cols / 32) and PB = round_up(68 * nb, 64) bytes; inside it, block b's 64-byte record
+ * at 64 b and the block's f32 d at 64 nb + 4 b. A record is laid out for its format's kernel:
+ *   q8_2f: 32 int16, "A | B": slot i < 16 holds column 4(i/2) + i%2 of the block, slot 16 + i
+ *          column 4(i/2) + 2 + i%2. vpmaddwd of A (and of B) with the same arrangement of the
+ *          weights gives per 32-bit lane l the sum over columns 4l, 4l+1 (4l+2, 4l+3); A + B is
+ *          isum[l] in lane l. Missing columns of a short block are 0.
+ *   q4tp:  32 int8, the block's even columns then its odd columns (byte i < 16: column 2i; byte
+ *          16 + i: column 2i + 1), which is the order of a group's [low nibbles | high nibbles],
+ *          so vpmaddubsw(nibbles, q) then vpmaddwd(., 1) gives lane l the sum M[l] of nib * q;
+ *          then 8 int32 corr[l] = 8 * (sum of q over lane l's columns) - 0x4B400000. The nibbles
+ *          are stored as value + 8, so isum = M - 8 * sum; the offset makes M - corr the bit
+ *          pattern of the f32 1.5 * 2^23 + isum (exact: |isum| < 2^22), and (float)isum is one
+ *          exact subtraction of 1.5 * 2^23 instead of a conversion (the subtraction can issue on
+ *          the FP add ports; vcvtdq2ps competes with the multiplies: +5 % at n = 64, measured).
+ * A pass of n positions needs nt_cpu_qx_bytes(n, cols) = n * PB: 2.1 bytes per column.
+ *
+ * KERNELS. A scalar reference (always available; NEMOTRON_CPU=scalar) and AVX2 + FMA + F16C
+ * (runtime-detected), bit-identical (tests/unit/test_matmul_q.c):
+ *   - streaming (every q8_2f pass, q4tp passes of up to 8 positions): R rows x P <= 4 positions
+ *     at a time read straight from the payload, each weight vector unpacked once in registers
+ *     for the P positions; software prefetch of the next row block; rows in L2-sized chunks that
+ *     every group of 4 positions sweeps in turn (so a pass reads the weights from DRAM once);
+ *   - tiled (q4tp passes of 9 or more): a tile of 12 rows x 32 groups is unpacked once into
+ *     nibble bytes and f32 scales and serves every position in 2 x 6 register tiles, with the
+ *     products scale * d made 8 groups per multiply.
+ * Each (row, position) chain is the one above in every kernel, so the choice of kernel, the
+ * tiles and the thread split never change a result.
+ *
+ * WHAT BOUNDS THEM (measured by dev/cpu/matmul_q_bench.c). A step (row, position, 32 columns)
+ * costs at least 2 integer multiplies (vpmaddwd x2, or vpmaddubsw + vpmaddwd: no VNNI on AVX2),
+ * the conversion and the FMA that the arithmetic above prescribes per block, i.e. 3 - 4 ops on
+ * the two ports that also do FMAs: about 0.4 - 0.5 steps (13 - 16 multiply-adds) per cycle per
+ * core, the rate of plain f32 FMAs. One position streams weights at 1 (q8_2f) or 0.52 (q4tp)
+ * bytes per multiply-add, so a pass of 64 costs per position only what the machine's
+ * bandwidth / FMA balance allows (about 2x for q4tp, 3x for q8_2f on a 2-core AVX2 VM).
+ */
+#include "cpu.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <omp.h>
+
+#include "../quant/quant.h"
+
+#define QB 32          /* columns per activation block (= q4tp group) */
+#define QREC 64        /* bytes of one block record in qx */
+
+static inline int64_t q_blocks(int64_t cols) { return (cols + QB - 1) / QB; }
+static inline size_t q_pos_bytes(int64_t cols) {
+    size_t nb = (size_t)q_blocks(cols);
+    return (nb * (QREC + 4) + 63) / 64 * 64;
+}
+
+size_t nt_cpu_qx_bytes(int n, int64_t cols) { return (size_t)(n > 0 ? n : 0) * q_pos_bytes(cols); }
+
+static inline int is_packed(enum nt_dtype dt) { return dt == NT_DTYPE_Q8_2F || dt == NT_DTYPE_Q4TP; }
+
+static inline float apply_q(float v, const float *bias, int r, enum nt_act act) {
+    if (bias) v += bias[r];
+    if (act == NT_ACT_RELU2) {
+        v = v > 0.0f ? v : 0.0f;
+        v = v * v;
+    }
+    return v;
+}
+
+static inline float tree8(const float a[8]) {
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+static inline uint16_t rd16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+static inline uint32_t rd32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline uint64_t rd64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* q4tp's corr carries an offset: M - corr = isum + Q4_MAGIC, whose bits as an f32 are
+ * 1.5 * 2^23 + isum exactly (|isum| <= 4 * 15 * 127 < 2^22), so (float)isum is one exact
+ * subtraction of 1.5 * 2^23 instead of a conversion (vsubps can issue where vcvtdq2ps cannot:
+ * the conversion shares the two FMA / integer-multiply ports with every other step). */
+#define Q4_MAGIC 0x4B400000
+#define Q4_MAGIC_F 12582912.0f
+
+/* Slot of column o (0..31) of a block inside its record. */
+static inline int q8_slot(int o) { return (o & 3) < 2 ? 2 * (o >> 2) + (o & 1) : 16 + 2 * (o >> 2) + (o & 1); }
+static inline int q4_slot(int o) { return (o & 1) ? 16 + (o >> 1) : o >> 1; }
+
+/* The q4tp code of group g of a row whose codes start at `codes`. */
+static inline int q4_code(const uint8_t *codes, int64_t g) {
+    return (rd16(codes + ((5 * g) >> 3)) >> ((5 * g) & 7)) & 31;
+}
+
+/* Step 1's scalar parts, shared by both variants. */
+static inline float q_inv(float amax) {
+    float inv = 127.0f / amax;
+    return inv < INFINITY ? inv : 0.0f;
+}
+static inline int q_round(float v, float inv) {
+    float r = rintf(v * inv);
+    r = fminf(fmaxf(r, -127.0f), 127.0f);
+    return (int)r;
+}
+
+/* Writes the record and d of one block from its x' values v[0..len). */
+static void q_block_scalar(enum nt_dtype fmt, const float *v, int len, uint8_t *rec, float *d) {
+    float amax = 0.0f;
+    for (int c = 0; c < len; c++) {
+        float a = fabsf(v[c]);
+        if (a > amax) amax = a;
+    }
+    float inv = q_inv(amax);
+    *d = amax / 127.0f;
+    memset(rec, 0, QREC);
+    if (fmt == NT_DTYPE_Q8_2F) {
+        int16_t s[32] = {0};
+        for (int c = 0; c < len; c++) s[q8_slot(c)] = (int16_t)q_round(v[c], inv);
+        memcpy(rec, s, 64);
+    } else {
+        int8_t q[32] = {0};
+        int32_t corr[8];
+        for (int c = 0; c < len; c++) q[q4_slot(c)] = (int8_t)q_round(v[c], inv);
+        for (int l = 0; l < 8; l++) corr[l] = 8 * (q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]) - Q4_MAGIC;
+        memcpy(rec, q, 32);
+        memcpy(rec + 32, corr, 32);
+    }
+}
+
+static void quantize_pos_scalar(const struct nt_matrix *W, const float *x, uint8_t *dst) {
+    int64_t cols = W->cols, nb = q_blocks(cols);
+    const uint8_t *cs = (const uint8_t *)W->data + nt_q8_2f_cs_offset(W->rows, cols);
+    float *dv = (float *)(void *)(dst + QREC * nb);
+    for (int64_t b = 0; b < nb; b++) {
+        int len = cols - 32 * b < 32 ? (int)(cols - 32 * b) : 32;
+        float v[32];
+        for (int c = 0; c < len; c++) {
+            int64_t col = 32 * b + c;
+            v[c] = W->dtype == NT_DTYPE_Q8_2F ? x[col] * nt_f16_to_f32(rd16(cs + 2 * col)) : x[col];
+        }
+        float d;
+        q_block_scalar(W->dtype, v, len, dst + QREC * b, &d);
+        memcpy(dv + b, &d, 4);
+    }
+}
+
+/* ---- AVX2 ------------------------------------------------------------------------------------ */
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define INL __attribute__((always_inline)) inline
+
+static INL AVX2 float hmax8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
+}
+
+/* The fixed lane tree of step 2, as matmul.c's hsum8. */
+static INL AVX2 float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+/* clamp(rint(v * inv)) of step 1 on 8 lanes: max then min (a NaN becomes -127, as fmaxf does),
+ * then the conversion, which rounds to nearest even (MXCSR default). */
+static INL AVX2 __m256i q_round8(__m256 v, __m256 inv) {
+    __m256 p = _mm256_mul_ps(v, inv);
+    p = _mm256_max_ps(p, _mm256_set1_ps(-127.0f));
+    p = _mm256_min_ps(p, _mm256_set1_ps(127.0f));
+    return _mm256_cvtps_epi32(p);
+}
+
+/* One full block (32 x' values in v0..v3, columns 0-7, 8-15, 16-23, 24-31). */
+static INL AVX2 void q_block_avx2(enum nt_dtype fmt, __m256 v0, __m256 v1, __m256 v2, __m256 v3,
+                                  uint8_t *rec, float *dv) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 a = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                             _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+    float amax = hmax8(a);
+    float d = amax / 127.0f;
+    __m256 inv = _mm256_set1_ps(q_inv(amax));
+    memcpy(dv, &d, 4);
+    if (fmt == NT_DTYPE_Q8_2F) {
+        /* column pairs as 64-bit units: A takes pairs (0,1),(4,5),..., B pairs (2,3),(6,7),... */
+        __m256d p0 = _mm256_castps_pd(v0), p1 = _mm256_castps_pd(v1);
+        __m256d p2 = _mm256_castps_pd(v2), p3 = _mm256_castps_pd(v3);
+        __m256 a0 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_shuffle_pd(p0, p1, 0x0), 0xD8));
+        __m256 b0 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_shuffle_pd(p0, p1, 0xF), 0xD8));
+        __m256 a1 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_shuffle_pd(p2, p3, 0x0), 0xD8));
+        __m256 b1 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_shuffle_pd(p2, p3, 0xF), 0xD8));
+        __m256i A = _mm256_permute4x64_epi64(_mm256_packs_epi32(q_round8(a0, inv), q_round8(a1, inv)), 0xD8);
+        __m256i B = _mm256_permute4x64_epi64(_mm256_packs_epi32(q_round8(b0, inv), q_round8(b1, inv)), 0xD8);
+        _mm256_storeu_si256((__m256i *)(void *)rec, A);
+        _mm256_storeu_si256((__m256i *)(void *)(rec + 32), B);
+    } else {
+        __m256 e0 = _mm256_castpd_ps(_mm256_permute4x64_pd(
+            _mm256_castps_pd(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0))), 0xD8));
+        __m256 o0 = _mm256_castpd_ps(_mm256_permute4x64_pd(
+            _mm256_castps_pd(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1))), 0xD8));
+        __m256 e1 = _mm256_castpd_ps(_mm256_permute4x64_pd(
+            _mm256_castps_pd(_mm256_shuffle_ps(v2, v3, _MM_SHUFFLE(2, 0, 2, 0))), 0xD8));
+        __m256 o1 = _mm256_castpd_ps(_mm256_permute4x64_pd(
+            _mm256_castps_pd(_mm256_shuffle_ps(v2, v3, _MM_SHUFFLE(3, 1, 3, 1))), 0xD8));
+        __m256i pe = _mm256_packs_epi32(q_round8(e0, inv), q_round8(e1, inv));
+        __m256i po = _mm256_packs_epi32(q_round8(o0, inv), q_round8(o1, inv));
+        __m256i q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(pe, po), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        __m256i corr = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+        _mm256_storeu_si256((__m256i *)(void *)rec, q);
+        _mm256_storeu_si256((__m256i *)(void *)(rec + 32), _mm256_sub_epi32(_mm256_slli_epi32(corr, 3), _mm256_set1_epi32(Q4_MAGIC)));
+    }
+}
+
+static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, const float *x, uint8_t *dst) {
+    int64_t cols = W->cols, nb = q_blocks(cols), nfull = cols / 32;
+    const uint8_t *cs = (const uint8_t *)W->data + nt_q8_2f_cs_offset(W->rows, cols);
+    float *dv = (float *)(void *)(dst + QREC * nb);
+    for (int64_t b = 0; b < nfull; b++) {
+        const float *xb = x + 32 * b;
+        __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
+        __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+        if (W->dtype == NT_DTYPE_Q8_2F) {
+            const uint8_t *c = cs + 64 * b;
+            v0 = _mm256_mul_ps(v0, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)c)));
+            v1 = _mm256_mul_ps(v1, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(c + 16))));
+            v2 = _mm256_mul_ps(v2, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(c + 32))));
+            v3 = _mm256_mul_ps(v3, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(c + 48))));
+        }
+        q_block_avx2(W->dtype, v0, v1, v2, v3, dst + QREC * b, dv + b);
+    }
+    if (nfull < nb) { /* the short last block of a q8_2f row: the scalar code, the same operations */
+        int len = (int)(cols - 32 * nfull);
+        float v[32];
+        for (int c = 0; c < len; c++) {
+            int64_t col = 32 * nfull + c;
+            v[c] = x[col] * nt_f16_to_f32(rd16(cs + 2 * col));
+        }
+        float d;
+        q_block_scalar(W->dtype, v, len, dst + QREC * nfull, &d);
+        memcpy(dv + nfull, &d, 4);
+    }
+}
+
+static void quantize_range(const struct nt_mm *m, int use_simd, int t0, int t1) {
+    size_t pb = q_pos_bytes(m->W->cols);
+    for (int t = t0; t < t1; t++) {
+        const float *x = m->x + (size_t)t * (size_t)m->x_stride;
+        uint8_t *dst = (uint8_t *)m->qx + (size_t)t * pb;
+        if (use_simd)
+            quantize_pos_avx2(m->W, x, dst);
+        else
+            quantize_pos_scalar(m->W, x, dst);
+    }
+}
+
+void nt_cpu_quantize_x(const struct nt_mm *m, int use_simd) {
+    if (!is_packed(m->W->dtype)) return; /* float weights read m->x as it is */
+    NT_ASSERT(m->qx);
+    quantize_range(m, use_simd, 0, m->n);
+}
+
+/* ---- scalar kernels (the reference) ---------------------------------------------------------- */
+
+static void rows_scalar_q8(const struct nt_mm *m, int r0, int r1) {
+    const struct nt_matrix *W = m->W;
+    int64_t rows = W->rows, cols = W->cols, nb = q_blocks(cols);
+    const uint8_t *P = (const uint8_t *)W->data;
+    const uint8_t *rs = P + nt_q8_2f_rs_offset(rows, cols);
+    size_t pb = q_pos_bytes(cols);
+    for (int r = r0; r < r1; r++) {
+        const int8_t *qw = (const int8_t *)(const void *)(P + (size_t)r * (size_t)cols);
+        float rsf = nt_f16_to_f32(rd16(rs + 2 * (size_t)r));
+        for (int t = 0; t < m->n; t++) {
+            const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t * pb;
+            float acc[8] = {0};
+            for (int64_t b = 0; b < nb; b++) {
+                int16_t s[32];
+                float d;
+                memcpy(s, qx + QREC * b, 64);
+                memcpy(&d, qx + QREC * nb + 4 * b, 4);
+                int32_t isum[8] = {0};
+                for (int o = 0; o < 32 && 32 * b + o < cols; o++) isum[o >> 2] += qw[32 * b + o] * s[q8_slot(o)];
+                for (int l = 0; l < 8; l++) acc[l] = fmaf((float)isum[l], d, acc[l]);
+            }
+            m->y[(size_t)t * m->y_stride + r] = apply_q(rsf * tree8(acc), m->bias, r, m->act);
+        }
+    }
+}
+
+static void rows_scalar_q4(const struct nt_mm *m, int r0, int r1) {
+    const struct nt_matrix *W = m->W;
+    int64_t rows = W->rows, cols = W->cols, gpr = nt_q4tp_gpr(cols), cstride = nt_q4tp_cstride(cols);
+    const uint8_t *P = (const uint8_t *)W->data;
+    const uint8_t *params = P + nt_q4tp_params_offset(rows, cols), *codes = P + nt_q4tp_codes_offset(rows, cols);
+    size_t pb = q_pos_bytes(cols);
+    for (int r = r0; r < r1; r++) {
+        uint32_t pr = rd32(params + 4 * (size_t)r);
+        float base = nt_f16_to_f32((uint16_t)(pr & 0xffff)), step = nt_f16_to_f32((uint16_t)(pr >> 16));
+        const uint8_t *nib = P + (size_t)r * (size_t)gpr * 16, *cr = codes + (size_t)r * (size_t)cstride;
+        for (int t = 0; t < m->n; t++) {
+            const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t * pb;
+            float acc[8] = {0};
+            for (int64_t g = 0; g < gpr; g++) {
+                const int8_t *q = (const int8_t *)(const void *)(qx + QREC * g);
+                float d;
+                memcpy(&d, qx + QREC * gpr + 4 * g, 4);
+                float s = nt_q4tp_scale(base, step, q4_code(cr, g)) * d;
+                int32_t isum[8] = {0};
+                for (int l = 0; l < 4; l++)
+                    for (int k = 0; k < 4; k++) {
+                        uint8_t byte = nib[16 * g + 4 * l + k];
+                        isum[l] += ((byte & 15) - 8) * q[q4_slot(8 * l + 2 * k)];
+                        isum[4 + l] += ((byte >> 4) - 8) * q[q4_slot(8 * l + 2 * k + 1)];
+                    }
+                for (int l = 0; l < 8; l++) acc[l] = fmaf((float)isum[l], s, acc[l]);
+            }
+            m->y[(size_t)t * m->y_stride + r] = apply_q(tree8(acc), m->bias, r, m->act);
+        }
+    }
+}
+
+/* ---- AVX2 kernels ---------------------------------------------------------------------------- */
+
+/* nt_q4tp_scale on 8 lanes, bit for bit: the same fma, clamps (max/min keep a NaN's -126 the way
+ * the scalar comparisons do), nearest-even rounding, Horner chain and power-of-two multiply. */
+static INL AVX2 __m256 q4_scale8(__m256 code, __m256 base, __m256 step) {
+    __m256 t = _mm256_fmadd_ps(code, step, base);
+    t = _mm256_max_ps(t, _mm256_set1_ps(-126.0f));
+    t = _mm256_min_ps(t, _mm256_set1_ps(126.0f));
+    __m256 i = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 f = _mm256_sub_ps(t, i);
+    __m256 p = _mm256_set1_ps(NT_EXP2_C7);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(NT_EXP2_C6));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(NT_EXP2_C5));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(NT_EXP2_C4));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(NT_EXP2_C3));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(NT_EXP2_C2));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(NT_EXP2_C1));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(i), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* The 32 scales a row's codes can select. */
+static INL AVX2 void q4_row_table(const uint8_t *params, int64_t r, float *tab) {
+    uint32_t pr = rd32(params + 4 * (size_t)r);
+    __m256 base = _mm256_set1_ps(nt_f16_to_f32((uint16_t)(pr & 0xffff)));
+    __m256 step = _mm256_set1_ps(nt_f16_to_f32((uint16_t)(pr >> 16)));
+    __m256 c = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int i = 0; i < 4; i++) {
+        _mm256_storeu_ps(tab + 8 * i, q4_scale8(c, base, step));
+        c = _mm256_add_ps(c, _mm256_set1_ps(8.0f));
+    }
+}
+
+/* A q4tp group's 16 bytes as [low nibbles | high nibbles], one byte per weight (value + 8). */
+static INL AVX2 __m256i q4_unpack(const uint8_t *p) {
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)p));
+    v = _mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+    return _mm256_and_si256(v, _mm256_set1_epi8(15));
+}
+
+/* 32 int8 weights of a q8_2f block as the A | B int16 halves of the record layout. */
+static INL AVX2 void q8_unpack(__m256i w, __m256i *A, __m256i *B) {
+    const __m256i sh = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                        0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    w = _mm256_shuffle_epi8(w, sh);
+    *A = _mm256_srai_epi16(_mm256_unpacklo_epi8(w, w), 8);
+    *B = _mm256_srai_epi16(_mm256_unpackhi_epi8(w, w), 8);
+}
+
+/* The 32 weights of row block b of a q8_2f row; a short last block is loaded masked (whole
+ * 4-column words), so nothing past the row is read. */
+static INL AVX2 __m256i q8_load_block(const uint8_t *row, int64_t b, int64_t cols) {
+    int64_t left = cols - 32 * b;
+    if (left >= 32) return _mm256_loadu_si256((const __m256i *)(const void *)(row + 32 * b));
+    __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(left / 4)), idx);
+    return _mm256_maskload_epi32((const int *)(const void *)(row + 32 * b), mask);
+}
+
+/* -- a few positions: stream the weights, unpack them in registers -- */
+
+/* A kernel takes R rows x P positions: each weight vector is loaded and unpacked once and used
+ * for the P positions. Rows per kernel for P = 1 .. SP_MAX positions (registers: R x P
+ * accumulators and ~6 temporaries in 16; for one position, more rows = more weight streams in
+ * flight). */
+#define SP_MAX 4
+#define SR_MAX 6
+#define Q8_SR(P) ((P) == 1 ? 6 : (P) == 2 ? 4 : (P) == 3 ? 3 : 2)
+#define Q4_SR(P) ((P) == 1 ? 4 : (P) == 2 ? 4 : (P) == 3 ? 3 : 2)
+
+/* Rows r .. r+R-1 x positions t .. t+P-1, q8_2f. */
+static INL AVX2 void q8_stream(const struct nt_mm *m, int r, int t, int R, int P) {
+    const struct nt_matrix *W = m->W;
+    int64_t cols = W->cols, nb = q_blocks(cols), nfull = cols / 32;
+    const uint8_t *Wp = (const uint8_t *)W->data;
+    size_t pb = q_pos_bytes(cols);
+    const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t * pb;
+    const uint8_t *row0 = Wp + (size_t)r * (size_t)cols;
+    /* software prefetch of the next row block, a line per row per 64 bytes (integer addresses:
+     * past the matrix's end a prefetch is harmless, pointer arithmetic would not be) */
+    uintptr_t next = (uintptr_t)(row0 + (size_t)R * (size_t)cols);
+    __m256 acc[12]; /* [i * P + p]; flat and small, so the compiler keeps it in registers */
+#pragma GCC unroll 12
+    for (int i = 0; i < R * P; i++) acc[i] = _mm256_setzero_ps();
+    /* one block of R rows x P positions; WLOAD(row) gives the block's 32 weights */
+#define Q8_STEP(WLOAD)                                                                                   \
+    do {                                                                                                 \
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                            \
+            const uint8_t *row = row0 + (size_t)i * (size_t)cols;                                        \
+            __m256i A, B;                                                                                \
+            q8_unpack(WLOAD, &A, &B);                                                                    \
+            _Pragma("GCC unroll 8") for (int p = 0; p < P; p++) {                                        \
+                const uint8_t *xr = qx + (size_t)p * pb + QREC * b;                                      \
+                __m256 d = _mm256_broadcast_ss((const float *)(const void *)(qx + (size_t)p * pb + QREC * nb) + b); \
+                __m256i s = _mm256_add_epi32(_mm256_madd_epi16(A, _mm256_loadu_si256((const __m256i *)(const void *)xr)), \
+                                             _mm256_madd_epi16(B, _mm256_loadu_si256((const __m256i *)(const void *)(xr + 32)))); \
+                acc[i * P + p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc[i * P + p]);              \
+            }                                                                                            \
+        }                                                                                                \
+    } while (0)
+    int64_t b = 0;
+    for (; b < nfull; b++) {
+        if ((b & 1) == 0)
+#pragma GCC unroll 8
+            for (int i = 0; i < R; i++) _mm_prefetch((const char *)(next + (size_t)i * (size_t)cols + 32 * (size_t)b), _MM_HINT_T0);
+        Q8_STEP(_mm256_loadu_si256((const __m256i *)(const void *)(row + 32 * b)));
+    }
+    if (b < nb) Q8_STEP(q8_load_block(row, b, cols)); /* a short last block */
+#undef Q8_STEP
+    const uint8_t *rs = Wp + nt_q8_2f_rs_offset(W->rows, cols);
+    for (int i = 0; i < R; i++) {
+        float rsf = nt_f16_to_f32(rd16(rs + 2 * (size_t)(r + i)));
+        for (int p = 0; p < P; p++)
+            m->y[(size_t)(t + p) * m->y_stride + r + i] = apply_q(rsf * hsum8(acc[i * P + p]), m->bias, r + i, m->act);
+    }
+}
+
+/* Rows r .. r+R-1 x positions t .. t+P-1, q4tp. */
+static INL AVX2 void q4_stream(const struct nt_mm *m, int r, int t, int R, int P) {
+    const struct nt_matrix *W = m->W;
+    int64_t rows = W->rows, cols = W->cols, gpr = nt_q4tp_gpr(cols), cstride = nt_q4tp_cstride(cols);
+    const uint8_t *Wp = (const uint8_t *)W->data;
+    const uint8_t *params = Wp + nt_q4tp_params_offset(rows, cols);
+    const uint8_t *codes = Wp + nt_q4tp_codes_offset(rows, cols) + (size_t)r * (size_t)cstride;
+    size_t pb = q_pos_bytes(cols), rowb = (size_t)gpr * 16;
+    const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t * pb;
+    const uint8_t *nib = Wp + (size_t)r * rowb;
+    /* prefetch two row blocks ahead: q4tp's compute per byte is high enough that one block of
+     * lead left a fifth of the bandwidth unused (measured, 1856 x 2688, 2 threads) */
+    uintptr_t next = (uintptr_t)(nib + (size_t)2 * R * rowb);
+    float tab[SR_MAX][32];
+    for (int i = 0; i < R; i++) q4_row_table(params, r + i, tab[i]);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[12]; /* [i * P + p]; flat and small, so the compiler keeps it in registers */
+#pragma GCC unroll 12
+    for (int i = 0; i < R * P; i++) acc[i] = _mm256_setzero_ps();
+    /* group gg of R rows x P positions; CODE(i) gives row i's code */
+#define Q4_STEP(gg, CODE)                                                                                \
+    do {                                                                                                 \
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                            \
+            __m256i w = q4_unpack(nib + (size_t)i * rowb + 16 * (size_t)(gg));                           \
+            __m256 sc = _mm256_broadcast_ss(&tab[i][CODE]);                                              \
+            _Pragma("GCC unroll 8") for (int p = 0; p < P; p++) {                                        \
+                const uint8_t *xr = qx + (size_t)p * pb + QREC * (gg);                                   \
+                __m256 d = _mm256_broadcast_ss((const float *)(const void *)(qx + (size_t)p * pb + QREC * gpr) + (gg)); \
+                __m256i v = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)(const void *)xr)); \
+                v = _mm256_sub_epi32(_mm256_madd_epi16(v, ones), _mm256_loadu_si256((const __m256i *)(const void *)(xr + 32))); \
+                __m256 f = _mm256_sub_ps(_mm256_castsi256_ps(v), _mm256_set1_ps(Q4_MAGIC_F));          \
+                acc[i * P + p] = _mm256_fmadd_ps(f, _mm256_mul_ps(sc, d), acc[i * P + p]);               \
+            }                                                                                            \
+        }                                                                                                \
+    } while (0)
+    int64_t g = 0;
+    for (; g + 8 <= gpr; g += 8) {
+        /* the codes of 8 groups: 40 bits at byte 5 g / 8 (the 8-byte read ends at most 3 bytes
+         * past the row's codes, inside the payload's padding) */
+        uint64_t cw[SR_MAX];
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) cw[i] = rd64(codes + (size_t)i * (size_t)cstride + (size_t)(5 * g / 8));
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            if ((j & 3) == 0)
+#pragma GCC unroll 8
+                for (int i = 0; i < R; i++) _mm_prefetch((const char *)(next + (size_t)i * rowb + 16 * (size_t)(g + j)), _MM_HINT_T0);
+            Q4_STEP(g + j, (cw[i] >> (5 * j)) & 31);
+        }
+    }
+    for (; g < gpr; g++) Q4_STEP(g, q4_code(codes + (size_t)i * (size_t)cstride, g));
+#undef Q4_STEP
+    for (int i = 0; i < R; i++)
+        for (int p = 0; p < P; p++)
+            m->y[(size_t)(t + p) * m->y_stride + r + i] = apply_q(hsum8(acc[i * P + p]), m->bias, r + i, m->act);
+}
+
+typedef void (*stream_fn)(const struct nt_mm *, int, int);
+#define Q8S(R, P) static AVX2 void q8s_##R##_##P(const struct nt_mm *m, int r, int t) { q8_stream(m, r, t, R, P); }
+#define Q4S(R, P) static AVX2 void q4s_##R##_##P(const struct nt_mm *m, int r, int t) { q4_stream(m, r, t, R, P); }
+Q8S(6, 1) Q8S(4, 2) Q8S(3, 3) Q8S(2, 4) Q8S(1, 1) Q8S(1, 2) Q8S(1, 3) Q8S(1, 4)
+Q4S(4, 1) Q4S(4, 2) Q4S(3, 3) Q4S(2, 4) Q4S(1, 1) Q4S(1, 2) Q4S(1, 3) Q4S(1, 4)
+/* [format][full R | one row][P - 1] */
+static stream_fn const stream_kerns[2][2][SP_MAX] = {
+    {{q8s_6_1, q8s_4_2, q8s_3_3, q8s_2_4}, {q8s_1_1, q8s_1_2, q8s_1_3, q8s_1_4}},
+    {{q4s_4_1, q4s_4_2, q4s_3_3, q4s_2_4}, {q4s_1_1, q4s_1_2, q4s_1_3, q4s_1_4}}};
+
+/* Weight bytes of a row chunk: the rows every group of positions sweeps while they stay in L2. */
+#define STREAM_CHUNK_BYTES (192 * 1024)
+
+static AVX2 void rows_stream(const struct nt_mm *m, int r0, int r1) {
+    int q4 = m->W->dtype == NT_DTYPE_Q4TP;
+    size_t row_bytes = q4 ? (size_t)m->W->cols / 2 : (size_t)m->W->cols;
+    int chunk = (int)(STREAM_CHUNK_BYTES / row_bytes) / 12 * 12; /* 12: a multiple of every R */
+    if (chunk < 12) chunk = 12;
+    for (int c0 = r0; c0 < r1; c0 += chunk) {
+        int c1 = r1 - c0 < chunk ? r1 : c0 + chunk;
+        for (int t = 0; t < m->n; t += SP_MAX) {
+            int P = m->n - t < SP_MAX ? m->n - t : SP_MAX;
+            int R = q4 ? Q4_SR(P) : Q8_SR(P);
+            int r = c0;
+            for (; r + R <= c1; r += R) stream_kerns[q4][0][P - 1](m, r, t);
+            for (; r < c1; r++) stream_kerns[q4][1][P - 1](m, r, t);
+        }
+    }
+}
+
+/* -- q4tp, many positions: unpack a row tile once, run every position over it -- */
+
+/* For q4tp the streaming kernel pays, per (row, position, group), the scale multiply
+ * s = scale * d and, per (row, group), the nibble unpack; for a larger pass a tile of TR rows x
+ * TB groups is unpacked once into [low | high] nibble bytes and f32 scales, the products s of
+ * a register tile are made 8 groups per multiply, and the tile (12 KB + 1.5 KB, in a 32 KB L1
+ * with the 6 positions' activations) serves every position. Measured on a 1024 x 2688 matrix in cache,
+ * one thread: n = 16 and 64 run at ~0.4 (row, position, group) steps per cycle, the ceiling of
+ * the step's instruction mix (dev/cpu/matmul_q_bench.c), ~20 % above streaming. For q8_2f
+ * the streaming kernel already reaches its step's ceiling (the int16 unpack is cheap when
+ * shared by 4 positions and a tile was no faster), so it serves every pass size.
+ * Accumulators of the tile's rows x the sweep's positions live in memory between column
+ * chunks (a store and a load are exact, so chunking the columns changes no chain). */
+#define TB 32                 /* groups per column chunk */
+#define TR 12                 /* rows per tile */
+#define Q4_MR 2               /* register tile: rows x positions (12 accumulators; 2 x 6 measured */
+#define Q4_MP 6               /* 4 % above 3 x 4 and 4 x 3) */
+#define MAXP 64               /* positions per sweep over a tile (longer passes: several sweeps) */
+
+struct tile {
+    int64_t g0, nbc;          /* first group of the chunk, groups in it */
+    int nr;                   /* rows in the tile */
+    _Alignas(64) uint8_t w[TR * TB * 32];    /* [row][group] [low | high] nibble bytes */
+    _Alignas(64) float sc[TR * TB];          /* [row][group] scale */
+    _Alignas(64) float acc[TR * MAXP * 8];   /* [row][position][lane] */
+};
+
+static AVX2 void tile_unpack(struct tile *T, const struct nt_matrix *W, int r) {
+    int64_t rows = W->rows, cols = W->cols, gpr = nt_q4tp_gpr(cols), cstride = nt_q4tp_cstride(cols);
+    const uint8_t *P = (const uint8_t *)W->data;
+    const uint8_t *params = P + nt_q4tp_params_offset(rows, cols), *codes = P + nt_q4tp_codes_offset(rows, cols);
+    for (int i = 0; i < T->nr; i++) {
+        float tab[32];
+        q4_row_table(params, r + i, tab);
+        const uint8_t *nib = P + (size_t)(r + i) * (size_t)gpr * 16, *cr = codes + (size_t)(r + i) * (size_t)cstride;
+        uint8_t *dst = T->w + (size_t)i * TB * 32;
+        float *sc = T->sc + (size_t)i * TB;
+        for (int64_t b = 0; b < T->nbc; b++) {
+            int64_t g = T->g0 + b;
+            _mm256_store_si256((__m256i *)(void *)(dst + 32 * b), q4_unpack(nib + 16 * g));
+            sc[b] = tab[q4_code(cr, g)];
+        }
+    }
+}
+
+/* Register tile: tile rows i0 .. i0+R-1 x sweep positions tp0 .. tp0+P-1 over the chunk. */
+static INL AVX2 void q4_kernel(struct tile *T, const uint8_t *qx, size_t pb, int64_t nb, int i0, int tp0,
+                               int R, int P) {
+    /* s = scale * d for each (row, position, group) of the register tile, 8 groups a multiply */
+    _Alignas(32) float S[Q4_MR * Q4_MP][TB];
+    const float *d0 = (const float *)(const void *)(qx + QREC * nb) + T->g0;
+    int64_t nbc = T->nbc, n8 = nbc & ~(int64_t)7;
+    for (int i = 0; i < R; i++)
+        for (int p = 0; p < P; p++) {
+            const float *sc = T->sc + (size_t)(i0 + i) * TB;
+            const float *dp = (const float *)(const void *)((const uint8_t *)d0 + (size_t)p * pb);
+            float *s = S[i * P + p];
+            int64_t b = 0;
+            for (; b < n8; b += 8) _mm256_store_ps(s + b, _mm256_mul_ps(_mm256_load_ps(sc + b), _mm256_loadu_ps(dp + b)));
+            for (; b < nbc; b++) s[b] = sc[b] * dp[b];
+        }
+    __m256 acc[Q4_MR][Q4_MP];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) acc[i][p] = _mm256_load_ps(T->acc + ((size_t)(i0 + i) * MAXP + tp0 + p) * 8);
+    const __m256i ones = _mm256_set1_epi16(1);
+    const uint8_t *x0 = qx + QREC * T->g0;
+    const uint8_t *w0 = T->w + (size_t)i0 * TB * 32;
+    for (int64_t b = 0; b < nbc; b++) {
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            __m256i w = _mm256_load_si256((const __m256i *)(const void *)(w0 + (size_t)i * TB * 32 + 32 * b));
+#pragma GCC unroll 8
+            for (int p = 0; p < P; p++) {
+                const uint8_t *xr = x0 + (size_t)p * pb + QREC * b;
+                __m256i v = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)(const void *)xr));
+                v = _mm256_sub_epi32(_mm256_madd_epi16(v, ones), _mm256_loadu_si256((const __m256i *)(const void *)(xr + 32)));
+                __m256 f = _mm256_sub_ps(_mm256_castsi256_ps(v), _mm256_set1_ps(Q4_MAGIC_F));
+                acc[i][p] = _mm256_fmadd_ps(f, _mm256_broadcast_ss(&S[i * P + p][b]), acc[i][p]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) _mm256_store_ps(T->acc + ((size_t)(i0 + i) * MAXP + tp0 + p) * 8, acc[i][p]);
+}
+
+#define Q4K(R, P) static AVX2 void q4k_##R##_##P(struct tile *T, const uint8_t *qx, size_t pb, int64_t nb, int i0, int tp0) \
+    { q4_kernel(T, qx, pb, nb, i0, tp0, R, P); }
+Q4K(1, 1) Q4K(1, 2) Q4K(1, 3) Q4K(1, 4) Q4K(1, 5) Q4K(1, 6)
+Q4K(2, 1) Q4K(2, 2) Q4K(2, 3) Q4K(2, 4) Q4K(2, 5) Q4K(2, 6)
+typedef void (*kern_fn)(struct tile *, const uint8_t *, size_t, int64_t, int, int);
+static kern_fn const q4_kerns[Q4_MR][Q4_MP] = {{q4k_1_1, q4k_1_2, q4k_1_3, q4k_1_4, q4k_1_5, q4k_1_6},
+                                                {q4k_2_1, q4k_2_2, q4k_2_3, q4k_2_4, q4k_2_5, q4k_2_6}};
+
+static AVX2 void rows_tiled_q4(const struct nt_mm *m, int r0, int r1) {
+    const struct nt_matrix *W = m->W;
+    int64_t nb = q_blocks(W->cols);
+    size_t pb = q_pos_bytes(W->cols);
+    struct tile T; /* ~38 KB of stack: nothing is allocated inside a pass */
+    for (int r = r0; r < r1; r += TR) {
+        T.nr = r1 - r < TR ? r1 - r : TR;
+        for (int ts = 0; ts < m->n; ts += MAXP) {
+            int np = m->n - ts < MAXP ? m->n - ts : MAXP;
+            const uint8_t *qx = (const uint8_t *)m->qx + (size_t)ts * pb;
+            memset(T.acc, 0, sizeof T.acc);
+            for (int64_t g0 = 0; g0 < nb; g0 += TB) {
+                T.g0 = g0;
+                T.nbc = nb - g0 < TB ? nb - g0 : TB;
+                tile_unpack(&T, W, r);
+                for (int tp = 0; tp < np; tp += Q4_MP) {
+                    int P = np - tp < Q4_MP ? np - tp : Q4_MP;
+                    for (int i = 0; i < T.nr; i += Q4_MR) {
+                        int R = T.nr - i < Q4_MR ? T.nr - i : Q4_MR;
+                        q4_kerns[R - 1][P - 1](&T, qx + (size_t)tp * pb, pb, nb, i, tp);
+                    }
+                }
+            }
+            for (int i = 0; i < T.nr; i++)
+                for (int p = 0; p < np; p++) {
+                    float v = hsum8(_mm256_load_ps(T.acc + ((size_t)i * MAXP + p) * 8));
+                    m->y[(size_t)(ts + p) * m->y_stride + r + i] = apply_q(v, m->bias, r + i, m->act);
+                }
+        }
+    }
+}
+
+/* Pass sizes above this run q4tp on the tile (measured crossover: n = 8 is even, 16 favours it). */
+#define Q4_TILE_MIN_N 9
+
+static AVX2 void rows_avx2_q(const struct nt_mm *m, int r0, int r1) {
+    if (m->W->dtype == NT_DTYPE_Q4TP && m->n >= Q4_TILE_MIN_N)
+        rows_tiled_q4(m, r0, r1);
+    else
+        rows_stream(m, r0, r1);
+}
+
+/* ---- dispatch (called from matmul.c) --------------------------------------------------------- */
+
+void nt_cpu_matmul_q_rows(const struct nt_mm *m, int use_simd, int r0, int r1) {
+    NT_ASSERT(is_packed(m->W->dtype) && m->qx);
+    if (use_simd)
+        rows_avx2_q(m, r0, r1);
+    else if (m->W->dtype == NT_DTYPE_Q8_2F)
+        rows_scalar_q8(m, r0, r1);
+    else
+        rows_scalar_q4(m, r0, r1);
+}
+
+/* Row ranges per thread are whole multiples of this (any split gives the same bits; this one
+ * keeps the kernels at their full shapes). */
+#define Q_ROW_GRAIN 12
+
+void nt_cpu_matmul_q(const struct nt_mm *m, int use_simd, int n_threads) {
+    NT_ASSERT(is_packed(m->W->dtype) && m->qx);
+    int rows = (int)m->W->rows;
+    int units = (rows + Q_ROW_GRAIN - 1) / Q_ROW_GRAIN;
+    uint64_t work = (uint64_t)m->W->rows * (uint64_t)m->W->cols * (uint64_t)m->n;
+    int threads = work < 65536 ? 1 : n_threads;
+    if (threads > units) threads = units;
+    if (threads < 1) threads = 1;
+    if (threads == 1) {
+        quantize_range(m, use_simd, 0, m->n);
+        nt_cpu_matmul_q_rows(m, use_simd, 0, rows);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        quantize_range(m, use_simd, (int)((int64_t)m->n * id / nt), (int)((int64_t)m->n * (id + 1) / nt));
+#pragma omp barrier
+        int u0 = (int)((int64_t)units * id / nt), u1 = (int)((int64_t)units * (id + 1) / nt);
+        int r0 = u0 * Q_ROW_GRAIN, r1 = u1 * Q_ROW_GRAIN < rows ? u1 * Q_ROW_GRAIN : rows;
+        if (r0 < r1) nt_cpu_matmul_q_rows(m, use_simd, r0, r1);
+    }
+}

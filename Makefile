@@ -5,9 +5,9 @@
 
 CC      ?= cc
 CXX     ?= c++
-PKGS    := json-c libpcre2-8
+PKGS    := json-c libpcre2-8 zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljson-c -lpcre2-8)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljson-c -lpcre2-8 -lz)
 
 # -ffp-contract=off: the compiler must not fuse a*b+c on its own; kernels decide where FMA is
 # used, so the arithmetic of a position is the same in every build of one backend.
@@ -24,7 +24,8 @@ CFLAGS_ASAN := $(BASEFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,un
                -fno-sanitize-recover=undefined -DNT_DEBUG
 LDLIBS  := $(PKG_LIBS) -lm -fopenmp
 
-LIB_SRC  := $(wildcard src/*.c src/model/*.c src/quant/*.c src/cpu/*.c src/engine/*.c src/text/*.c)
+LIB_SRC  := $(wildcard src/*.c src/model/*.c src/quant/*.c src/cpu/*.c src/engine/*.c src/text/*.c \
+              src/convert/*.c)
 TOOL_SRC := $(wildcard tools/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 # test support: a writer of random models in Hugging Face layout (tests and the benchmark)

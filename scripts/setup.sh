@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # setup.sh - installs what nemotron.c needs to build and test on Debian 12: a C compiler, make,
-# pkg-config, json-c (libjson-c-dev), PCRE2 (libpcre2-dev), xz (a compressed test fixture) and
-# python3 (a test reads a JSON fixture with it). Installs only what is missing; uses sudo when
-# not root. Safe to run again.
+# pkg-config, json-c (libjson-c-dev), PCRE2 (libpcre2-dev), zlib (zlib1g-dev: .nemo checksums),
+# xz (a compressed test fixture), python3 (a test reads a JSON fixture with it) and numpy
+# (python3-numpy: tools/nemo.py and the tests that use it). Installs only what is missing; uses
+# sudo when not root. Safe to run again.
 set -euo pipefail
 need=()
 command -v cc >/dev/null 2>&1 || need+=(gcc)
@@ -10,8 +11,10 @@ command -v make >/dev/null 2>&1 || need+=(make)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 dpkg -s libjson-c-dev >/dev/null 2>&1 || need+=(libjson-c-dev)
 dpkg -s libpcre2-dev >/dev/null 2>&1 || need+=(libpcre2-dev)
+dpkg -s zlib1g-dev >/dev/null 2>&1 || need+=(zlib1g-dev)           # CRC-32 of .nemo files
 command -v xz >/dev/null 2>&1 || need+=(xz-utils)
 command -v python3 >/dev/null 2>&1 || need+=(python3)   # tests/cli/test_text_cli.sh reads a fixture
+dpkg -s python3-numpy >/dev/null 2>&1 || need+=(python3-numpy)   # tools/nemo.py and its test
 if [ ${#need[@]} -eq 0 ]; then
     echo "setup: everything needed is installed"
     exit 0

@@ -8,8 +8,13 @@
  * as its shape says, disjoint from the others, and named uniquely across all files. Adding a
  * file either succeeds or leaves the table as it was; so does opening a directory.
  *
+ * Container formats built on safetensors (nemo.c) add a file with nt_table_add_*, check their
+ * metadata, and may then move entries out of the tensor list into the embedded files
+ * (nt_table_embed) or undo the add (nt_table_truncate); this file keeps the hash consistent.
+ *
  * Invariants: hash_cap is 0 or a power of two at least twice n_tensors; every tensor index
  * below n_tensors sits in exactly one hash slot, found by linear probing from its name's hash.
+ * Embedded file names are unique; the embedded list is ordered by file index.
  */
 #include "safetensors.h"
 
@@ -83,8 +88,10 @@ static void close_file(struct nt_st_file *f) {
 
 void nt_table_close(struct nt_tensor_table *t) {
     for (int i = 0; i < t->n_tensors; i++) nt_free((char *)t->tensors[i].name);
+    for (int i = 0; i < t->n_embedded; i++) nt_free(t->embedded[i].name);
     for (int i = 0; i < t->n_files; i++) close_file(&t->files[i]);
     nt_free(t->tensors);
+    nt_free(t->embedded);
     nt_free(t->files);
     nt_free(t->hash);
     nt_table_init(t);
@@ -122,12 +129,33 @@ struct nt_tensor *nt_table_find(const struct nt_tensor_table *t, const char *nam
     return t->hash[slot] >= 0 ? &t->tensors[t->hash[slot]] : NULL;
 }
 
+/* A model carries a handful of files: a linear search is all this needs. */
+static const struct nt_embedded_file *find_embedded(const struct nt_tensor_table *t,
+                                                    const char *name) {
+    for (int i = 0; i < t->n_embedded; i++)
+        if (strcmp(t->embedded[i].name, name) == 0) return &t->embedded[i];
+    return NULL;
+}
+
+const uint8_t *nt_table_file(const struct nt_tensor_table *t, const char *name, size_t *len) {
+    const struct nt_embedded_file *f = find_embedded(t, name);
+    *len = f ? f->len : 0;
+    return f ? f->data : NULL;
+}
+
 /* Drops the files from n_files on and the tensors from n_tensors on (the tail a failed
- * directory open added); allocates nothing, so it cannot fail. */
-static void truncate_table(struct nt_tensor_table *t, int n_files, int n_tensors) {
+ * directory or container open added); allocates nothing, so it cannot fail. Embedded files
+ * belong to a file, and a container's come after its tensors' file was added, so those of the
+ * dropped files are the tail of the embedded list. */
+void nt_table_truncate(struct nt_tensor_table *t, int n_files, int n_tensors) {
+    NT_ASSERT(n_files >= 0 && n_files <= t->n_files && n_tensors >= 0 && n_tensors <= t->n_tensors);
     for (int i = n_tensors; i < t->n_tensors; i++) nt_free((char *)t->tensors[i].name);
+    int kept = t->n_embedded;
+    while (kept > 0 && t->embedded[kept - 1].file >= n_files) nt_free(t->embedded[--kept].name);
+    for (int i = 0; i < kept; i++) NT_ASSERT(t->embedded[i].file < n_files);
     for (int i = n_files; i < t->n_files; i++) close_file(&t->files[i]);
     t->n_tensors = n_tensors;
+    t->n_embedded = kept;
     t->n_files = n_files;
     if (t->hash_cap) hash_fill(t->hash, t->hash_cap, t->tensors, t->n_tensors);
 }
@@ -146,6 +174,65 @@ static void *grown_copy(const void *old, int n, int cap, size_t elem) {
     void *p = nt_calloc((size_t)cap, elem);
     if (p && n) memcpy(p, old, (size_t)n * elem);
     return p;
+}
+
+nemotron_status nt_table_embed(struct nt_tensor_table *t, int first, const char *prefix,
+                               struct nt_err *err) {
+    NT_ASSERT(first >= 0 && first <= t->n_tensors);
+    size_t plen = strlen(prefix);
+    int n_new = 0;
+    for (int i = first; i < t->n_tensors; i++) {
+        const struct nt_tensor *x = &t->tensors[i];
+        if (strncmp(x->name, prefix, plen) != 0) continue;
+        /* the tensor names are unique, so the new names are too; only older ones can clash */
+        const struct nt_embedded_file *other = find_embedded(t, x->name + plen);
+        if (other)
+            return nt_fail(err, NEMOTRON_ERR_FORMAT, "%s: embedded file '%s' is also in %s",
+                           t->files[x->file].path, x->name + plen, t->files[other->file].path);
+        n_new++;
+    }
+    if (n_new == 0) return NEMOTRON_OK;
+
+    /* everything that can fail comes first: the new names, then room in the array */
+    char **names = nt_calloc((size_t)n_new, sizeof *names);
+    int done = 0;
+    if (!names) goto nomem;
+    for (int i = first; i < t->n_tensors; i++)
+        if (strncmp(t->tensors[i].name, prefix, plen) == 0) {
+            if (!(names[done] = nt_strdup(t->tensors[i].name + plen))) goto nomem;
+            done++;
+        }
+    if (t->n_embedded + n_new > t->cap_embedded) {
+        int cap = grown_cap(t->cap_embedded, t->n_embedded + n_new);
+        struct nt_embedded_file *p = grown_copy(t->embedded, t->n_embedded, cap, sizeof *p);
+        if (!p) goto nomem;
+        nt_free(t->embedded);
+        t->embedded = p;
+        t->cap_embedded = cap;
+    }
+
+    /* from here on nothing fails */
+    int kept = first, j = 0;
+    for (int i = first; i < t->n_tensors; i++) {
+        struct nt_tensor *x = &t->tensors[i];
+        if (strncmp(x->name, prefix, plen) != 0) {
+            t->tensors[kept++] = *x;
+            continue;
+        }
+        t->embedded[t->n_embedded++] =
+            (struct nt_embedded_file){names[j++], x->data, (size_t)x->nbytes, x->file};
+        nt_free((char *)x->name);
+    }
+    t->n_tensors = kept;
+    /* fewer tensors than before: the hash keeps its load bound without growing */
+    hash_fill(t->hash, t->hash_cap, t->tensors, t->n_tensors);
+    nt_free(names);
+    return NEMOTRON_OK;
+
+nomem:
+    for (int i = 0; i < done; i++) nt_free(names[i]);
+    nt_free(names);
+    return nt_fail(err, NEMOTRON_ERR_NOMEM, "out of memory embedding %d files", n_new);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -260,14 +347,15 @@ static int compare_strings(const void *a, const void *b) {
 
 /* The error for a header whose text has more top-level keys than json-c kept: decodes every
  * key literal, sorts, and names the first one that appears twice. Only runs on bad input. */
-static nemotron_status report_duplicate_key(const char *path, const char *text, size_t len,
-                                            size_t n_raw, size_t n_kept, struct nt_err *err) {
+static nemotron_status report_duplicate_key(const char *path, const char *what, const char *text,
+                                            size_t len, size_t n_raw, size_t n_kept,
+                                            struct nt_err *err) {
     struct raw_key *keys = nt_calloc(n_raw, sizeof *keys);
     json_object **decoded = nt_calloc(n_raw, sizeof *decoded);
     const char **names = nt_calloc(n_raw, sizeof *names);
     nemotron_status st =
-        nt_fail(err, NEMOTRON_ERR_FORMAT, "%s: header has %zu keys but only %zu distinct ones",
-                path, n_raw, n_kept);
+        nt_fail(err, NEMOTRON_ERR_FORMAT, "%s: %s has %zu keys but only %zu distinct ones",
+                path, what, n_raw, n_kept);
     if (!keys || !decoded || !names) goto done;
     scan_top_keys(text, len, keys, n_raw, NULL);
     size_t n = 0;
@@ -283,8 +371,8 @@ static nemotron_status report_duplicate_key(const char *path, const char *text, 
     qsort(names, n, sizeof *names, compare_strings);
     for (size_t i = 1; i < n; i++) {
         if (strcmp(names[i - 1], names[i]) == 0) {
-            nt_fail(err, NEMOTRON_ERR_FORMAT, "%s: header: key '%s' appears more than once", path,
-                    names[i]);
+            nt_fail(err, NEMOTRON_ERR_FORMAT, "%s: %s: key '%s' appears more than once", path,
+                    what, names[i]);
             break;
         }
     }
@@ -294,6 +382,38 @@ done:
     nt_free(decoded);
     nt_free(names);
     return st;
+}
+
+/* parse_json, then the checks json-c cannot make itself: no top-level key containing an
+ * escaped NUL (names are C strings), none twice. */
+static nemotron_status parse_unique_object(const char *path, const char *what, const char *text,
+                                           size_t len, json_object **out, struct nt_err *err) {
+    json_object *root;
+    nemotron_status st = parse_json(path, what, text, len, &root, err);
+    if (st) return st;
+    size_t n_keys = (size_t)json_object_object_length(root);
+    struct raw_key nul_key = {0, 0, 0};
+    size_t n_raw = scan_top_keys(text, len, NULL, 0, &nul_key);
+    if (nul_key.has_nul)
+        st = nt_fail(err, NEMOTRON_ERR_FORMAT, "%s: %s: key %.*s contains a NUL character", path,
+                     what, (int)(nul_key.len > 200 ? 200 : nul_key.len), text + nul_key.at);
+    else if (n_raw != n_keys)
+        st = report_duplicate_key(path, what, text, len, n_raw, n_keys, err);
+    if (st) {
+        json_object_put(root);
+        return st;
+    }
+    *out = root;
+    return NEMOTRON_OK;
+}
+
+nemotron_status nt_json_parse_object(const char *path, const char *what, const char *text,
+                                     size_t len, struct json_object **out, struct nt_err *err) {
+    *out = NULL;
+    if (len > INT_MAX) /* json-c takes an int length */
+        return nt_fail(err, NEMOTRON_ERR_FORMAT, "%s: %s is %zu bytes, too large to parse", path,
+                       what, len);
+    return parse_unique_object(path, what, text, len, out, err);
 }
 
 /* Reads a JSON integer that must be >= 0 into *out; returns 0 when it is not an integer, is
@@ -547,23 +667,12 @@ nemotron_status nt_table_add_bytes(struct nt_tensor_table *t, const char *path,
     uint64_t data_size = size - 8 - n;
 
     json_object *root;
-    nemotron_status st = parse_json(path, "header", text, (size_t)n, &root, err);
+    nemotron_status st = parse_unique_object(path, "header", text, (size_t)n, &root, err);
     if (st) return st;
 
     struct nt_tensor *fresh = NULL;
     struct span *spans = NULL;
     size_t n_keys = (size_t)json_object_object_length(root);
-    struct raw_key nul_key = {0, 0, 0};
-    size_t n_raw = scan_top_keys(text, (size_t)n, NULL, 0, &nul_key);
-    if (nul_key.has_nul) { /* names are C strings */
-        st = nt_fail(err, NEMOTRON_ERR_FORMAT, "%s: header: key %.*s contains a NUL character",
-                     path, (int)(nul_key.len > 200 ? 200 : nul_key.len), text + nul_key.at);
-        goto done;
-    }
-    if (n_raw != n_keys) {
-        st = report_duplicate_key(path, text, (size_t)n, n_raw, n_keys, err);
-        goto done;
-    }
 
     json_object *meta = NULL;
     int has_meta = json_object_object_get_ex(root, "__metadata__", &meta);
@@ -852,7 +961,7 @@ static nemotron_status open_index(struct nt_tensor_table *t, const char *dir,
     }
 
 done:
-    if (st) truncate_table(t, base_files, base_tensors);
+    if (st) nt_table_truncate(t, base_files, base_tensors);
     nt_free(entries);
     nt_free(shards);
     json_object_put(root);

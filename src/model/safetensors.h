@@ -58,11 +58,22 @@ struct nt_st_file {
     int owned_map;                /* 1: munmap on close; 0: borrowed bytes (tests, fuzzing) */
 };
 
+/* A file carried inside a container (a .nemo's "nemotron.file/<name>" entries, nemo.h): not a
+ * tensor, reached by name through nt_table_file. */
+struct nt_embedded_file {
+    char *name;                   /* without the container's prefix; owned by the table */
+    const uint8_t *data;          /* inside a read-only mapping */
+    size_t len;
+    int file;                     /* index into the table's files */
+};
+
 struct nt_tensor_table {
     struct nt_tensor *tensors;
     int n_tensors, cap_tensors;
     struct nt_st_file *files;
     int n_files, cap_files;
+    struct nt_embedded_file *embedded;
+    int n_embedded, cap_embedded;
     /* open-addressing hash from name to tensor index; -1 = empty */
     int *hash;
     int hash_cap;
@@ -89,5 +100,32 @@ nemotron_status nt_table_open_dir(struct nt_tensor_table *t, const char *dir, st
 
 /* NULL when absent. */
 struct nt_tensor *nt_table_find(const struct nt_tensor_table *t, const char *name);
+
+/* An embedded file by name (e.g. "config.json"): its bytes and *len, or NULL (and *len = 0)
+ * when the table has none of that name. The bytes live as long as the table. */
+const uint8_t *nt_table_file(const struct nt_tensor_table *t, const char *name, size_t *len);
+
+/* ---- for container formats layered on safetensors (src/model/nemo.c) -------------------- */
+
+/* Drops the files from n_files on, the tensors from n_tensors on and the embedded files of the
+ * dropped files: undoes the nt_table_add_* calls that took the table past those counts.
+ * Allocates nothing, so it cannot fail. */
+void nt_table_truncate(struct nt_tensor_table *t, int n_files, int n_tensors);
+
+/* Moves every tensor at index >= first whose name starts with `prefix` out of the tensor list
+ * into the embedded files, named without the prefix (the remaining tensors keep their order).
+ * Fails, leaving the table unchanged, on out of memory or when an embedded file of that name
+ * is already in the table (NEMOTRON_ERR_FORMAT, naming both files). */
+nemotron_status nt_table_embed(struct nt_tensor_table *t, int first, const char *prefix,
+                               struct nt_err *err);
+
+/* Parses text[0..len) as one JSON object, as strictly as a safetensors header is parsed: json-c
+ * strict mode, valid UTF-8, nothing but whitespace after it, nesting at most 8 deep, and no
+ * top-level key twice or containing an escaped NUL (json-c would silently keep the last
+ * duplicate). `path` and `what` name the text in messages ("x.nemo: nemotron.tensors: ...").
+ * On success *out is the object (json_object_put it); on failure NULL. */
+struct json_object;
+nemotron_status nt_json_parse_object(const char *path, const char *what, const char *text,
+                                     size_t len, struct json_object **out, struct nt_err *err);
 
 #endif /* NT_SAFETENSORS_H */

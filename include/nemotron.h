@@ -73,7 +73,8 @@ typedef struct nemotron_model_params {
 nemotron_model_params nemotron_model_default_params(void);
 
 /* Opens a Hugging Face model directory (config.json plus model.safetensors, or shards listed by
- * model.safetensors.index.json). Weights are mmap-ed and read in place. Every tensor the config
+ * model.safetensors.index.json) or a .nemo file (nemotron_convert). Weights are mmap-ed and read
+ * in place; a .nemo's checksums are all verified first. Every tensor the config
  * implies is checked for presence, dtype and shape before anything is computed.
  * *out is always set (NULL only when even the handle could not be allocated); on failure it
  * holds just the message. Free it with nemotron_model_free in both cases. */
@@ -132,7 +133,8 @@ void nemotron_session_reset(nemotron_session *session);     /* back to position 
 typedef struct nemotron_tokenizer nemotron_tokenizer;
 
 /* Loads a Hugging Face tokenizer.json (byte-level BPE), or the tokenizer.json inside a model
- * directory. Encodes and decodes exactly as the `tokenizers` library does. *out is always set
+ * directory or a .nemo (only the carried files' checksums are verified then). Encodes and
+ * decodes exactly as the `tokenizers` library does. *out is always set
  * as for nemotron_model_load. Immutable after load: the calls below may run on many threads. */
 nemotron_status nemotron_tokenizer_load(const char *path, nemotron_tokenizer **out);
 void nemotron_tokenizer_free(nemotron_tokenizer *t);
@@ -232,6 +234,57 @@ void nemotron_sampler_reset(nemotron_sampler *s);
 /* The end-of-sequence ids to stop on: generation_config.json's eos_token_id when the model
  * directory has one (Nemotron 3: 2 and 11), else config.json's. Returns how many. */
 int nemotron_model_stop_ids(const nemotron_model *model, int32_t *ids, int n_max);
+
+/* ---- model files: conversion and synthetic models ----------------------------------------- */
+
+/* How a .nemo stores the weights (FORMATS.md). */
+typedef enum nemotron_quant {
+    NEMOTRON_QUANT_DEFAULT,   /* routed experts q4tp; other projections and lm_head q8_2f; router,
+                               * norms and other vectors f32; embeddings bf16 (f16 kept) */
+    NEMOTRON_QUANT_Q8_2F,     /* every projection q8_2f, the rest as the default */
+    NEMOTRON_QUANT_BF16,      /* every projection bf16 (unquantized), the rest as the default */
+    NEMOTRON_QUANT_SOURCE     /* every tensor exactly as the checkpoint stores it */
+} nemotron_quant;
+
+typedef struct nemotron_convert_params {
+    nemotron_quant quant;
+    int n_threads;            /* <= 0: the physical cores */
+    /* Called now and then with the bytes done of the total (a progress bar); may be NULL. */
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;
+} nemotron_convert_params;
+
+nemotron_convert_params nemotron_convert_default_params(void);
+
+/* Converts a Hugging Face model directory into one .nemo file at dst: the weights in the chosen
+ * mix, plus config.json, tokenizer.json, tokenizer_config.json and generation_config.json where
+ * the directory has them, each tensor with a checksum. The checkpoint is validated against its
+ * config before anything is written; it is read in chunks (memory stays bounded whatever its
+ * size); dst appears only when complete. On failure the message goes to errbuf[errlen]. */
+nemotron_status nemotron_convert(const char *src_dir, const char *dst,
+                                 const nemotron_convert_params *params, char *errbuf,
+                                 size_t errlen);
+
+typedef struct nemotron_synth_params {
+    nemotron_quant quant;     /* DEFAULT, Q8_2F or BF16 */
+    uint64_t seed;
+    int n_threads;            /* <= 0: the physical cores */
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;
+} nemotron_synth_params;
+
+nemotron_synth_params nemotron_synth_default_params(void);
+
+/* The shapes nemotron_synth knows, by index (NULL past the last), e.g.
+ * "nemotron-3-nano-30b-a3b", "mini"; and a one-line description of each. */
+const char *nemotron_synth_shape_name(int i);
+const char *nemotron_synth_shape_about(int i);
+
+/* Writes a .nemo of a published shape with random weights in the real formats (for benchmarks
+ * without downloading weights): the shape's config.json and weights of sane magnitude, no
+ * tokenizer (it runs on token ids: bench, logits, generate). Same seed, same file. */
+nemotron_status nemotron_synth(const char *shape, const char *dst, const nemotron_synth_params *params,
+                               char *errbuf, size_t errlen);
 
 #ifdef __cplusplus
 }

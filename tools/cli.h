@@ -1,7 +1,7 @@
 /* cli.h - what the files of the `nemotron` command share: parsed arguments and small helpers.
  *
  * nemotron.c parses the command line and runs logits/generate; bench.c runs the benchmark;
- * text_cmds.c tokenize and template; run.c run and chat. All use only the public header.
+ * text_cmds.c tokenize and template; run.c run and chat; model_cmds.c convert and synth. All use only the public header.
  */
 #ifndef NEMOTRON_CLI_H
 #define NEMOTRON_CLI_H
@@ -29,6 +29,10 @@ struct args {
     nemotron_sampler_params sampling;
     const char *stop[CLI_MAX_STOP_STRINGS];
     int n_stop;
+    int seed_given;
+    /* model files */
+    const char *quant, *shape;       /* --quant, --shape */
+    int list;                        /* synth --list */
 };
 
 double cli_now(void);
@@ -43,6 +47,8 @@ int cmd_tokenize(const struct args *a);
 int cmd_template(const struct args *a);
 int cmd_run(const struct args *a);
 int cmd_chat(const struct args *a);
+int cmd_convert(const struct args *a);
+int cmd_synth(const struct args *a);
 /* Reads a whole file (or stdin for "-") into a NUL-terminated buffer to free(); NULL with a
  * message printed on failure. */
 char *cli_read_file(const char *path, size_t *len);

@@ -1,7 +1,7 @@
 /* nemotron.c - the `nemotron` command: run Nemotron-H models from the shell.
  *
- *   nemotron logits   -m MODEL_DIR --tokens 1,2,3 -o out.npy   every position's logits (.npy)
- *   nemotron generate -m MODEL_DIR --tokens 1,2,3 -n N         greedy continuation, token ids
+ *   nemotron logits   -m MODEL --tokens 1,2,3 -o out.npy   every position's logits (.npy)
+ *   nemotron generate -m MODEL --tokens 1,2,3 -n N         greedy continuation, token ids
  *
  * A thin program over the public header only. Every argument is checked before the model is
  * loaded; errors name the argument and exit with status 2 (usage) or 1 (the run failed).
@@ -22,21 +22,27 @@ static const char *usage_text =
     "usage: nemotron COMMAND [options]\n"
     "\n"
     "commands:\n"
-    "  logits    -m MODEL_DIR --tokens IDS -o OUT.npy   write every position's logits as a\n"
+    "  logits    -m MODEL --tokens IDS -o OUT.npy   write every position's logits as a\n"
     "                                                   float32 .npy of shape [n, vocab]\n"
-    "  generate  -m MODEL_DIR --tokens IDS -n N         print the greedy continuation's ids\n"
-    "  run       -m MODEL_DIR -p TEXT [-n 256]          stream a continuation of TEXT\n"
-    "  chat      -m MODEL_DIR [--system TEXT]           talk to the model (/think, /no_think, /exit;\n"
+    "  generate  -m MODEL --tokens IDS -n N         print the greedy continuation's ids\n"
+    "  run       -m MODEL -p TEXT [-n 256]          stream a continuation of TEXT\n"
+    "  chat      -m MODEL [--system TEXT]           talk to the model (/think, /no_think, /exit;\n"
     "                                                   Ctrl-C stops an answer)\n"
     "  tokenize  --tokenizer FILE [--decode]            text on stdin -> JSON ids (or ids -> text)\n"
     "  template  --messages FILE.json [--tools FILE.json] [--no-think] [--no-generation-prompt]\n"
     "                                                   print the Nemotron 3 chat rendering\n"
-    "  bench     -m MODEL_DIR [-p 512] [-n 128]         prompt (pp) and generation (tg) speed,\n"
+    "  bench     -m MODEL [-p 512] [-n 128]             prompt (pp) and generation (tg) speed,\n"
     "                                                   and the share of memory bandwidth reached\n"
+    "  convert   HF_DIR -o MODEL.nemo [--quant MIX]     one-file model in the packed formats;\n"
+    "                                                   MIX: default (q4tp experts, q8_2f\n"
+    "                                                   projections), q8_2f, bf16, source\n"
+    "  synth     --shape NAME -o MODEL.nemo             a model of a published shape with random\n"
+    "                                                   weights (--list: the shapes; --seed S)\n"
     "  version                                          print the version\n"
     "\n"
     "options:\n"
-    "  -m, --model DIR    Hugging Face model directory (config.json + *.safetensors)\n"
+    "  -m, --model MODEL  a Hugging Face model directory (config.json + *.safetensors)\n"
+    "                     or a .nemo file (nemotron convert)\n"
     "  --tokens IDS       comma-separated token ids, e.g. 1,2,3\n"
     "  -o, --output FILE  output file (logits)\n"
     "  -n N               tokens to generate (generate; default 16)\n"
@@ -131,7 +137,6 @@ static void parse_args(int argc, char **argv, struct args *a) {
     a->n_prompt = 512;
     a->reps = 3;
     a->sampling = nemotron_sampler_default_params();
-    int seed_given = 0;
     if (argc < 2) die_usage("%s", "no command given");
     a->command = argv[1];
     if (!strcmp(a->command, "-h") || !strcmp(a->command, "--help") || !strcmp(a->command, "help")) {
@@ -164,7 +169,7 @@ static void parse_args(int argc, char **argv, struct args *a) {
         else if (!strcmp(o, "--repeat-penalty")) a->sampling.repeat_penalty = parse_float(VALUE(), o, 1e-3, 100);
         else if (!strcmp(o, "--presence-penalty")) a->sampling.presence_penalty = parse_float(VALUE(), o, -100, 100);
         else if (!strcmp(o, "--frequency-penalty")) a->sampling.frequency_penalty = parse_float(VALUE(), o, -100, 100);
-        else if (!strcmp(o, "--seed")) { a->sampling.seed = (uint64_t)parse_int(VALUE(), o, 0, LONG_MAX); seed_given = 1; }
+        else if (!strcmp(o, "--seed")) { a->sampling.seed = (uint64_t)parse_int(VALUE(), o, 0, LONG_MAX); a->seed_given = 1; }
         else if (!strcmp(o, "--stop")) {
             if (a->n_stop == CLI_MAX_STOP_STRINGS) die_usage("at most %s --stop strings", "16");
             a->stop[a->n_stop] = VALUE();
@@ -173,11 +178,15 @@ static void parse_args(int argc, char **argv, struct args *a) {
         }
         else if (!strcmp(o, "-r")) a->reps = (int)parse_int(VALUE(), "-r", 1, 1000);
         else if (!strcmp(o, "--json")) a->json = 1;
+        else if (!strcmp(o, "--quant")) a->quant = VALUE();
+        else if (!strcmp(o, "--shape")) a->shape = VALUE();
+        else if (!strcmp(o, "--list")) a->list = 1;
+        else if (o[0] != '-' && !a->model && !strcmp(a->command, "convert")) a->model = o;
         else if (!strcmp(o, "-h") || !strcmp(o, "--help")) { fputs(usage_text, stdout); exit(0); }
         else die_usage("unknown option '%s'", o);
 #undef VALUE
     }
-    if (!seed_given) a->sampling.seed = (uint64_t)time(NULL);
+    if (!a->seed_given) a->sampling.seed = (uint64_t)time(NULL);
 }
 
 double cli_now(void) {
@@ -319,10 +328,12 @@ int main(int argc, char **argv) {
     int is_bench = !strcmp(a.command, "bench");
     if (!strcmp(a.command, "tokenize")) return cmd_tokenize(&a);
     if (!strcmp(a.command, "template")) return cmd_template(&a);
+    if (!strcmp(a.command, "convert")) return cmd_convert(&a);
+    if (!strcmp(a.command, "synth")) return cmd_synth(&a);
     int is_run = !strcmp(a.command, "run"), is_chat = !strcmp(a.command, "chat");
     if (!is_logits && !is_generate && !is_bench && !is_run && !is_chat)
         die_usage("unknown command '%s'", a.command);
-    if (!a.model) die_usage("%s: -m MODEL_DIR is required", a.command);
+    if (!a.model) die_usage("%s: -m MODEL is required", a.command);
     if (is_run) {
         if (!a.p_arg) die_usage("%s: -p TEXT is required", "run");
         if (a.n_gen < 0) a.n_gen = 256;

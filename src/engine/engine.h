@@ -1,19 +1,20 @@
 /* engine.h - the structs behind the public handles, shared by model.c and session.c.
  *
- * A nemotron_model owns the parsed config, the mapped tensor table, the bound weights and the
- * backend; it is immutable once loaded. A nemotron_session owns one sequence slot's state and
+ * A nemotron_model owns the parsed config, the opened model source (mapped tensor table and
+ * carried files), the bound weights and the backend; it is immutable once loaded. A nemotron_session owns one sequence slot's state and
  * the activation buffers of its passes, and borrows the model.
  */
 #ifndef NT_ENGINE_H
 #define NT_ENGINE_H
 
 #include "../forward.h"
+#include "../model/source.h"
 
 struct nemotron_model {
     struct nt_err err;
     int loaded;                       /* 0: the handle only carries a load failure's message */
     struct nt_config cfg;
-    struct nt_tensor_table table;
+    struct nt_model_source src;       /* the directory or .nemo: table and carried files */
     struct nt_weights w;
     struct nt_backend *be;
     struct nt_forward fwd;

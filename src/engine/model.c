@@ -7,6 +7,8 @@
  */
 #include "engine.h"
 
+#include "../quant/quant.h"
+
 #include <errno.h>
 #include <json.h>
 #include <stdio.h>
@@ -60,7 +62,7 @@ struct upload_ctx {
 
 static void upload_matrix(struct nt_matrix *mx, void *ctx) {
     struct upload_ctx *u = ctx;
-    uint64_t bytes = (uint64_t)mx->rows * (uint64_t)mx->cols * nt_dtype_size(mx->dtype);
+    uint64_t bytes = nt_matrix_bytes(mx->dtype, mx->rows, mx->cols);
     const void *r = u->be->ops->upload(u->be, mx->data, (size_t)bytes);
     if (r) mx->data = r;
     else u->failed = 1;
@@ -84,18 +86,19 @@ static nemotron_status upload_weights(nemotron_model *m) {
 }
 
 /* The ids generation stops on: eos_token_id of generation_config.json (an int or a list) when
- * the directory has that file, else config.json's. A malformed file is an error, not ignored. */
-static nemotron_status read_stop_ids(nemotron_model *m, const char *dir) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+ * the model carries that file, else config.json's. A malformed file is an error, not ignored. */
+static nemotron_status read_stop_ids(nemotron_model *m, const char *path) {
     m->n_stop = 0;
     for (int i = 0; i < m->cfg.n_eos; i++) m->stop_ids[m->n_stop++] = m->cfg.eos_token_id[i];
-    struct stat sb;
-    if (stat(path, &sb) != 0) return NEMOTRON_OK;
-    json_object *root = json_object_from_file(path);
+    size_t len;
+    const uint8_t *text = nt_model_source_file(&m->src, "generation_config.json", &len);
+    if (!text) return NEMOTRON_OK;
+    json_tokener *tok = json_tokener_new();
+    json_object *root = tok ? json_tokener_parse_ex(tok, (const char *)text, (int)len) : NULL;
+    json_tokener_free(tok);
     if (!root || !json_object_is_type(root, json_type_object)) {
         json_object_put(root);
-        return nt_fail(&m->err, NEMOTRON_ERR_FORMAT, "%s: not a JSON object", path);
+        return nt_fail(&m->err, NEMOTRON_ERR_FORMAT, "%s: generation_config.json: not a JSON object", path);
     }
     json_object *eos;
     nemotron_status st = NEMOTRON_OK;
@@ -109,7 +112,8 @@ static nemotron_status read_stop_ids(nemotron_model *m, const char *dir) {
             int64_t id = json_object_get_int64(v);
             if (!json_object_is_type(v, json_type_int) || id < 0 || id >= m->cfg.vocab_size)
                 st = nt_fail(&m->err, NEMOTRON_ERR_CONFIG,
-                             "%s: eos_token_id must be token ids in [0, %d)", path, m->cfg.vocab_size);
+                             "%s: generation_config.json: eos_token_id must be token ids in [0, %d)",
+                             path, m->cfg.vocab_size);
             else
                 m->stop_ids[m->n_stop++] = (int32_t)id;
         }
@@ -119,35 +123,24 @@ static nemotron_status read_stop_ids(nemotron_model *m, const char *dir) {
 }
 
 static nemotron_status load(nemotron_model *m, const char *path, const nemotron_model_params *p) {
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return nt_fail(&m->err, NEMOTRON_ERR_IO, "%s: %s", path, strerror(errno));
-    if (!S_ISDIR(sb.st_mode))
-        return nt_fail(&m->err, NEMOTRON_ERR_IO,
-                       "%s: not a directory (expected a Hugging Face model directory with "
-                       "config.json and *.safetensors)", path);
     const char *device = p->device ? p->device : "cpu";
     if (strcmp(device, "cpu") != 0)
         return nt_fail(&m->err, NEMOTRON_ERR_UNSUPPORTED,
                        "device '%s' is not available in this build (available: cpu)", device);
-
-    char cfg_path[4096];
-    if (snprintf(cfg_path, sizeof cfg_path, "%s/config.json", path) >= (int)sizeof cfg_path)
-        return nt_fail(&m->err, NEMOTRON_ERR_ARG, "model path is too long");
-    nemotron_status st = nt_config_load(cfg_path, &m->cfg, &m->err);
+    m->be = nt_cpu_backend_new(p->n_threads);
+    if (!m->be) return nt_fail(&m->err, NEMOTRON_ERR_NOMEM, "out of memory creating the CPU backend");
+    nemotron_status st = nt_model_source_open(&m->src, path, m->be->n_threads, &m->err);
     if (st) return st;
+    m->cfg = m->src.cfg;
     if ((st = check_build_limits(&m->cfg, &m->err))) {
-        nt_err_prefix(&m->err, "%s: ", cfg_path);
+        nt_err_prefix(&m->err, "%s: config.json: ", path);
         return st;
     }
     if ((st = read_stop_ids(m, path))) return st;
-    if ((st = nt_table_open_dir(&m->table, path, &m->err))) return st;
-    if ((st = nt_weights_bind(&m->w, &m->cfg, &m->table, &m->err))) {
+    if ((st = nt_weights_bind(&m->w, &m->cfg, &m->src.table, &m->err))) {
         nt_err_prefix(&m->err, "%s: ", path);
         return st;
     }
-    m->be = nt_cpu_backend_new(p->n_threads);
-    if (!m->be) return nt_fail(&m->err, NEMOTRON_ERR_NOMEM, "out of memory creating the CPU backend");
     if ((st = upload_weights(m))) return st;
     nt_forward_init(&m->fwd, &m->cfg, &m->w, m->be);
     return NEMOTRON_OK;
@@ -158,14 +151,13 @@ nemotron_status nemotron_model_load(const char *path, const nemotron_model_param
     nemotron_model *m = nt_calloc(1, sizeof *m);
     *out = m;
     if (!m) return NEMOTRON_ERR_NOMEM;
-    nt_table_init(&m->table);
     nemotron_model_params defaults = nemotron_model_default_params();
     if (!path) return nt_fail(&m->err, NEMOTRON_ERR_ARG, "model path is NULL");
     nemotron_status st = load(m, path, params ? params : &defaults);
     if (st != NEMOTRON_OK) {
         /* keep only the message: release everything else now */
         nt_weights_free(&m->w);
-        nt_table_close(&m->table);
+        nt_model_source_close(&m->src);
         if (m->be) m->be->ops->destroy(m->be);
         m->be = NULL;
         return st;
@@ -178,7 +170,7 @@ nemotron_status nemotron_model_load(const char *path, const nemotron_model_param
 void nemotron_model_free(nemotron_model *m) {
     if (!m) return;
     nt_weights_free(&m->w);
-    nt_table_close(&m->table);
+    nt_model_source_close(&m->src);
     if (m->be) m->be->ops->destroy(m->be);
     nt_free(m);
 }

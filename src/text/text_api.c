@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "../model/nemo.h"
 #include "chat.h"
 #include "tokenizer.h"
 
@@ -27,6 +28,15 @@ nemotron_status nemotron_tokenizer_load(const char *path, nemotron_tokenizer **o
         if (snprintf(file, sizeof file, "%s/tokenizer.json", path) >= (int)sizeof file)
             return nt_fail(&t->err, NEMOTRON_ERR_ARG, "tokenizer path is too long");
         path = file;
+    } else if (nt_path_is_nemo(path)) { /* a .nemo: the tokenizer.json it carries */
+        char *json;
+        size_t len;
+        nemotron_status st = nt_nemo_read_file(path, "tokenizer.json", &json, &len, &t->err);
+        if (st) return st;
+        snprintf(file, sizeof file, "%s: tokenizer.json", path);
+        st = nt_tokenizer_load_bytes(json, len, file, &t->tok, &t->err);
+        nt_free(json);
+        return st;
     }
     return nt_tokenizer_load(path, &t->tok, &t->err);
 }

@@ -170,7 +170,7 @@ expect_fail "unknown command" "unknown command 'frobnicate'" frobnicate -m "$mod
 expect_fail "no command" "no command" 
 expect_fail "unknown option" "unknown option '--frobnicate'" logits -m "$model" --tokens 1 -o "$o" --frobnicate
 expect_fail "option without its value" "-m" logits --tokens 1 -o "$o" -m
-expect_fail "missing -m" "-m MODEL_DIR" logits --tokens 1,2 -o "$o"
+expect_fail "missing -m" "-m MODEL is required" logits --tokens 1,2 -o "$o"
 expect_fail "missing --tokens" "--tokens" logits -m "$model" -o "$o"
 expect_fail "missing -o" "-o" logits -m "$model" --tokens 1
 expect_fail "--tokens 1,,2" "item 2" logits -m "$model" --tokens 1,,2 -o "$o"

@@ -1,0 +1,1137 @@
+/* backend_cuda.cu - the CUDA backend: every operation of nt_backend_ops on one GPU.
+ *
+ * Resident memory is device memory (cudaMalloc); each upload is its own allocation, so every
+ * matrix starts 256-byte aligned. Everything runs on the legacy default stream, so operations
+ * are ordered with each other and with to_host (a synchronous copy) without further events.
+ *
+ * One arithmetic per position (DESIGN.md): every kernel computes an output element with a chain
+ * of operations fixed by the element alone (its row, its own context length), never by n or by
+ * which block of the grid it lands in. Where the CPU reference (src/cpu) specifies the chain
+ * exactly - the packed products (matmul_q.c), the float products' AVX2 lanes (matmul.c), the
+ * MoE combine - the kernels follow it operation for operation with explicit __f*_rn intrinsics
+ * (and -fmad=false), so those results are the CPU's bits. Reductions the CPU runs as one long
+ * serial sum (norms, attention dots) are fixed-shape block/warp trees here: equally deterministic,
+ * different in the last bits. expf/log1pf are CUDA's (within 2 ulp of glibc's).
+ *
+ * Kernels are simple on purpose (correctness first): one warp per output row and up to 4
+ * positions for the products, weights staged through shared memory in coalesced 512-byte chunks
+ * and consumed by the 8 lane chains the arithmetic prescribes.
+ */
+extern "C" {
+#include "cuda_backend.h"
+#include "../quant/quant.h"
+}
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+static void die(const char *file, int line, const char *what, cudaError_t e) {
+    fprintf(stderr, "nemotron cuda: %s:%d: %s: %s\n", file, line, what, cudaGetErrorString(e));
+    abort();
+}
+/* Inside a pass there is no way to report an error back (the ops return void) and a failed
+ * kernel leaves the context unusable: abort with where it happened. */
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) die(__FILE__, __LINE__, #call, e_);                                 \
+    } while (0)
+#define LAUNCHED() CK(cudaGetLastError())
+
+static void fatal(const char *msg, const char *name) {
+    fprintf(stderr, "nemotron cuda: %s%s%s\n", msg, name ? ": " : "", name ? name : "");
+    abort();
+}
+
+/* ---- the backend -------------------------------------------------------------------------- */
+
+/* Device copy of one expert array's data pointers (grouped products look an expert up by id).
+ * Keyed by the host array and its first matrix's data, which live as long as the model. */
+struct expert_table {
+    const struct nt_matrix *key;
+    const void *first;
+    int E;
+    const uint8_t **dev;
+    struct expert_table *next;
+};
+
+struct cuda_backend {
+    struct nt_backend base;
+    int device;
+    char last_err[512];
+    pthread_mutex_t lock;        /* uploads list and expert tables: sessions may share a backend */
+    void **uploads;
+    size_t n_uploads, cap_uploads;
+    struct expert_table *tables;
+};
+
+static struct cuda_backend *cb(struct nt_backend *be) { return (struct cuda_backend *)be; }
+
+static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+/* ---- small device helpers ------------------------------------------------------------------ */
+
+__device__ __forceinline__ float f16f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ float bf16f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+__device__ __forceinline__ uint16_t ld16(const uint8_t *p) { return *(const uint16_t *)p; }
+/* Two bytes at any address (q4tp group codes are packed at 5 bits). */
+__device__ __forceinline__ uint32_t ld16b(const uint8_t *p) { return (uint32_t)p[0] | ((uint32_t)p[1] << 8); }
+
+__device__ __forceinline__ float load_w(const uint8_t *W, int64_t i, int dt) {
+    switch (dt) {
+    case NT_DTYPE_BF16: return bf16f(((const uint16_t *)W)[i]);
+    case NT_DTYPE_F16: return f16f(((const uint16_t *)W)[i]);
+    default: return ((const float *)W)[i];
+    }
+}
+
+__device__ __forceinline__ float silu_d(float x) { return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x))); }
+__device__ __forceinline__ float softplus_d(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* Butterfly sum: every lane ends with the same bits (a + b == b + a at each stage). */
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over a block of blockDim.x (a multiple of 32) threads in a fixed tree; all get the result. */
+__device__ float block_sum(float v, float *sh) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    float r = threadIdx.x < (unsigned)nw ? sh[threadIdx.x] : 0.0f;
+    if (warp == 0) r = warp_sum(r);
+    if (threadIdx.x == 0) sh[32] = r;
+    __syncthreads();
+    r = sh[32];
+    __syncthreads();
+    return r;
+}
+
+/* quant.h's payload offsets, for device code (the host versions are plain C inlines). */
+__device__ __forceinline__ int64_t d_q8_rs_off(int64_t rows, int64_t cols) { return rows * cols; }
+__device__ __forceinline__ int64_t d_q8_cs_off(int64_t rows, int64_t cols) { return rows * cols + 2 * rows; }
+__device__ __forceinline__ int64_t d_q4_cstride(int64_t cols) { return (cols / 32 * 5 + 7) / 8; }
+__device__ __forceinline__ int64_t d_q4_params_off(int64_t rows, int64_t cols) { return rows * (cols / 32) * 16; }
+__device__ __forceinline__ int64_t d_q4_codes_off(int64_t rows, int64_t cols) {
+    return d_q4_params_off(rows, cols) + 4 * rows;
+}
+
+/* nt_q4tp_scale (quant.h), operation for operation. */
+__device__ __forceinline__ float q4_scale_d(float base, float step, int code) {
+    float t = __fmaf_rn((float)code, step, base);
+    if (!(t > -126.0f)) t = -126.0f;
+    if (t > 126.0f) t = 126.0f;
+    float i = rintf(t);
+    float f = __fsub_rn(t, i);
+    float p = NT_EXP2_C7;
+    p = __fmaf_rn(p, f, NT_EXP2_C6);
+    p = __fmaf_rn(p, f, NT_EXP2_C5);
+    p = __fmaf_rn(p, f, NT_EXP2_C4);
+    p = __fmaf_rn(p, f, NT_EXP2_C3);
+    p = __fmaf_rn(p, f, NT_EXP2_C2);
+    p = __fmaf_rn(p, f, NT_EXP2_C1);
+    p = __fmaf_rn(p, f, 1.0f);
+    float pow2 = __uint_as_float((uint32_t)((int)i + 127) << 23);
+    return __fmul_rn(p, pow2);
+}
+
+#define ELEM_THREADS 256
+
+/* ---- memory -------------------------------------------------------------------------------- */
+
+static void set_oom(struct cuda_backend *b, const char *what, size_t bytes) {
+    size_t free_b = 0, total_b = 0;
+    cudaGetLastError(); /* clear the sticky-free allocation error before asking */
+    cudaMemGetInfo(&free_b, &total_b);
+    snprintf(b->last_err, sizeof b->last_err,
+             "cuda device %d: %s of %zu bytes failed: %zu bytes free of %zu", b->device, what, bytes,
+             free_b, total_b);
+}
+
+static void *be_alloc(struct nt_backend *be, size_t bytes) {
+    struct cuda_backend *b = cb(be);
+    void *p = NULL;
+    if (bytes == 0) bytes = 1;
+    CK(cudaSetDevice(b->device));
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        set_oom(b, "alloc", bytes);
+        return NULL;
+    }
+    CK(cudaMemset(p, 0, bytes));
+    return p;
+}
+
+static void be_release(struct nt_backend *be, void *p) {
+    if (p) CK(cudaFree(p));
+}
+
+static const void *be_upload(struct nt_backend *be, const void *host, size_t bytes) {
+    struct cuda_backend *b = cb(be);
+    void *p = NULL;
+    CK(cudaSetDevice(b->device));
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        set_oom(b, "upload", bytes);
+        return NULL;
+    }
+    if (bytes) CK(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
+    pthread_mutex_lock(&b->lock);
+    if (b->n_uploads == b->cap_uploads) {
+        size_t cap = b->cap_uploads ? 2 * b->cap_uploads : 256;
+        void **nu = (void **)realloc(b->uploads, cap * sizeof *nu);
+        if (!nu) {
+            pthread_mutex_unlock(&b->lock);
+            cudaFree(p);
+            snprintf(b->last_err, sizeof b->last_err, "upload: out of host memory for the list");
+            return NULL;
+        }
+        b->uploads = nu;
+        b->cap_uploads = cap;
+    }
+    b->uploads[b->n_uploads++] = p;
+    pthread_mutex_unlock(&b->lock);
+    return p;
+}
+
+static void be_to_host(struct nt_backend *be, void *dst, const void *src, size_t bytes) {
+    if (bytes) CK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+static void be_zero(struct nt_backend *be, void *dst, size_t bytes) {
+    if (bytes) CK(cudaMemsetAsync(dst, 0, bytes, 0));
+}
+
+static void be_destroy(struct nt_backend *be) {
+    struct cuda_backend *b = cb(be);
+    cudaSetDevice(b->device);
+    for (size_t i = 0; i < b->n_uploads; i++) cudaFree(b->uploads[i]);
+    free(b->uploads);
+    for (struct expert_table *t = b->tables, *nx; t; t = nx) {
+        nx = t->next;
+        cudaFree(t->dev);
+        free(t);
+    }
+    pthread_mutex_destroy(&b->lock);
+    free(b);
+}
+
+/* ---- pass scratch -------------------------------------------------------------------------- */
+
+/* The pass scratch: the pass's tokens (copied in begin_pass, so embed reads them on the device),
+ * then the quantized activations of one packed product. Quantized activations, per position:
+ * nb = ceil(cols / 32) blocks of 32 int8 in column order (a short last block padded with 0),
+ * then nb f32 d values; the position stride is a multiple of 16 so rows load as uint4. */
+static size_t tok_bytes(int n) { return round_up((size_t)(n > 0 ? n : 1) * 4, 256); }
+static size_t qx_stride(int64_t cols) {
+    size_t nb = (size_t)((cols + 31) / 32);
+    return round_up(nb * 32 + nb * 4, 16);
+}
+
+static size_t be_pass_scratch_bytes(struct nt_backend *be, int64_t max_cols, int n) {
+    return tok_bytes(n) + (size_t)(n > 0 ? n : 0) * qx_stride(max_cols);
+}
+
+static void be_begin_pass(struct nt_backend *be, const struct nt_pass *p) {
+    CK(cudaSetDevice(cb(be)->device));
+    if (p->n > 0 && p->tokens && p->scratch)
+        CK(cudaMemcpy(p->scratch, p->tokens, (size_t)p->n * sizeof(int32_t), cudaMemcpyHostToDevice));
+}
+
+static void be_end_pass(struct nt_backend *be, const struct nt_pass *p) {}
+
+/* ---- embed, norms, add, argmax --------------------------------------------------------------- */
+
+__global__ void k_embed(const int32_t *tokens, const uint8_t *emb, int dt, int64_t V, int H, float *h) {
+    int t = blockIdx.x;
+    int64_t tok = tokens[t];
+    float *dst = h + (size_t)t * H;
+    for (int c = threadIdx.x; c < H; c += blockDim.x)
+        dst[c] = (tok >= 0 && tok < V) ? load_w(emb, tok * H + c, dt) : 0.0f; /* memory-safe */
+}
+
+static void be_embed(struct nt_backend *be, const struct nt_pass *p, const struct nt_matrix *emb, float *h) {
+    if (p->n <= 0) return;
+    k_embed<<<p->n, ELEM_THREADS>>>((const int32_t *)p->scratch, (const uint8_t *)emb->data, emb->dtype,
+                                    emb->rows, (int)emb->cols, h);
+    LAUNCHED();
+}
+
+/* One block per position: h (+= o), then y = w * (h * inv). */
+__global__ void k_rmsnorm(float *h, const float *o, const float *w, int H, float eps, float *y) {
+    __shared__ float sh[33];
+    int t = blockIdx.x;
+    float *ht = h + (size_t)t * H;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < H; i += blockDim.x) {
+        float v = ht[i];
+        if (o) {
+            v = __fadd_rn(v, o[(size_t)t * H + i]);
+            ht[i] = v;
+        }
+        ss = __fadd_rn(ss, __fmul_rn(v, v));
+    }
+    ss = block_sum(ss, sh);
+    float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)H), eps)));
+    for (int i = threadIdx.x; i < H; i += blockDim.x) y[(size_t)t * H + i] = __fmul_rn(w[i], __fmul_rn(ht[i], inv));
+}
+
+static void be_rmsnorm(struct nt_backend *be, const struct nt_pass *p, const float *h, const float *w,
+                       int H, float eps, float *y) {
+    if (p->n <= 0) return;
+    k_rmsnorm<<<p->n, ELEM_THREADS>>>((float *)h, NULL, w, H, eps, y); /* h only read when o is NULL */
+    LAUNCHED();
+}
+
+static void be_add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h, const float *o,
+                           const float *w, int H, float eps, float *y) {
+    if (p->n <= 0) return;
+    k_rmsnorm<<<p->n, ELEM_THREADS>>>(h, o, w, H, eps, y);
+    LAUNCHED();
+}
+
+__global__ void k_add(float *y, const float *x, size_t count) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = __fadd_rn(y[i], x[i]);
+}
+
+static void be_add(struct nt_backend *be, float *y, const float *x, size_t count) {
+    if (!count) return;
+    size_t blocks = (count + ELEM_THREADS - 1) / ELEM_THREADS;
+    if (blocks > 65536) blocks = 65536;
+    k_add<<<(unsigned)blocks, ELEM_THREADS>>>(y, x, count);
+    LAUNCHED();
+}
+
+/* (value, index) better: larger value, then lower index (the CPU's first maximum). */
+__device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
+    return bi < 0 || (i >= 0 && (v > bv || (v == bv && i < bi)));
+}
+
+/* Block-wide pick of the best allowed element; each thread scans its stride in increasing index
+ * order, so within a thread a tie keeps the lower index, and the combine keeps it across. */
+__device__ void block_argbest(float v, int i, float *shv, int *shi, float *ov, int *oi) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) {
+        float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+        int i2 = __shfl_xor_sync(0xffffffffu, i, o);
+        if (better(v2, i2, v, i)) { v = v2; i = i2; }
+    }
+    if (lane == 0) { shv[warp] = v; shi[warp] = i; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float bv = shv[0];
+        int bi = shi[0];
+        for (int w2 = 1; w2 < nw; w2++)
+            if (better(shv[w2], shi[w2], bv, bi)) { bv = shv[w2]; bi = shi[w2]; }
+        shv[32] = bv;
+        shi[32] = bi;
+    }
+    __syncthreads();
+    *ov = shv[32];
+    *oi = shi[32];
+    __syncthreads();
+}
+
+__global__ void k_argmax(const float *logits, int vocab, int32_t *out) {
+    __shared__ float shv[33];
+    __shared__ int shi[33];
+    const float *l = logits + (size_t)blockIdx.x * vocab;
+    float bv = 0.0f;
+    int bi = -1;
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
+        if (bi < 0 || l[i] > bv) { bv = l[i]; bi = i; }
+    float rv;
+    int ri;
+    block_argbest(bv, bi, shv, shi, &rv, &ri);
+    if (threadIdx.x == 0) out[blockIdx.x] = ri < 0 ? 0 : ri;
+}
+
+static void be_argmax(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out) {
+    if (n <= 0) return;
+    k_argmax<<<n, ELEM_THREADS>>>(logits, vocab, out);
+    LAUNCHED();
+}
+
+/* ---- products ------------------------------------------------------------------------------ */
+
+/* Step 1 of matmul_q.c's arithmetic: one warp per (row, block of 32 columns), lane = column.
+ * mode 0: row i of x; mode 1 (experts' up): row entries[i] / k of x, matrix of expert
+ * idx[entries[i]]; mode 2 (experts' down): row i of x, matrix of expert idx[entries[i]]. */
+struct q_args {
+    const float *x;
+    int64_t x_stride, cols, wrows;
+    const uint8_t *W;
+    const uint8_t *const *Wtab;
+    int dtype, mode, k;
+    const int32_t *entries, *idx;
+    uint8_t *qx;
+    int64_t qxs;
+};
+
+__global__ void k_quantize(struct q_args a) {
+    int64_t i = blockIdx.x;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int64_t nb = (a.cols + 31) / 32, b = (int64_t)blockIdx.y * 8 + warp;
+    if (b >= nb) return; /* whole warps: the reduction below is warp-local */
+    const uint8_t *W = a.W;
+    int64_t xrow = i;
+    if (a.mode) {
+        int ts = a.entries[i];
+        W = a.Wtab[a.idx[ts]];
+        if (a.mode == 1) xrow = ts / a.k;
+    }
+    int64_t c = 32 * b + lane;
+    float v = 0.0f;
+    if (c < a.cols) {
+        v = a.x[xrow * a.x_stride + c];
+        if (a.dtype == NT_DTYPE_Q8_2F)
+            v = __fmul_rn(v, f16f(ld16(W + d_q8_cs_off(a.wrows, a.cols) + 2 * c)));
+    }
+    float amax = warp_max(fabsf(v));
+    float d = __fdiv_rn(amax, 127.0f);
+    float inv = __fdiv_rn(127.0f, amax);
+    if (!(inv < INFINITY)) inv = 0.0f;
+    float r = rintf(__fmul_rn(v, inv));
+    r = fminf(fmaxf(r, -127.0f), 127.0f);
+    uint8_t *dst = a.qx + i * a.qxs;
+    dst[32 * b + lane] = (uint8_t)(int8_t)(c < a.cols ? (int)r : 0);
+    if (lane == 0) ((float *)(dst + 32 * nb))[b] = d;
+}
+
+/* y[t][r] = act(W[r] . x[t] + bias[r]) for one warp = one row x up to MM_P positions.
+ * grouped: blockIdx.z picks the a-th active expert; its positions are the entries
+ * start[e] .. start[e] + count[e] - 1 (gi); x row entries[gi] / k (xmode 1) or gi, y row
+ * entries[gi] (ymode 1) or gi, quantized activations row gi. */
+struct mm_args {
+    const uint8_t *W;
+    const uint8_t *const *Wtab;
+    int dtype;
+    int64_t rows, cols;
+    const float *bias;
+    int act;
+    const float *x;
+    int64_t x_stride;
+    const uint8_t *qx;
+    int64_t qxs;
+    float *y;
+    int64_t y_stride;
+    int n;
+    int grouped, k, xmode, ymode;
+    const int32_t *count, *start, *active, *n_active, *entries;
+};
+
+#define MM_WARPS 4
+#define MM_P 4
+#define IS_Q8 136   /* 16 blocks x 8 lanes, +8 so the 4 positions' chains hit distinct banks */
+#define IS_Q4 264   /* 32 groups x 8 lanes, +8 likewise */
+
+__global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(struct mm_args a) {
+    __shared__ int32_t smem[MM_WARPS][MM_P * IS_Q4];
+    __shared__ float scs[MM_WARPS][32];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int64_t r = (int64_t)blockIdx.x * MM_WARPS + warp;
+    if (r >= a.rows) return; /* whole warps: everything below syncs per warp only */
+    const uint8_t *W = a.W;
+    int cnt = a.n, base = 0;
+    if (a.grouped) {
+        int ai = blockIdx.z;
+        if (ai >= *a.n_active) return;
+        int e = a.active[ai];
+        cnt = a.count[e];
+        base = a.start[e];
+        W = a.Wtab[e];
+    }
+    int t0 = blockIdx.y * MM_P;
+    if (t0 >= cnt) return;
+    int P = min(MM_P, cnt - t0);
+    int p = lane >> 3, l = lane & 7;
+    bool chain = p < P;
+    int gi = base + t0 + (chain ? p : 0);
+    int64_t xrow = (a.grouped && a.xmode) ? a.entries[gi] / a.k : gi;
+    int64_t yrow = (a.grouped && a.ymode) ? a.entries[gi] : gi;
+    int32_t *sm = smem[warp];
+    int64_t cols = a.cols;
+    float acc = 0.0f;
+
+    if (a.dtype == NT_DTYPE_Q8_2F) {
+        int64_t nb = (cols + 31) / 32;
+        const uint8_t *row = W + r * cols;
+        for (int64_t b0 = 0; b0 < nb; b0 += 16) {
+            int nbc = (int)min((int64_t)16, nb - b0);
+            for (int k4 = 0; k4 < 4; k4++) {
+                int wi = lane + 32 * k4, bb = wi >> 3;
+                if (bb >= nbc) continue;
+                int64_t word = b0 * 8 + wi;
+                int w32 = 4 * word < cols ? *(const int *)(row + 4 * word) : 0; /* absent lane: 0 */
+                for (int pp = 0; pp < P; pp++) {
+                    const uint8_t *q = a.qx + (int64_t)(base + t0 + pp) * a.qxs;
+                    sm[pp * IS_Q8 + wi] = __dp4a(w32, *(const int *)(q + 4 * word), 0);
+                }
+            }
+            __syncwarp();
+            if (chain) {
+                const float *dv = (const float *)(a.qx + (int64_t)gi * a.qxs + 32 * nb);
+                for (int bb = 0; bb < nbc; bb++)
+                    acc = __fmaf_rn((float)sm[p * IS_Q8 + bb * 8 + l], dv[b0 + bb], acc);
+            }
+            __syncwarp();
+        }
+    } else if (a.dtype == NT_DTYPE_Q4TP) {
+        int64_t gpr = cols / 32, cstride = d_q4_cstride(cols);
+        uint32_t pr = *(const uint32_t *)(W + d_q4_params_off(a.rows, cols) + 4 * r);
+        float qbase = f16f((uint16_t)(pr & 0xffff)), qstep = f16f((uint16_t)(pr >> 16));
+        const uint8_t *codes = W + d_q4_codes_off(a.rows, cols) + r * cstride;
+        const uint8_t *nibrow = W + r * gpr * 16;
+        for (int64_t g0 = 0; g0 < gpr; g0 += 32) {
+            int ngc = (int)min((int64_t)32, gpr - g0);
+            int64_t g = g0 + lane;
+            if (lane < ngc) {
+                int code = (ld16b(codes + ((5 * g) >> 3)) >> ((5 * g) & 7)) & 31;
+                scs[warp][lane] = q4_scale_d(qbase, qstep, code);
+                uint4 wv = *(const uint4 *)(nibrow + 16 * g);
+                uint32_t w4[4] = {wv.x, wv.y, wv.z, wv.w};
+                for (int pp = 0; pp < P; pp++) {
+                    const uint4 *q = (const uint4 *)(a.qx + (int64_t)(base + t0 + pp) * a.qxs + 32 * g);
+                    uint4 qa = q[0], qb = q[1];
+                    uint32_t qw[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+                    int32_t *dst = sm + pp * IS_Q4 + lane * 8;
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        /* word j: columns 8j .. 8j+7; lane j the even ones, lane 4+j the odd */
+                        int ev = (int)__vsub4(w4[j] & 0x0F0F0F0Fu, 0x08080808u);
+                        int od = (int)__vsub4((w4[j] >> 4) & 0x0F0F0F0Fu, 0x08080808u);
+                        int qe = (int)__byte_perm(qw[2 * j], qw[2 * j + 1], 0x6420);
+                        int qo = (int)__byte_perm(qw[2 * j], qw[2 * j + 1], 0x7531);
+                        dst[j] = __dp4a(ev, qe, 0);
+                        dst[4 + j] = __dp4a(od, qo, 0);
+                    }
+                }
+            }
+            __syncwarp();
+            if (chain) {
+                const float *dv = (const float *)(a.qx + (int64_t)gi * a.qxs + 32 * gpr);
+                for (int jj = 0; jj < ngc; jj++) {
+                    float s = __fmul_rn(scs[warp][jj], dv[g0 + jj]);
+                    acc = __fmaf_rn((float)sm[p * IS_Q4 + jj * 8 + l], s, acc);
+                }
+            }
+            __syncwarp();
+        }
+    } else {
+        /* matmul.c's AVX2 chain: lane l fmas columns l, l+8, ... below cols & ~7 */
+        float *wf = (float *)sm;
+        int64_t c8 = cols & ~(int64_t)7;
+        const float *xp = a.x + xrow * a.x_stride;
+        for (int64_t c0 = 0; c0 < c8; c0 += 256) {
+            int len = (int)min((int64_t)256, c8 - c0);
+            for (int j = lane; j < len; j += 32) wf[j] = load_w(W, r * cols + c0 + j, a.dtype);
+            __syncwarp();
+            if (chain)
+                for (int j = l; j < len; j += 8) acc = __fmaf_rn(wf[j], xp[c0 + j], acc);
+            __syncwarp();
+        }
+    }
+
+    /* the fixed lane tree ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) */
+    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 4));
+    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 2));
+    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 1));
+    if (!chain || l != 0) return;
+    float v = acc;
+    if (a.dtype == NT_DTYPE_Q8_2F) {
+        v = __fmul_rn(f16f(ld16(W + d_q8_rs_off(a.rows, cols) + 2 * r)), v);
+    } else if (a.dtype != NT_DTYPE_Q4TP) {
+        const float *xp = a.x + xrow * a.x_stride;
+        for (int64_t c = cols & ~(int64_t)7; c < cols; c++)
+            v = __fadd_rn(v, __fmul_rn(load_w(W, r * cols + c, a.dtype), xp[c]));
+    }
+    if (a.bias) v = __fadd_rn(v, a.bias[r]);
+    if (a.act == NT_ACT_RELU2) {
+        v = v > 0.0f ? v : 0.0f;
+        v = __fmul_rn(v, v);
+    }
+    a.y[yrow * a.y_stride + r] = v;
+}
+
+/* The alignment the kernels' loads assume: every upload is its own cudaMalloc (256-aligned), so
+ * this only fails for a matrix pointing inside a larger upload at an odd offset. */
+static void check_matrix(const struct nt_matrix *W) {
+    uintptr_t a = (uintptr_t)W->data;
+    size_t need = W->dtype == NT_DTYPE_Q4TP ? 16 : W->dtype == NT_DTYPE_Q8_2F || W->dtype == NT_DTYPE_F32 ? 4 : 2;
+    if (W->dtype != NT_DTYPE_F32 && W->dtype != NT_DTYPE_F16 && W->dtype != NT_DTYPE_BF16 &&
+        W->dtype != NT_DTYPE_Q8_2F && W->dtype != NT_DTYPE_Q4TP)
+        fatal("matmul: unsupported weight dtype", W->name);
+    if (a % need) fatal("matmul: weight data not aligned for its dtype", W->name);
+}
+
+static int is_packed(int dt) { return dt == NT_DTYPE_Q8_2F || dt == NT_DTYPE_Q4TP; }
+
+static void launch_matmul(const struct mm_args *a, int max_pos, int groups) {
+    dim3 grid((unsigned)((a->rows + MM_WARPS - 1) / MM_WARPS), (unsigned)((max_pos + MM_P - 1) / MM_P),
+              (unsigned)groups);
+    k_matmul<<<grid, MM_WARPS * 32>>>(*a);
+    LAUNCHED();
+}
+
+static void launch_quantize(const struct q_args *a, int nrows) {
+    int64_t nb = (a->cols + 31) / 32;
+    dim3 grid((unsigned)nrows, (unsigned)((nb + 7) / 8));
+    k_quantize<<<grid, 256>>>(*a);
+    LAUNCHED();
+}
+
+static void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, const struct nt_matrix *W,
+                      const float *bias, enum nt_act act, const float *x, int x_stride, float *y,
+                      int y_stride) {
+    if (n <= 0) return;
+    check_matrix(W);
+    struct mm_args a;
+    memset(&a, 0, sizeof a);
+    a.W = (const uint8_t *)W->data;
+    a.dtype = W->dtype;
+    a.rows = W->rows;
+    a.cols = W->cols;
+    a.bias = bias;
+    a.act = act;
+    a.x = x;
+    a.x_stride = x_stride;
+    a.y = y;
+    a.y_stride = y_stride;
+    a.n = n;
+    if (is_packed(W->dtype)) {
+        struct q_args q;
+        memset(&q, 0, sizeof q);
+        q.x = x;
+        q.x_stride = x_stride;
+        q.cols = W->cols;
+        q.wrows = W->rows;
+        q.W = a.W;
+        q.dtype = W->dtype;
+        q.qx = (uint8_t *)p->scratch + tok_bytes(p->n);
+        q.qxs = (int64_t)qx_stride(W->cols);
+        launch_quantize(&q, n);
+        a.qx = q.qx;
+        a.qxs = q.qxs;
+    }
+    launch_matmul(&a, n, 1);
+}
+
+/* ---- Mamba-2 ------------------------------------------------------------------------------- */
+
+/* One thread per channel, positions in order, the ring in registers-or-local memory. */
+__global__ void k_mamba_conv(int n, int K, int CD, int I, int zxdw, const float *conv_w, const float *conv_b,
+                             const float *zxd, float *ring, float *xbc) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= CD) return;
+    const float *wc = conv_w + (size_t)c * K;
+    float r[NT_MAX_CONV_KERNEL];
+    for (int k = 0; k < K - 1; k++) r[k] = ring[(size_t)k * CD + c];
+    for (int t = 0; t < n; t++) {
+        float in = zxd[(size_t)t * zxdw + I + c];
+        float acc = conv_b ? conv_b[c] : 0.0f;
+        for (int k = 0; k < K - 1; k++) acc = __fadd_rn(acc, __fmul_rn(wc[k], r[k]));
+        acc = __fadd_rn(acc, __fmul_rn(wc[K - 1], in));
+        for (int k = 0; k + 1 < K - 1; k++) r[k] = r[k + 1];
+        if (K > 1) r[K - 2] = in;
+        xbc[(size_t)t * CD + c] = silu_d(acc);
+    }
+    for (int k = 0; k < K - 1; k++) ring[(size_t)k * CD + c] = r[k];
+}
+
+static void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
+                          const struct nt_mamba_weights *w, const float *zxd, float *ring, float *xbc) {
+    if (p->n <= 0) return;
+    if (d->K < 1 || d->K > NT_MAX_CONV_KERNEL) fatal("mamba_conv: conv kernel out of range", NULL);
+    k_mamba_conv<<<(d->CD + 127) / 128, 128>>>(p->n, d->K, d->CD, d->I, d->zxd, w->conv_w, w->conv_b, zxd,
+                                               ring, xbc);
+    LAUNCHED();
+}
+
+/* One thread per (head, p): the state column S[.][p] in place, positions in order, the n sum in
+ * order - the CPU's chain exactly, up to expf/log1pf. */
+__global__ void k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, int zxdw, float dt_lo,
+                             float dt_hi, const float *dt_bias, const float *A_log, const float *Dv,
+                             const float *zxd, const float *xbc, float *state, float *y) {
+    int id = blockIdx.x * blockDim.x + threadIdx.x;
+    if (id >= nh * P) return;
+    int h = id / P, q = id % P, g = h / (nh / G);
+    float A = -expf(A_log[h]);
+    float *S = state + (size_t)h * N * P + q;
+    for (int t = 0; t < n; t++) {
+        const float *row = xbc + (size_t)t * CD;
+        float x = row[(size_t)h * P + q];
+        const float *B = row + I + (size_t)g * N, *C = row + I + (size_t)G * N + (size_t)g * N;
+        float dt = softplus_d(__fadd_rn(zxd[(size_t)t * zxdw + I + CD + h], dt_bias[h]));
+        dt = fminf(fmaxf(dt, dt_lo), dt_hi);
+        float dA = expf(__fmul_rn(dt, A));
+        float acc = 0.0f;
+        for (int k = 0; k < N; k++) {
+            float dtB = __fmul_rn(dt, B[k]);
+            float s = __fadd_rn(__fmul_rn(dA, S[(size_t)k * P]), __fmul_rn(dtB, x));
+            S[(size_t)k * P] = s;
+            acc = __fadd_rn(acc, __fmul_rn(s, C[k]));
+        }
+        y[(size_t)t * I + (size_t)h * P + q] = __fadd_rn(acc, __fmul_rn(Dv[h], x));
+    }
+}
+
+static void be_mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
+                          const struct nt_mamba_weights *w, const float *zxd, const float *xbc,
+                          float *state, float *y) {
+    if (p->n <= 0) return;
+    int threads = d->nh * d->P;
+    k_mamba_scan<<<(threads + 127) / 128, 128>>>(p->n, d->nh, d->P, d->N, d->G, d->I, d->CD, d->zxd, d->dt_lo,
+                                                 d->dt_hi, w->dt_bias, w->A_log, w->D, zxd, xbc, state, y);
+    LAUNCHED();
+}
+
+/* One block per (position, group): o = y * silu(z), then the group's RMS norm. */
+__global__ void k_gated_norm(int I, int G, int zxdw, float eps, const float *norm_w, const float *y,
+                             const float *zxd, float *out) {
+    __shared__ float sh[33];
+    int t = blockIdx.x / G, q = blockIdx.x % G, gs = I / G;
+    const float *yt = y + (size_t)t * I, *z = zxd + (size_t)t * zxdw;
+    float *o = out + (size_t)t * I;
+    float ss = 0.0f;
+    for (int i = q * gs + threadIdx.x; i < (q + 1) * gs; i += blockDim.x) {
+        float v = __fmul_rn(yt[i], silu_d(z[i]));
+        o[i] = v;
+        ss = __fadd_rn(ss, __fmul_rn(v, v));
+    }
+    ss = block_sum(ss, sh);
+    float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)gs), eps)));
+    for (int i = q * gs + threadIdx.x; i < (q + 1) * gs; i += blockDim.x) o[i] = __fmul_rn(norm_w[i], __fmul_rn(o[i], inv));
+}
+
+static void be_mamba_gated_norm(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
+                                const struct nt_mamba_weights *w, const float *y, const float *zxd, float *out) {
+    if (p->n <= 0) return;
+    k_gated_norm<<<p->n * d->G, ELEM_THREADS>>>(d->I, d->G, d->zxd, d->eps, w->norm_w, y, zxd, out);
+    LAUNCHED();
+}
+
+/* ---- attention ----------------------------------------------------------------------------- */
+
+#define ATT_WARPS 4
+#define ATT_PER_LANE (NT_MAX_HEAD_DIM / 32)
+
+/* One warp per (position, query head): online softmax over u = 0 .. ctx-1 in order, as the CPU,
+ * with each q.k a fixed warp tree (lane i holds elements i, i+32, ...). */
+__global__ void __launch_bounds__(ATT_WARPS * 32) k_attention(int n, int pos0, int nq, int nkv, int dh,
+                                                             const float *q, const float *kc, const float *vc,
+                                                             float *out) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int pj = blockIdx.x * ATT_WARPS + warp;
+    if (pj >= n * nq) return;
+    int t = pj / nq, j = pj % nq, kvh = j / (nq / nkv), ctx = pos0 + t + 1;
+    int kvw = nkv * dh, qw = nq * dh;
+    float scale = __fdiv_rn(1.0f, __fsqrt_rn((float)dh));
+    float qv[ATT_PER_LANE], o[ATT_PER_LANE];
+    const float *qt = q + (size_t)t * qw + (size_t)j * dh;
+#pragma unroll
+    for (int i = 0; i < ATT_PER_LANE; i++) {
+        int c = lane + 32 * i;
+        qv[i] = c < dh ? qt[c] : 0.0f;
+        o[i] = 0.0f;
+    }
+    float m = -INFINITY, lsum = 0.0f;
+    for (int u = 0; u < ctx; u++) {
+        const float *ku = kc + (size_t)u * kvw + (size_t)kvh * dh;
+        const float *vu = vc + (size_t)u * kvw + (size_t)kvh * dh;
+        float part = 0.0f;
+#pragma unroll
+        for (int i = 0; i < ATT_PER_LANE; i++) {
+            int c = lane + 32 * i;
+            if (c < dh) part = __fmaf_rn(qv[i], ku[c], part);
+        }
+        float s = __fmul_rn(warp_sum(part), scale);
+        if (s > m) {
+            float corr = expf(__fsub_rn(m, s));
+            lsum = __fmul_rn(lsum, corr);
+#pragma unroll
+            for (int i = 0; i < ATT_PER_LANE; i++) o[i] = __fmul_rn(o[i], corr);
+            m = s;
+        }
+        float e = expf(__fsub_rn(s, m));
+        lsum = __fadd_rn(lsum, e);
+#pragma unroll
+        for (int i = 0; i < ATT_PER_LANE; i++) {
+            int c = lane + 32 * i;
+            if (c < dh) o[i] = __fadd_rn(o[i], __fmul_rn(e, vu[c]));
+        }
+    }
+    float *ot = out + (size_t)t * qw + (size_t)j * dh;
+#pragma unroll
+    for (int i = 0; i < ATT_PER_LANE; i++) {
+        int c = lane + 32 * i;
+        if (c < dh) ot[c] = __fdiv_rn(o[i], lsum);
+    }
+}
+
+static void be_attention(struct nt_backend *be, const struct nt_pass *p, const struct nt_attn_dims *d,
+                         const float *q, const float *k, const float *v, float *k_cache, float *v_cache,
+                         float *out) {
+    if (p->n <= 0) return;
+    if (d->dh > NT_MAX_HEAD_DIM) fatal("attention: head dim over NT_MAX_HEAD_DIM", NULL);
+    if (p->pos0 + p->n > d->n_ctx) fatal("attention: pass runs past the cache", NULL);
+    size_t kvw = (size_t)d->nkv * d->dh;
+    CK(cudaMemcpyAsync(k_cache + (size_t)p->pos0 * kvw, k, (size_t)p->n * kvw * sizeof(float),
+                       cudaMemcpyDeviceToDevice, 0));
+    CK(cudaMemcpyAsync(v_cache + (size_t)p->pos0 * kvw, v, (size_t)p->n * kvw * sizeof(float),
+                       cudaMemcpyDeviceToDevice, 0));
+    int pairs = p->n * d->nq;
+    k_attention<<<(pairs + ATT_WARPS - 1) / ATT_WARPS, ATT_WARPS * 32>>>(p->n, p->pos0, d->nq, d->nkv, d->dh, q,
+                                                                       k_cache, v_cache, out);
+    LAUNCHED();
+}
+
+/* ---- MoE ----------------------------------------------------------------------------------- */
+
+#define ROUTE_THREADS 256
+
+/* One block per position: the CPU's moe_route with block-wide picks (same winners: largest,
+ * then lowest index). */
+__global__ void __launch_bounds__(ROUTE_THREADS) k_moe_route(int E, int k, int n_group, int topk_group, int norm,
+                                                             float scaling, float *logits, const float *bias,
+                                                             int32_t *idx, float *wts) {
+    __shared__ float sc[NT_MAX_EXPERTS];
+    __shared__ unsigned char taken[NT_MAX_EXPERTS];
+    __shared__ float gsc[NT_MAX_EXPERTS / 2];
+    __shared__ unsigned char keep[NT_MAX_EXPERTS / 2];
+    __shared__ float shv[33];
+    __shared__ int shi[33];
+    int t = blockIdx.x;
+    float *s = logits + (size_t)t * E;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        float v = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-s[e])));
+        s[e] = v;
+        sc[e] = __fadd_rn(v, bias[e]);
+        taken[e] = 0;
+    }
+    __syncthreads();
+    if (n_group > 1) {
+        int per = E / n_group;
+        for (int g = threadIdx.x; g < n_group; g += blockDim.x) {
+            const float *gs = sc + g * per;
+            int a = -1, b = -1;
+            for (int i = 0; i < per; i++)
+                if (a < 0 || gs[i] > gs[a]) a = i;
+            for (int i = 0; i < per; i++)
+                if (i != a && (b < 0 || gs[i] > gs[b])) b = i;
+            gsc[g] = __fadd_rn(gs[a], gs[b]);
+            keep[g] = 0;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0)
+            for (int i = 0; i < topk_group; i++) {
+                int best = -1;
+                for (int g = 0; g < n_group; g++)
+                    if (!keep[g] && (best < 0 || gsc[g] > gsc[best])) best = g;
+                if (best >= 0) keep[best] = 1;
+            }
+        __syncthreads();
+        for (int e = threadIdx.x; e < E; e += blockDim.x) taken[e] = !keep[e / per];
+        __syncthreads();
+    }
+    for (int j = 0; j < k; j++) {
+        float bv = 0.0f;
+        int bi = -1;
+        for (int e = threadIdx.x; e < E; e += blockDim.x)
+            if (!taken[e] && (bi < 0 || sc[e] > bv)) { bv = sc[e]; bi = e; }
+        float rv;
+        int ri;
+        block_argbest(bv, bi, shv, shi, &rv, &ri);
+        if (threadIdx.x == 0) {
+            if (ri < 0) ri = 0; /* k <= kept experts is a config invariant; stay in bounds */
+            taken[ri] = 1;
+            idx[(size_t)t * k + j] = ri;
+            wts[(size_t)t * k + j] = s[ri];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        float sum = 0.0f;
+        for (int j = 0; j < k; j++) sum = __fadd_rn(sum, wts[(size_t)t * k + j]);
+        for (int j = 0; j < k; j++) {
+            float wj = wts[(size_t)t * k + j];
+            if (norm) wj = __fdiv_rn(wj, __fadd_rn(sum, 1e-20f));
+            wts[(size_t)t * k + j] = __fmul_rn(wj, scaling);
+        }
+    }
+}
+
+static void be_moe_route(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
+                         float *logits, const float *score_bias, int32_t *idx, float *wts) {
+    if (p->n <= 0) return;
+    if (d->E > NT_MAX_EXPERTS || (d->n_group > 1 && d->n_group > NT_MAX_EXPERTS / 2))
+        fatal("moe_route: too many experts or groups", NULL);
+    k_moe_route<<<p->n, ROUTE_THREADS>>>(d->E, d->k, d->n_group, d->topk_group, d->norm_topk_prob,
+                                         d->routed_scaling_factor, logits, score_bias, idx, wts);
+    LAUNCHED();
+}
+
+/* moe_experts' scratch, each part 256-byte aligned: per-(position, slot) outputs eo [n*k][L],
+ * inner activations [n*k][mi] (entry order), the quantized activations of the up and down
+ * products (entry order), then ints: count, start, active [E] each, n_active, entries [n*k]. */
+struct moe_layout {
+    size_t eo, inner, qup, qdn, count, start, active, n_active, entries, total;
+};
+
+static struct moe_layout moe_layout(const struct nt_moe_dims *d, int n) {
+    struct moe_layout m;
+    size_t nk = (size_t)n * d->k, at = 0;
+#define PART(f, bytes) (m.f = at, at = round_up(at + (bytes), 256))
+    PART(eo, nk * d->L * sizeof(float));
+    PART(inner, nk * d->mi * sizeof(float));
+    PART(qup, nk * qx_stride(d->L));
+    PART(qdn, nk * qx_stride(d->mi));
+    PART(count, (size_t)d->E * 4);
+    PART(start, (size_t)d->E * 4);
+    PART(active, (size_t)d->E * 4);
+    PART(n_active, 4);
+    PART(entries, nk * 4);
+#undef PART
+    m.total = at;
+    return m;
+}
+
+static size_t be_moe_scratch_floats(struct nt_backend *be, const struct nt_moe_dims *d, int n) {
+    return (moe_layout(d, n).total + 255) / sizeof(float) + 64; /* + 256 bytes: base alignment */
+}
+
+/* One warp per expert: count[e], or (fill) entries[start[e] + rank] = ts in position order, both
+ * from ballots over idx in order (integers: exact, and the order is the entries' own). */
+__global__ void k_moe_lists(int E, int nk, const int32_t *idx, int32_t *count, const int32_t *start,
+                            int32_t *entries, int fill) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int e = blockIdx.x * (blockDim.x >> 5) + warp;
+    if (e >= E) return;
+    int c = 0, at = fill ? start[e] : 0;
+    for (int ts0 = 0; ts0 < nk; ts0 += 32) {
+        int ts = ts0 + lane;
+        unsigned m = __ballot_sync(0xffffffffu, ts < nk && idx[ts] == e);
+        if (fill && ts < nk && idx[ts] == e) entries[at + c + __popc(m & ((1u << lane) - 1))] = ts;
+        c += __popc(m);
+    }
+    if (!fill && lane == 0) count[e] = c;
+}
+
+/* Exclusive scan of the counts and the list of experts with entries, in increasing order. One
+ * thread: E <= 4096 integer steps in shared memory. */
+__global__ void k_moe_scan(int E, const int32_t *count, int32_t *start, int32_t *active, int32_t *n_active) {
+    if (threadIdx.x != 0) return;
+    int at = 0, na = 0;
+    for (int e = 0; e < E; e++) {
+        start[e] = at;
+        at += count[e];
+        if (count[e]) active[na++] = e;
+    }
+    *n_active = na;
+}
+
+/* y[t][c] = sum over slots in slot order of wts * eo (the CPU's mul-then-add chain). */
+__global__ void k_moe_combine(int n, int k, int L, const float *wts, const float *eo, float *y) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= (size_t)n * L) return;
+    int t = (int)(i / L), c = (int)(i % L);
+    float acc = 0.0f;
+    for (int s = 0; s < k; s++)
+        acc = __fadd_rn(acc, __fmul_rn(wts[(size_t)t * k + s], eo[((size_t)t * k + s) * L + c]));
+    y[i] = acc;
+}
+
+/* The device table of an expert array's data pointers, made on first use. All experts must share
+ * dtype and shape (the grouped kernels read one shape). */
+static const uint8_t *const *expert_table(struct cuda_backend *b, const struct nt_matrix *m, int E) {
+    pthread_mutex_lock(&b->lock);
+    for (struct expert_table *t = b->tables; t; t = t->next)
+        if (t->key == m && t->first == m[0].data && t->E == E) {
+            pthread_mutex_unlock(&b->lock);
+            return t->dev;
+        }
+    const uint8_t **host = (const uint8_t **)malloc((size_t)E * sizeof *host);
+    struct expert_table *t = (struct expert_table *)calloc(1, sizeof *t);
+    if (!host || !t) fatal("moe_experts: out of host memory for the expert table", NULL);
+    for (int e = 0; e < E; e++) {
+        if (m[e].dtype != m[0].dtype || m[e].rows != m[0].rows || m[e].cols != m[0].cols)
+            fatal("moe_experts: experts differ in dtype or shape", m[e].name);
+        check_matrix(&m[e]);
+        host[e] = (const uint8_t *)m[e].data;
+    }
+    CK(cudaMalloc((void **)&t->dev, (size_t)E * sizeof *host));
+    CK(cudaMemcpy(t->dev, host, (size_t)E * sizeof *host, cudaMemcpyHostToDevice));
+    free(host);
+    t->key = m;
+    t->first = m[0].data;
+    t->E = E;
+    t->next = b->tables;
+    b->tables = t;
+    pthread_mutex_unlock(&b->lock);
+    return t->dev;
+}
+
+static void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
+                           const struct nt_moe_weights *w, const float *x, const int32_t *idx,
+                           const float *wts, float *scratch, float *y) {
+    int n = p->n, k = d->k, E = d->E, L = d->L, mi = d->mi, nk = n * k;
+    if (n <= 0) return;
+    const struct nt_matrix *up = w->expert_up, *dn = w->expert_down;
+    const uint8_t *const *tup = expert_table(cb(be), up, E);
+    const uint8_t *const *tdn = expert_table(cb(be), dn, E);
+    if (up[0].rows != mi || up[0].cols != L || dn[0].rows != L || dn[0].cols != mi)
+        fatal("moe_experts: expert shapes do not match the dims", up[0].name);
+    uint8_t *base = (uint8_t *)(((uintptr_t)scratch + 255) & ~(uintptr_t)255);
+    struct moe_layout ml = moe_layout(d, n);
+    float *eo = (float *)(base + ml.eo), *inner = (float *)(base + ml.inner);
+    int32_t *count = (int32_t *)(base + ml.count), *start = (int32_t *)(base + ml.start);
+    int32_t *active = (int32_t *)(base + ml.active), *n_active = (int32_t *)(base + ml.n_active);
+    int32_t *entries = (int32_t *)(base + ml.entries);
+
+    /* the entry lists, on the device */
+    int lb = (E + 7) / 8;
+    k_moe_lists<<<lb, 256>>>(E, nk, idx, count, NULL, NULL, 0);
+    LAUNCHED();
+    k_moe_scan<<<1, 32>>>(E, count, start, active, n_active);
+    LAUNCHED();
+    k_moe_lists<<<lb, 256>>>(E, nk, idx, count, start, entries, 1);
+    LAUNCHED();
+
+    int groups = E < nk ? E : nk; /* at most this many experts have entries */
+    struct mm_args a;
+    memset(&a, 0, sizeof a);
+    a.grouped = 1;
+    a.k = k;
+    a.count = count;
+    a.start = start;
+    a.active = active;
+    a.n_active = n_active;
+    a.entries = entries;
+    a.n = n;
+
+    /* up: x gathered by position -> inner[gi], relu^2 */
+    a.Wtab = tup;
+    a.dtype = up[0].dtype;
+    a.rows = mi;
+    a.cols = L;
+    a.act = NT_ACT_RELU2;
+    a.x = x;
+    a.x_stride = L;
+    a.xmode = 1;
+    a.y = inner;
+    a.y_stride = mi;
+    a.ymode = 0;
+    if (is_packed(a.dtype)) {
+        struct q_args q;
+        memset(&q, 0, sizeof q);
+        q.x = x; q.x_stride = L; q.cols = L; q.wrows = mi; q.Wtab = tup; q.dtype = a.dtype;
+        q.mode = 1; q.k = k; q.entries = entries; q.idx = idx;
+        q.qx = base + ml.qup; q.qxs = (int64_t)qx_stride(L);
+        launch_quantize(&q, nk);
+        a.qx = q.qx;
+        a.qxs = q.qxs;
+    }
+    launch_matmul(&a, n, groups);
+
+    /* down: inner[gi] -> eo[entries[gi]] */
+    a.Wtab = tdn;
+    a.dtype = dn[0].dtype;
+    a.rows = L;
+    a.cols = mi;
+    a.act = NT_ACT_NONE;
+    a.x = inner;
+    a.x_stride = mi;
+    a.xmode = 0;
+    a.y = eo;
+    a.y_stride = L;
+    a.ymode = 1;
+    a.qx = NULL;
+    if (is_packed(a.dtype)) {
+        struct q_args q;
+        memset(&q, 0, sizeof q);
+        q.x = inner; q.x_stride = mi; q.cols = mi; q.wrows = L; q.Wtab = tdn; q.dtype = a.dtype;
+        q.mode = 2; q.k = k; q.entries = entries; q.idx = idx;
+        q.qx = base + ml.qdn; q.qxs = (int64_t)qx_stride(mi);
+        launch_quantize(&q, nk);
+        a.qx = q.qx;
+        a.qxs = q.qxs;
+    }
+    launch_matmul(&a, n, groups);
+
+    size_t tot = (size_t)n * L;
+    k_moe_combine<<<(unsigned)((tot + ELEM_THREADS - 1) / ELEM_THREADS), ELEM_THREADS>>>(n, k, L, wts, eo, y);
+    LAUNCHED();
+}
+
+/* ---- the table ----------------------------------------------------------------------------- */
+
+static const struct nt_backend_ops cuda_ops = {
+    "cuda",
+    be_destroy,
+    be_alloc,
+    be_release,
+    be_upload,
+    be_to_host,
+    be_zero,
+    be_begin_pass,
+    be_end_pass,
+    be_embed,
+    be_rmsnorm,
+    be_add_rmsnorm,
+    be_pass_scratch_bytes,
+    be_matmul,
+    be_mamba_conv,
+    be_mamba_scan,
+    be_mamba_gated_norm,
+    be_attention,
+    be_moe_route,
+    be_moe_experts,
+    be_moe_scratch_floats,
+    be_add,
+    be_argmax,
+};
+
+extern "C" struct nt_backend *nt_cuda_backend_new(int device, struct nt_err *err) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        nt_fail(err, NEMOTRON_ERR_UNSUPPORTED, "cuda: no usable device: %s", cudaGetErrorString(e));
+        return NULL;
+    }
+    if (device < 0 || device >= count) {
+        nt_fail(err, NEMOTRON_ERR_ARG, "cuda: device %d does not exist (%d found)", device, count);
+        return NULL;
+    }
+    struct cudaDeviceProp prop;
+    if ((e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess || (e = cudaSetDevice(device)) != cudaSuccess) {
+        nt_fail(err, NEMOTRON_ERR_UNSUPPORTED, "cuda: device %d: %s", device, cudaGetErrorString(e));
+        return NULL;
+    }
+    if (prop.major * 10 + prop.minor < 61) {
+        nt_fail(err, NEMOTRON_ERR_UNSUPPORTED, "cuda: device %d (%s) is sm_%d%d; dp4a needs sm_61 or newer", device,
+                prop.name, prop.major, prop.minor);
+        return NULL;
+    }
+    struct cuda_backend *b = (struct cuda_backend *)calloc(1, sizeof *b);
+    if (!b) {
+        nt_fail(err, NEMOTRON_ERR_NOMEM, "cuda: out of host memory");
+        return NULL;
+    }
+    b->base.ops = &cuda_ops;
+    b->base.n_threads = 1;
+    b->device = device;
+    pthread_mutex_init(&b->lock, NULL);
+    return &b->base;
+}
+
+extern "C" const char *nt_cuda_last_error(struct nt_backend *be) { return cb(be)->last_err; }

@@ -34,18 +34,42 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 REL  := build
 ASAN := build/asan
 
-LIB_OBJ_REL  := $(LIB_SRC:%.c=$(REL)/%.o)
+# The CUDA backend is built whenever nvcc is found (PATH, then /usr/local/cuda): sm_90 machine code
+# plus compute_90 PTX, so newer GPUs run it through the driver's JIT. Only the release build has
+# it (the ASan build stays host-only). CUDA=0 leaves it out. The runtime is linked statically:
+# the binaries need only the driver (libcuda.so.1, opened at run time) where a GPU is used, and
+# run unchanged on machines without one.
+NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+ifeq ($(CUDA),0)
+NVCC :=
+endif
+ifneq ($(NVCC),)
+CUDA_HOME  := $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCH  ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+# -fmad=false: no fused multiply-add unless a kernel writes one (__fmaf_rn), as -ffp-contract=off
+# on the host: the packed products reproduce the CPU's arithmetic bit for bit.
+NVCCFLAGS  := -std=c++17 -O3 -lineinfo -fmad=false $(CUDA_ARCH) -Iinclude -Isrc \
+              -Xcompiler "-Wall -Wno-unused-parameter $(if $(filter 1,$(WERROR)),-Werror)" \
+              $(if $(filter 1,$(WERROR)),-Werror all-warnings) -MMD -MP
+CUDA_SRC   := $(wildcard src/cuda/*.cu)
+CUDA_OBJ   := $(CUDA_SRC:%.cu=$(REL)/%.o)
+CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
+endif
+
+LIB_OBJ_REL  := $(LIB_SRC:%.c=$(REL)/%.o) $(CUDA_OBJ)
 LIB_OBJ_ASAN := $(LIB_SRC:%.c=$(ASAN)/%.o)
 TESTS_REL    := $(TEST_SRC:tests/unit/%.c=$(REL)/bin/%)
 TESTS_ASAN   := $(TEST_SRC:tests/unit/%.c=$(ASAN)/bin/%)
 SUPPORT_REL  := $(SUPPORT_SRC:%.c=$(REL)/%.o)
 SUPPORT_ASAN := $(SUPPORT_SRC:%.c=$(ASAN)/%.o)
 
-.PHONY: help cpu all test asan bench clean fixtures-check
+.PHONY: help cpu all test asan bench clean fixtures-check gpu-test gpu-bundle
 
 help:
 	@echo "nemotron.c - targets:"
-	@echo "  make cpu      build build/libnemotron.a and build/nemotron (the command)"
+	@echo "  make cpu      build build/libnemotron.a and build/nemotron (the command); with the CUDA"
+	@echo "                backend when nvcc is found (CUDA=0: without it)"
+	@echo "  make gpu-test build what tests/gpu/run.sh runs on a GPU machine (CUDA vs CPU checks)"
 	@echo "  make test     build and run every test (release build)"
 	@echo "  make asan     build and run every test under AddressSanitizer + UBSan, with the"
 	@echo "                debug allocation guard (no allocation inside a pass)"
@@ -61,6 +85,15 @@ $(REL)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_REL) -c $< -o $@
 
+# backend_open.c is the one file that knows whether this build holds the CUDA backend.
+ifneq ($(NVCC),)
+$(REL)/src/backend_open.o: CFLAGS_REL += -DNT_HAVE_CUDA
+endif
+
+$(REL)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
 $(ASAN)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ASAN) -c $< -o $@
@@ -74,14 +107,14 @@ $(ASAN)/libnemotron.a: $(LIB_OBJ_ASAN)
 	ar rcs $@ $^
 
 $(REL)/nemotron: $(TOOL_SRC:%.c=$(REL)/%.o) $(REL)/libnemotron.a
-	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS) $(CUDA_LIBS)
 
 $(ASAN)/nemotron: $(TOOL_SRC:%.c=$(ASAN)/%.o) $(ASAN)/libnemotron.a
 	$(CC) $(CFLAGS_ASAN) $^ -o $@ $(LDLIBS)
 
 $(REL)/bin/%: $(REL)/tests/unit/%.o $(SUPPORT_REL) $(REL)/libnemotron.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS) $(CUDA_LIBS)
 
 $(ASAN)/bin/%: $(ASAN)/tests/unit/%.o $(SUPPORT_ASAN) $(ASAN)/libnemotron.a
 	@mkdir -p $(dir $@)
@@ -90,7 +123,7 @@ $(ASAN)/bin/%: $(ASAN)/tests/unit/%.o $(SUPPORT_ASAN) $(ASAN)/libnemotron.a
 # make_model: writes a random model directory (tests/support/synth.h) for tests and benchmarks
 $(REL)/make_model: $(REL)/tests/tools/make_model.o $(SUPPORT_REL) $(REL)/libnemotron.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS) $(CUDA_LIBS)
 
 # The public header must compile as C++ too.
 $(REL)/tests/header_cxx.o: tests/header_cxx.cc include/nemotron.h
@@ -108,6 +141,20 @@ test: $(TESTS_REL) $(REL)/nemotron $(REL)/make_model $(REL)/tests/header_cxx.o $
 asan: $(TESTS_ASAN) $(ASAN)/nemotron $(REL)/make_model $(REL)/fixtures/big.json
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(ASAN)
 
+# tests/gpu: programs that need a GPU (run by tests/gpu/run.sh on a GPU machine, never by `test`)
+GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
+gpu-test: cpu $(GPU_TEST_SRC:tests/gpu/test_%.c=$(REL)/bin/gpu_test_%)
+
+$(REL)/bin/gpu_test_%: $(REL)/tests/gpu/test_%.o $(SUPPORT_REL) $(REL)/libnemotron.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS) $(CUDA_LIBS)
+
+# gpu-bundle: gpu-test plus the shared libraries the binaries load that a bare GPU machine may
+# lack, for NEMOTRON_PREBUILT=1 tests/gpu/run.sh there
+gpu-bundle: gpu-test
+	@mkdir -p $(REL)/gpu-libs
+	@for l in $$(ldd $(REL)/nemotron | awk '/json-c|pcre2|gomp/ {print $$3}'); do cp -L $$l $(REL)/gpu-libs/; done
+
 bench: $(REL)/nemotron $(REL)/make_model
 	tools/bench_cpu.sh $(REL)
 
@@ -115,15 +162,17 @@ clean:
 	rm -rf build
 
 -include $(LIB_OBJ_REL:.o=.d) $(LIB_OBJ_ASAN:.o=.d) $(SUPPORT_REL:.o=.d) $(SUPPORT_ASAN:.o=.d)
+-include $(TOOL_SRC:%.c=$(REL)/%.d) $(TOOL_SRC:%.c=$(ASAN)/%.d)
+-include $(CUDA_OBJ:.o=.d) $(GPU_TEST_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d)
 -include $(TEST_SRC:tests/unit/%.c=$(REL)/tests/unit/%.d) $(TEST_SRC:tests/unit/%.c=$(ASAN)/tests/unit/%.d)
 
 # dev/: scratch benchmarks of single kernels (not part of the library or the tests)
 $(REL)/dev/%: $(REL)/dev/cpu/%.o $(REL)/libnemotron.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS) $(CUDA_LIBS)
 $(REL)/dev/%: $(REL)/dev/text/%.o $(REL)/libnemotron.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS) $(CUDA_LIBS)
 $(REL)/dev/%: $(REL)/dev/quant/%.o $(REL)/libnemotron.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS) $(CUDA_LIBS)

@@ -67,7 +67,8 @@ typedef struct nemotron_session nemotron_session;
 
 typedef struct nemotron_model_params {
     int n_threads;          /* CPU threads; <= 0: the number of physical cores */
-    const char *device;     /* "cpu" (NULL = "cpu") */
+    const char *device;     /* "cpu" (NULL = "cpu"), "cuda" (= "cuda:0") or "cuda:N" where the build
+                             * has the CUDA backend (nemotron_model_load says when it has not) */
 } nemotron_model_params;
 
 nemotron_model_params nemotron_model_default_params(void);

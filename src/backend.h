@@ -31,6 +31,10 @@ struct nt_pass {
     int n;                    /* positions in the pass, 1 .. pass_max */
     int pos0;                 /* position of the first one in the sequence */
     const int32_t *tokens;    /* host, [n]; valid for the whole pass */
+    int want;                 /* the logits it returns (enum nt_logits, forward.h). A session's
+                               * passes with equal n and want call the same operations with the
+                               * same arguments, pos0 and the tokens aside: a backend may capture
+                               * that program once and replay it (the CUDA backend does) */
     void *scratch;            /* resident, pass_scratch_bytes for the session's pass_max: the
                                * backend's working memory for the pass (the CPU keeps quantized
                                * activations there); owned by the session, so sessions on
@@ -147,6 +151,8 @@ struct nt_backend_ops {
 struct nt_backend {
     const struct nt_backend_ops *ops;
     int n_threads;            /* host threads the backend's operations use */
+    char alloc_error[256];    /* why the last alloc/upload returned NULL: the bytes asked for and
+                               * the bytes free ("" when none failed); the loader quotes it */
 };
 
 /* Creates the CPU backend with n_threads threads (<= 0: physical cores). NULL when out of memory.

@@ -1,4 +1,5 @@
-/* common.c - errors, the always-on assertion, the allocation guard and half-float conversions.
+/* common.c - errors, the always-on assertion, the allocation guard, half-float conversions and
+ * the host's core count.
  *
  * Owns nothing but a per-thread counter: the passes running on the thread (read by the
  * allocation guard). See common.h for the contracts.
@@ -8,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,4 +178,38 @@ nemotron_status nt_read_file(const char *path, size_t max_bytes, const char *wha
     *buf = b;
     *len = got;
     return NEMOTRON_OK;
+}
+
+/* Physical cores this process may run on: the distinct (package, core) pairs, in sysfs, of the
+ * CPUs in its affinity mask (taskset, cpusets); the mask's CPU count when sysfs is unreadable. */
+int nt_physical_cores(void) {
+    cpu_set_t mask;
+    if (sched_getaffinity(0, sizeof mask, &mask) != 0) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        return online > 0 ? (int)online : 1;
+    }
+    enum { MAX_IDS = CPU_SETSIZE };
+    long ids[MAX_IDS];
+    int seen = 0, allowed = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &mask)) continue;
+        allowed++;
+        char path[128];
+        long core = -1, pkg = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/core_id", c);
+        FILE *f = fopen(path, "r");
+        if (!f) return CPU_COUNT(&mask);
+        if (fscanf(f, "%ld", &core) != 1) core = c;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", c);
+        if ((f = fopen(path, "r"))) {
+            if (fscanf(f, "%ld", &pkg) != 1) pkg = 0;
+            fclose(f);
+        }
+        long id = pkg * 65536 + core;
+        int dup = 0;
+        for (int i = 0; i < seen && !dup; i++) dup = ids[i] == id;
+        if (!dup) ids[seen++] = id;
+    }
+    return seen > 0 ? seen : (allowed > 0 ? allowed : 1);
 }

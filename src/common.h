@@ -41,6 +41,9 @@ char *nt_strdup(const char *s);
  * what it should have been, e.g. "a config"), unreadable. */
 nemotron_status nt_read_file(const char *path, size_t max_bytes, const char *what, char **buf,
                              size_t *len, struct nt_err *err);
+/* Physical cores this process may run on (affinity-aware; at least 1). */
+int nt_physical_cores(void);
+
 void nt_pass_enter(void);
 void nt_pass_leave(void);
 

@@ -99,9 +99,10 @@ nemotron_status nt_state_alloc(const struct nt_forward *f, int n_ctx, struct nt_
     if (!ok) {
         nt_state_free(f, s);
         return nt_fail(err, NEMOTRON_ERR_NOMEM,
-                       "out of memory for the session state (context of %d positions: %.1f MiB "
-                       "of KV cache per attention layer)",
-                       n_ctx, (double)kv_floats * 8 / 1048576.0);
+                       "out of %s memory for the session state (context of %d positions: %.1f "
+                       "MiB of KV cache per attention layer)%s%s", f->be->ops->name,
+                       n_ctx, (double)kv_floats * 8 / 1048576.0,
+                       f->be->alloc_error[0] ? ": " : "", f->be->alloc_error);
     }
     return NEMOTRON_OK;
 }
@@ -167,7 +168,8 @@ nemotron_status nt_acts_alloc(const struct nt_forward *f, int n, struct nt_acts 
              (!f->cfg->moe_latent_size || take(f, &a->xl, N * e->L));
     if (!ok) {
         nt_acts_free(f, a);
-        return nt_fail(err, NEMOTRON_ERR_NOMEM, "out of memory for the activations of a %d-position pass", n);
+        return nt_fail(err, NEMOTRON_ERR_NOMEM, "out of %s memory for the activations of a %d-position pass%s%s",
+                       f->be->ops->name, n, f->be->alloc_error[0] ? ": " : "", f->be->alloc_error);
     }
     return NEMOTRON_OK;
 }
@@ -238,7 +240,7 @@ static void moe_mixer(const struct nt_forward *f, const struct nt_moe_weights *w
 }
 
 void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_acts *a,
-                     const struct nt_pass *p, enum nt_logits want) {
+                     const struct nt_pass *p) {
     struct nt_backend *be = f->be;
     const struct nt_weights *w = f->w;
     const struct nt_config *c = f->cfg;
@@ -257,6 +259,7 @@ void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_a
         const float *next = i + 1 < c->n_layer ? w->layers[i + 1].norm_w : w->norm_f;
         be->ops->add_rmsnorm(be, p, a->h, a->o, next, f->H, f->eps, a->x);
     }
+    enum nt_logits want = (enum nt_logits)p->want;
     if (want != NT_LOGITS_NONE) {
         int rows = want == NT_LOGITS_ALL ? p->n : 1;
         const float *x = want == NT_LOGITS_ALL ? a->x : a->x + (size_t)(p->n - 1) * f->H;

@@ -67,8 +67,9 @@ enum nt_logits {
 };
 
 /* Runs one pass: positions p->pos0 .. p->pos0 + p->n - 1 (the caller has checked tokens and the
- * context length), leaving the logits asked for in a->logits and their argmax in a->argmax. */
+ * context length), leaving the logits p->want asks for in a->logits and their argmax in
+ * a->argmax. */
 void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_acts *a,
-                     const struct nt_pass *p, enum nt_logits want);
+                     const struct nt_pass *p);
 
 #endif /* NT_FORWARD_H */

@@ -30,6 +30,7 @@ struct args {
     const char *stop[CLI_MAX_STOP_STRINGS];
     int n_stop;
     int seed_given;
+    const char *device;              /* --device: NULL = cpu */
     /* model files */
     const char *quant, *shape;       /* --quant, --shape */
     int list;                        /* synth --list */

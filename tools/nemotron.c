@@ -47,6 +47,7 @@ static const char *usage_text =
     "  -o, --output FILE  output file (logits)\n"
     "  -n N               tokens to generate (generate; default 16)\n"
     "  -t, --threads N    CPU threads (default: the physical cores)\n"
+    "  --device D         cpu (default), cuda or cuda:N (builds with the CUDA backend)\n"
     "  --pass N           positions per pass, 1..64 (default 64)\n"
     "  --ctx N            context length of the session (default: what the run needs)\n"
     "  --ignore-eos       generate: do not stop at an end-of-sequence id\n"
@@ -151,6 +152,7 @@ static void parse_args(int argc, char **argv, struct args *a) {
         else if (!strcmp(o, "-o") || !strcmp(o, "--output")) a->output = VALUE();
         else if (!strcmp(o, "-n")) a->n_gen = (int)parse_int(VALUE(), "-n", 0, 1 << 24);
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) a->threads = (int)parse_int(VALUE(), o, 1, 1024);
+        else if (!strcmp(o, "--device")) a->device = VALUE();
         else if (!strcmp(o, "--pass")) a->pass = (int)parse_int(VALUE(), o, 1, NEMOTRON_PASS_MAX);
         else if (!strcmp(o, "--ctx")) a->ctx = (int)parse_int(VALUE(), o, 1, 1 << 24);
         else if (!strcmp(o, "--ignore-eos")) a->ignore_eos = 1;
@@ -236,6 +238,7 @@ static int write_npy(const char *path, const float *data, int rows, int cols) {
 int cli_open(const struct args *a, int n_ctx, nemotron_model **m, nemotron_session **s) {
     nemotron_model_params mp = nemotron_model_default_params();
     mp.n_threads = a->threads;
+    mp.device = a->device;
     nemotron_status st = nemotron_model_load(a->model, &mp, m);
     if (st) return cli_fail("loading the model", nemotron_model_errmsg(*m), st);
     nemotron_session_params sp = nemotron_session_default_params();

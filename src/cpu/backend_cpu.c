@@ -441,45 +441,11 @@ static const struct nt_backend_ops cpu_ops = {
     .argmax = argmax,
 };
 
-/* Physical cores this process may run on: the distinct (package, core) pairs, in sysfs, of the
- * CPUs in its affinity mask (taskset, cpusets); the mask's CPU count when sysfs is unreadable. */
-static int physical_cores(void) {
-    cpu_set_t mask;
-    if (sched_getaffinity(0, sizeof mask, &mask) != 0) {
-        long online = sysconf(_SC_NPROCESSORS_ONLN);
-        return online > 0 ? (int)online : 1;
-    }
-    enum { MAX_IDS = CPU_SETSIZE };
-    long ids[MAX_IDS];
-    int seen = 0, allowed = 0;
-    for (int c = 0; c < CPU_SETSIZE; c++) {
-        if (!CPU_ISSET(c, &mask)) continue;
-        allowed++;
-        char path[128];
-        long core = -1, pkg = 0;
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/core_id", c);
-        FILE *f = fopen(path, "r");
-        if (!f) return CPU_COUNT(&mask);
-        if (fscanf(f, "%ld", &core) != 1) core = c;
-        fclose(f);
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", c);
-        if ((f = fopen(path, "r"))) {
-            if (fscanf(f, "%ld", &pkg) != 1) pkg = 0;
-            fclose(f);
-        }
-        long id = pkg * 65536 + core;
-        int dup = 0;
-        for (int i = 0; i < seen && !dup; i++) dup = ids[i] == id;
-        if (!dup) ids[seen++] = id;
-    }
-    return seen > 0 ? seen : (allowed > 0 ? allowed : 1);
-}
-
 struct nt_backend *nt_cpu_backend_new(int n_threads) {
     struct cpu_backend *b = nt_calloc(1, sizeof *b);
     if (!b) return NULL;
     b->base.ops = &cpu_ops;
-    b->n_threads = n_threads > 0 ? n_threads : physical_cores();
+    b->n_threads = n_threads > 0 ? n_threads : nt_physical_cores();
     b->base.n_threads = b->n_threads;
     const char *force = getenv("NEMOTRON_CPU");
     b->simd = nt_cpu_simd_available() && !(force && strcmp(force, "scalar") == 0);

@@ -28,6 +28,7 @@ extern "C" {
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
@@ -61,19 +62,47 @@ struct expert_table {
     struct expert_table *next;
 };
 
+/* A captured pass program: the kernels one session's passes of n positions asking for `want`
+ * launch, with their arguments' fingerprint (graph.h below says why it is checked). */
+struct pass_graph {
+    const void *scratch;         /* the session's pass scratch: one session, one set of buffers */
+    int n, want;
+    int runs;                    /* eager runs so far (the program is captured on the second) */
+    uint64_t print;              /* fingerprint of every operation and argument of the pass */
+    cudaGraphExec_t exec;        /* NULL until captured */
+    uint64_t used;               /* clock of the last use: the least recently used is evicted */
+};
+
+/* Passes kept captured per backend: a decode kind, a full prefill kind and a remainder or two
+ * per live session; more are evicted least-recently-used (a recapture costs ~1 ms). */
+#define MAX_GRAPHS 32
+
+/* Uploads are placed in slabs of this size (one cudaMalloc each), 256-byte aligned inside: a
+ * model has thousands of expert matrices, and one allocation each would round every one up to
+ * the driver's 2 MiB granularity (GBs lost on Nemotron-3-Nano). Larger uploads get their own. */
+#define SLAB_BYTES ((size_t)1 << 30)
+
 struct cuda_backend {
     struct nt_backend base;
     int device;
-    char last_err[512];
-    pthread_mutex_t lock;        /* uploads list and expert tables: sessions may share a backend */
-    void **uploads;
-    size_t n_uploads, cap_uploads;
+    pthread_mutex_t lock;        /* slabs, expert tables, graphs: sessions may share a backend */
+    void **slabs;                /* every cudaMalloc of uploads */
+    size_t n_slabs, cap_slabs;
+    uint8_t *slab;               /* the shared slab small uploads are placed in now */
+    size_t slab_used;            /* its bytes taken */
     struct expert_table *tables;
+    struct pass_graph graphs[MAX_GRAPHS];
+    uint64_t clock;
+    int no_graphs;               /* NEMOTRON_CUDA_GRAPHS=0: every pass eager (to compare, profile) */
 };
 
 static struct cuda_backend *cb(struct nt_backend *be) { return (struct cuda_backend *)be; }
 
 static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+/* Every operation goes to the calling thread's default stream: sessions on different threads
+ * run concurrently, and one thread's pass is ordered without events. */
+#define ST cudaStreamPerThread
 
 /* ---- small device helpers ------------------------------------------------------------------ */
 
@@ -155,9 +184,9 @@ static void set_oom(struct cuda_backend *b, const char *what, size_t bytes) {
     size_t free_b = 0, total_b = 0;
     cudaGetLastError(); /* clear the sticky-free allocation error before asking */
     cudaMemGetInfo(&free_b, &total_b);
-    snprintf(b->last_err, sizeof b->last_err,
-             "cuda device %d: %s of %zu bytes failed: %zu bytes free of %zu", b->device, what, bytes,
-             free_b, total_b);
+    snprintf(b->base.alloc_error, sizeof b->base.alloc_error,
+             "cuda device %d: %s of %.3f GB failed: %.3f GB free of %.3f GB", b->device, what,
+             bytes / 1e9, free_b / 1e9, total_b / 1e9);
 }
 
 static void *be_alloc(struct nt_backend *be, size_t bytes) {
@@ -173,50 +202,77 @@ static void *be_alloc(struct nt_backend *be, size_t bytes) {
     return p;
 }
 
+static void drop_graphs_of(struct cuda_backend *b, const void *scratch);
+
 static void be_release(struct nt_backend *be, void *p) {
-    if (p) CK(cudaFree(p));
+    if (!p) return;
+    CK(cudaSetDevice(cb(be)->device));
+    drop_graphs_of(cb(be), p); /* a pass scratch: its session's programs go with it */
+    CK(cudaFree(p));
+}
+
+static int keep_slab(struct cuda_backend *b, void *p) {
+    if (b->n_slabs == b->cap_slabs) {
+        size_t cap = b->cap_slabs ? 2 * b->cap_slabs : 64;
+        void **ns = (void **)realloc(b->slabs, cap * sizeof *ns);
+        if (!ns) return 0;
+        b->slabs = ns;
+        b->cap_slabs = cap;
+    }
+    b->slabs[b->n_slabs++] = p;
+    return 1;
 }
 
 static const void *be_upload(struct nt_backend *be, const void *host, size_t bytes) {
     struct cuda_backend *b = cb(be);
-    void *p = NULL;
+    size_t need = round_up(bytes ? bytes : 1, 256);
+    uint8_t *dst = NULL;
     CK(cudaSetDevice(b->device));
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
-        set_oom(b, "upload", bytes);
-        return NULL;
-    }
-    if (bytes) CK(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
     pthread_mutex_lock(&b->lock);
-    if (b->n_uploads == b->cap_uploads) {
-        size_t cap = b->cap_uploads ? 2 * b->cap_uploads : 256;
-        void **nu = (void **)realloc(b->uploads, cap * sizeof *nu);
-        if (!nu) {
-            pthread_mutex_unlock(&b->lock);
-            cudaFree(p);
-            snprintf(b->last_err, sizeof b->last_err, "upload: out of host memory for the list");
-            return NULL;
+    if (need > SLAB_BYTES / 4) { /* large: its own allocation, the slab keeps filling */
+        void *p = NULL;
+        if (cudaMalloc(&p, need) != cudaSuccess) set_oom(b, "upload", need);
+        else if (!keep_slab(b, p)) cudaFree(p), p = NULL, set_oom(b, "upload (host list)", need);
+        dst = (uint8_t *)p;
+    } else {
+        if (!b->slab || b->slab_used + need > SLAB_BYTES) {
+            void *p = NULL;
+            if (cudaMalloc(&p, SLAB_BYTES) != cudaSuccess) set_oom(b, "upload", SLAB_BYTES);
+            else if (!keep_slab(b, p)) cudaFree(p), p = NULL, set_oom(b, "upload (host list)", need);
+            if (p) {
+                b->slab = (uint8_t *)p;
+                b->slab_used = 0;
+            }
         }
-        b->uploads = nu;
-        b->cap_uploads = cap;
+        if (b->slab && b->slab_used + need <= SLAB_BYTES) {
+            dst = b->slab + b->slab_used;
+            b->slab_used += need;
+        }
     }
-    b->uploads[b->n_uploads++] = p;
     pthread_mutex_unlock(&b->lock);
-    return p;
+    if (dst && bytes) CK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
+    return dst;
 }
 
 static void be_to_host(struct nt_backend *be, void *dst, const void *src, size_t bytes) {
-    if (bytes) CK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    CK(cudaSetDevice(cb(be)->device));
+    if (bytes) CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ST));
+    CK(cudaStreamSynchronize(ST));
 }
 
 static void be_zero(struct nt_backend *be, void *dst, size_t bytes) {
-    if (bytes) CK(cudaMemsetAsync(dst, 0, bytes, 0));
+    CK(cudaSetDevice(cb(be)->device));
+    if (bytes) CK(cudaMemsetAsync(dst, 0, bytes, ST));
+    CK(cudaStreamSynchronize(ST)); /* a session may next run on another thread's stream */
 }
 
 static void be_destroy(struct nt_backend *be) {
     struct cuda_backend *b = cb(be);
     cudaSetDevice(b->device);
-    for (size_t i = 0; i < b->n_uploads; i++) cudaFree(b->uploads[i]);
-    free(b->uploads);
+    for (int i = 0; i < MAX_GRAPHS; i++)
+        if (b->graphs[i].exec) cudaGraphExecDestroy(b->graphs[i].exec);
+    for (size_t i = 0; i < b->n_slabs; i++) cudaFree(b->slabs[i]);
+    free(b->slabs);
     for (struct expert_table *t = b->tables, *nx; t; t = nx) {
         nx = t->next;
         cudaFree(t->dev);
@@ -226,29 +282,169 @@ static void be_destroy(struct nt_backend *be) {
     free(b);
 }
 
-/* ---- pass scratch -------------------------------------------------------------------------- */
+/* ---- pass scratch and pass programs -------------------------------------------------------- */
 
-/* The pass scratch: the pass's tokens (copied in begin_pass, so embed reads them on the device),
- * then the quantized activations of one packed product. Quantized activations, per position:
- * nb = ceil(cols / 32) blocks of 32 int8 in column order (a short last block padded with 0),
- * then nb f32 d values; the position stride is a multiple of 16 so rows load as uint4. */
+/* The pass scratch: the meta words (pos0, n: written before each pass, so the kernels that
+ * depend on the position read it on the device and one captured program serves every pass of
+ * its kind), the pass's tokens (embed reads them on the device), then the quantized activations
+ * of one packed product. Quantized activations, per position: nb = ceil(cols / 32) blocks of 32
+ * int8 in column order (a short last block padded with 0), then nb f32 d values; the position
+ * stride is a multiple of 16 so rows load as uint4. */
+#define META_BYTES 256
+struct pass_meta {
+    int32_t pos0, n;
+};
 static size_t tok_bytes(int n) { return round_up((size_t)(n > 0 ? n : 1) * 4, 256); }
 static size_t qx_stride(int64_t cols) {
     size_t nb = (size_t)((cols + 31) / 32);
     return round_up(nb * 32 + nb * 4, 16);
 }
+static const struct pass_meta *meta_of(const struct nt_pass *p) { return (const struct pass_meta *)p->scratch; }
+static const int32_t *tokens_of(const struct nt_pass *p) {
+    return (const int32_t *)((const uint8_t *)p->scratch + META_BYTES);
+}
+static uint8_t *qx_of(const struct nt_pass *p) { return (uint8_t *)p->scratch + META_BYTES + tok_bytes(p->n); }
 
 static size_t be_pass_scratch_bytes(struct nt_backend *be, int64_t max_cols, int n) {
-    return tok_bytes(n) + (size_t)(n > 0 ? n : 0) * qx_stride(max_cols);
+    return META_BYTES + tok_bytes(n) + (size_t)(n > 0 ? n : 0) * qx_stride(max_cols);
+}
+
+/* PASS PROGRAMS. forward.c calls the same operations with the same arguments for every pass of
+ * one session with equal n and want (DESIGN.md: "a pass is a fixed program"); only pos0 and the
+ * tokens change, and those the kernels read from the scratch. So the first pass of a kind runs
+ * eagerly, the second is captured into a CUDA graph as it runs, and later ones replay the
+ * graph: begin_pass writes meta and tokens, every operation returns at once after adding its
+ * arguments to a fingerprint, end_pass launches the graph. The fingerprint is checked against
+ * the captured one: a pass whose program changed is a broken invariant and aborts rather than
+ * computing with stale buffers. One launch per pass instead of ~600 (Nemotron-3-Nano) removes
+ * the launch overhead that otherwise bounds decoding. The state is per host thread: a session
+ * runs a pass on one thread. */
+enum pass_mode { MODE_NONE, MODE_EAGER, MODE_CAPTURE, MODE_REPLAY };
+struct pass_run {
+    enum pass_mode mode;
+    struct pass_graph *g;
+    uint64_t print;
+};
+static thread_local struct pass_run cur;
+
+static uint64_t mix64(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+/* Adds an operation and its arguments to the pass's fingerprint; true when the operation is
+ * part of a replayed program and must not launch anything itself. */
+static bool deferred(int op, const uint64_t *v, int nv) {
+    uint64_t h = mix64(cur.print, (uint64_t)op);
+    for (int i = 0; i < nv; i++) h = mix64(h, v[i]);
+    cur.print = h;
+    return cur.mode == MODE_REPLAY;
+}
+#define U(x) ((uint64_t)(uintptr_t)(x))
+static uint64_t float_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+#define FLT(x) float_bits(x)
+#define DEFER(op, ...)                                                                             \
+    do {                                                                                           \
+        const uint64_t v_[] = {__VA_ARGS__};                                                       \
+        if (deferred(op, v_, (int)(sizeof v_ / sizeof v_[0]))) return;                             \
+    } while (0)
+enum { OP_EMBED = 1, OP_RMSNORM, OP_ADD_RMSNORM, OP_MATMUL, OP_CONV, OP_SCAN, OP_GNORM, OP_ATTENTION,
+       OP_ROUTE, OP_EXPERTS, OP_ADD, OP_ARGMAX };
+
+static void drop_graphs_of(struct cuda_backend *b, const void *scratch) {
+    pthread_mutex_lock(&b->lock);
+    for (int i = 0; i < MAX_GRAPHS; i++) {
+        struct pass_graph *g = &b->graphs[i];
+        if (g->scratch != scratch) continue;
+        if (g->exec) cudaGraphExecDestroy(g->exec);
+        memset(g, 0, sizeof *g);
+    }
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* The program slot of (scratch, n, want): found, or a fresh one (a free slot, else the least
+ * recently used, whose graph is destroyed). */
+static struct pass_graph *graph_slot(struct cuda_backend *b, const struct nt_pass *p) {
+    pthread_mutex_lock(&b->lock);
+    struct pass_graph *g = NULL, *lru = &b->graphs[0];
+    for (int i = 0; i < MAX_GRAPHS && !g; i++) {
+        struct pass_graph *c = &b->graphs[i];
+        if (c->scratch == p->scratch && c->n == p->n && c->want == p->want) g = c;
+        else if (!c->scratch || (lru->scratch && c->used < lru->used)) lru = c;
+    }
+    if (!g) {
+        g = lru;
+        if (g->exec) cudaGraphExecDestroy(g->exec);
+        memset(g, 0, sizeof *g);
+        g->scratch = p->scratch;
+        g->n = p->n;
+        g->want = p->want;
+    }
+    g->used = ++b->clock;
+    pthread_mutex_unlock(&b->lock);
+    return g;
 }
 
 static void be_begin_pass(struct nt_backend *be, const struct nt_pass *p) {
-    CK(cudaSetDevice(cb(be)->device));
-    if (p->n > 0 && p->tokens && p->scratch)
-        CK(cudaMemcpy(p->scratch, p->tokens, (size_t)p->n * sizeof(int32_t), cudaMemcpyHostToDevice));
+    struct cuda_backend *b = cb(be);
+    CK(cudaSetDevice(b->device));
+    if (p->n <= 0 || !p->scratch) fatal("begin_pass: a pass needs positions and its scratch", NULL);
+    /* pageable sources: each copy returns once the bytes are staged, so nothing here outlives the
+     * call; stream order puts them before the pass's kernels */
+    struct pass_meta m = {p->pos0, p->n};
+    CK(cudaMemcpyAsync(p->scratch, &m, sizeof m, cudaMemcpyHostToDevice, ST));
+    if (p->tokens)
+        CK(cudaMemcpyAsync((uint8_t *)p->scratch + META_BYTES, p->tokens, (size_t)p->n * sizeof(int32_t),
+                           cudaMemcpyHostToDevice, ST));
+    cur.g = graph_slot(b, p);
+    cur.print = 0;
+    cur.mode = cur.g->exec ? MODE_REPLAY : cur.g->runs ? MODE_CAPTURE : MODE_EAGER;
+    if (b->no_graphs) cur.mode = MODE_EAGER;
+    if (cur.mode == MODE_CAPTURE) CK(cudaStreamBeginCapture(ST, cudaStreamCaptureModeThreadLocal));
 }
 
-static void be_end_pass(struct nt_backend *be, const struct nt_pass *p) {}
+static void be_end_pass(struct nt_backend *be, const struct nt_pass *p) {
+    struct pass_graph *g = cur.g;
+    switch (cur.mode) {
+    case MODE_EAGER:
+        g->print = cur.print;
+        g->runs++;
+        break;
+    case MODE_CAPTURE: {
+        cudaGraph_t graph;
+        CK(cudaStreamEndCapture(ST, &graph));
+        if (cur.print == g->print) {
+            CK(cudaGraphInstantiate(&g->exec, graph, 0));
+            CK(cudaGraphLaunch(g->exec, ST));
+        } else {
+            /* the program differed from the eager run (not expected): run this capture once,
+             * keep the new fingerprint, capture again next time */
+            cudaGraphExec_t once;
+            g->print = cur.print;
+            CK(cudaGraphInstantiate(&once, graph, 0));
+            CK(cudaGraphLaunch(once, ST));
+            CK(cudaStreamSynchronize(ST));
+            CK(cudaGraphExecDestroy(once));
+        }
+        CK(cudaGraphDestroy(graph));
+        break;
+    }
+    case MODE_REPLAY:
+        if (cur.print != g->print)
+            fatal("end_pass: the pass's operations differ from its captured program (forward.c must "
+                  "call the same operations for every pass of one kind)", NULL);
+        CK(cudaGraphLaunch(g->exec, ST));
+        break;
+    case MODE_NONE:
+        fatal("end_pass without begin_pass", NULL);
+    }
+    cur.mode = MODE_NONE;
+    cur.g = NULL;
+}
 
 /* ---- embed, norms, add, argmax --------------------------------------------------------------- */
 
@@ -261,8 +457,8 @@ __global__ void k_embed(const int32_t *tokens, const uint8_t *emb, int dt, int64
 }
 
 static void be_embed(struct nt_backend *be, const struct nt_pass *p, const struct nt_matrix *emb, float *h) {
-    if (p->n <= 0) return;
-    k_embed<<<p->n, ELEM_THREADS>>>((const int32_t *)p->scratch, (const uint8_t *)emb->data, emb->dtype,
+    DEFER(OP_EMBED, U(emb->data), (uint64_t)emb->dtype, U(h));
+    k_embed<<<p->n, ELEM_THREADS, 0, ST>>>(tokens_of(p), (const uint8_t *)emb->data, emb->dtype,
                                     emb->rows, (int)emb->cols, h);
     LAUNCHED();
 }
@@ -288,15 +484,15 @@ __global__ void k_rmsnorm(float *h, const float *o, const float *w, int H, float
 
 static void be_rmsnorm(struct nt_backend *be, const struct nt_pass *p, const float *h, const float *w,
                        int H, float eps, float *y) {
-    if (p->n <= 0) return;
-    k_rmsnorm<<<p->n, ELEM_THREADS>>>((float *)h, NULL, w, H, eps, y); /* h only read when o is NULL */
+    DEFER(OP_RMSNORM, U(h), U(w), (uint64_t)H, FLT(eps), U(y));
+    k_rmsnorm<<<p->n, ELEM_THREADS, 0, ST>>>((float *)h, NULL, w, H, eps, y); /* h only read when o is NULL */
     LAUNCHED();
 }
 
 static void be_add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h, const float *o,
                            const float *w, int H, float eps, float *y) {
-    if (p->n <= 0) return;
-    k_rmsnorm<<<p->n, ELEM_THREADS>>>(h, o, w, H, eps, y);
+    DEFER(OP_ADD_RMSNORM, U(h), U(o), U(w), (uint64_t)H, FLT(eps), U(y));
+    k_rmsnorm<<<p->n, ELEM_THREADS, 0, ST>>>(h, o, w, H, eps, y);
     LAUNCHED();
 }
 
@@ -306,10 +502,11 @@ __global__ void k_add(float *y, const float *x, size_t count) {
 }
 
 static void be_add(struct nt_backend *be, float *y, const float *x, size_t count) {
+    DEFER(OP_ADD, U(y), U(x), (uint64_t)count);
     if (!count) return;
     size_t blocks = (count + ELEM_THREADS - 1) / ELEM_THREADS;
     if (blocks > 65536) blocks = 65536;
-    k_add<<<(unsigned)blocks, ELEM_THREADS>>>(y, x, count);
+    k_add<<<(unsigned)blocks, ELEM_THREADS, 0, ST>>>(y, x, count);
     LAUNCHED();
 }
 
@@ -358,8 +555,9 @@ __global__ void k_argmax(const float *logits, int vocab, int32_t *out) {
 }
 
 static void be_argmax(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out) {
+    DEFER(OP_ARGMAX, (uint64_t)n, U(logits), (uint64_t)vocab, U(out));
     if (n <= 0) return;
-    k_argmax<<<n, ELEM_THREADS>>>(logits, vocab, out);
+    k_argmax<<<n, ELEM_THREADS, 0, ST>>>(logits, vocab, out);
     LAUNCHED();
 }
 
@@ -580,20 +778,22 @@ static int is_packed(int dt) { return dt == NT_DTYPE_Q8_2F || dt == NT_DTYPE_Q4T
 static void launch_matmul(const struct mm_args *a, int max_pos, int groups) {
     dim3 grid((unsigned)((a->rows + MM_WARPS - 1) / MM_WARPS), (unsigned)((max_pos + MM_P - 1) / MM_P),
               (unsigned)groups);
-    k_matmul<<<grid, MM_WARPS * 32>>>(*a);
+    k_matmul<<<grid, MM_WARPS * 32, 0, ST>>>(*a);
     LAUNCHED();
 }
 
 static void launch_quantize(const struct q_args *a, int nrows) {
     int64_t nb = (a->cols + 31) / 32;
     dim3 grid((unsigned)nrows, (unsigned)((nb + 7) / 8));
-    k_quantize<<<grid, 256>>>(*a);
+    k_quantize<<<grid, 256, 0, ST>>>(*a);
     LAUNCHED();
 }
 
 static void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, const struct nt_matrix *W,
                       const float *bias, enum nt_act act, const float *x, int x_stride, float *y,
                       int y_stride) {
+    DEFER(OP_MATMUL, (uint64_t)n, U(W->data), (uint64_t)W->dtype, (uint64_t)W->rows, (uint64_t)W->cols, U(bias),
+          (uint64_t)act, U(x), (uint64_t)x_stride, U(y), (uint64_t)y_stride);
     if (n <= 0) return;
     check_matrix(W);
     struct mm_args a;
@@ -618,7 +818,7 @@ static void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, con
         q.wrows = W->rows;
         q.W = a.W;
         q.dtype = W->dtype;
-        q.qx = (uint8_t *)p->scratch + tok_bytes(p->n);
+        q.qx = qx_of(p);
         q.qxs = (int64_t)qx_stride(W->cols);
         launch_quantize(&q, n);
         a.qx = q.qx;
@@ -651,9 +851,9 @@ __global__ void k_mamba_conv(int n, int K, int CD, int I, int zxdw, const float 
 
 static void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
                           const struct nt_mamba_weights *w, const float *zxd, float *ring, float *xbc) {
-    if (p->n <= 0) return;
+    DEFER(OP_CONV, U(d), (uint64_t)d->CD, U(w->conv_w), U(zxd), U(ring), U(xbc));
     if (d->K < 1 || d->K > NT_MAX_CONV_KERNEL) fatal("mamba_conv: conv kernel out of range", NULL);
-    k_mamba_conv<<<(d->CD + 127) / 128, 128>>>(p->n, d->K, d->CD, d->I, d->zxd, w->conv_w, w->conv_b, zxd,
+    k_mamba_conv<<<(d->CD + 127) / 128, 128, 0, ST>>>(p->n, d->K, d->CD, d->I, d->zxd, w->conv_w, w->conv_b, zxd,
                                                ring, xbc);
     LAUNCHED();
 }
@@ -689,9 +889,9 @@ __global__ void k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, 
 static void be_mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
                           const struct nt_mamba_weights *w, const float *zxd, const float *xbc,
                           float *state, float *y) {
-    if (p->n <= 0) return;
+    DEFER(OP_SCAN, U(d), (uint64_t)d->nh, U(w->A_log), U(zxd), U(xbc), U(state), U(y));
     int threads = d->nh * d->P;
-    k_mamba_scan<<<(threads + 127) / 128, 128>>>(p->n, d->nh, d->P, d->N, d->G, d->I, d->CD, d->zxd, d->dt_lo,
+    k_mamba_scan<<<(threads + 127) / 128, 128, 0, ST>>>(p->n, d->nh, d->P, d->N, d->G, d->I, d->CD, d->zxd, d->dt_lo,
                                                  d->dt_hi, w->dt_bias, w->A_log, w->D, zxd, xbc, state, y);
     LAUNCHED();
 }
@@ -716,8 +916,8 @@ __global__ void k_gated_norm(int I, int G, int zxdw, float eps, const float *nor
 
 static void be_mamba_gated_norm(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
                                 const struct nt_mamba_weights *w, const float *y, const float *zxd, float *out) {
-    if (p->n <= 0) return;
-    k_gated_norm<<<p->n * d->G, ELEM_THREADS>>>(d->I, d->G, d->zxd, d->eps, w->norm_w, y, zxd, out);
+    DEFER(OP_GNORM, U(d), (uint64_t)d->G, U(w->norm_w), U(y), U(zxd), U(out));
+    k_gated_norm<<<p->n * d->G, ELEM_THREADS, 0, ST>>>(d->I, d->G, d->zxd, d->eps, w->norm_w, y, zxd, out);
     LAUNCHED();
 }
 
@@ -728,13 +928,24 @@ static void be_mamba_gated_norm(struct nt_backend *be, const struct nt_pass *p, 
 
 /* One warp per (position, query head): online softmax over u = 0 .. ctx-1 in order, as the CPU,
  * with each q.k a fixed warp tree (lane i holds elements i, i+32, ...). */
-__global__ void __launch_bounds__(ATT_WARPS * 32) k_attention(int n, int pos0, int nq, int nkv, int dh,
+/* The pass's K and V rows into the caches at pos0 (read from the meta words, so a captured pass
+ * appends wherever the sequence is). */
+__global__ void k_kv_append(const struct pass_meta *meta, size_t rows, size_t kvw, const float *k, const float *v,
+                            float *k_cache, float *v_cache) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= rows) return;
+    size_t at = (size_t)meta->pos0 * kvw + i;
+    k_cache[at] = k[i];
+    v_cache[at] = v[i];
+}
+
+__global__ void __launch_bounds__(ATT_WARPS * 32) k_attention(int n, const struct pass_meta *meta, int nq, int nkv, int dh,
                                                              const float *q, const float *kc, const float *vc,
                                                              float *out) {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int pj = blockIdx.x * ATT_WARPS + warp;
     if (pj >= n * nq) return;
-    int t = pj / nq, j = pj % nq, kvh = j / (nq / nkv), ctx = pos0 + t + 1;
+    int t = pj / nq, j = pj % nq, kvh = j / (nq / nkv), ctx = meta->pos0 + t + 1;
     int kvw = nkv * dh, qw = nq * dh;
     float scale = __fdiv_rn(1.0f, __fsqrt_rn((float)dh));
     float qv[ATT_PER_LANE], o[ATT_PER_LANE];
@@ -782,16 +993,17 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) k_attention(int n, int pos0, i
 static void be_attention(struct nt_backend *be, const struct nt_pass *p, const struct nt_attn_dims *d,
                          const float *q, const float *k, const float *v, float *k_cache, float *v_cache,
                          float *out) {
-    if (p->n <= 0) return;
+    DEFER(OP_ATTENTION, U(d), (uint64_t)d->nq, (uint64_t)d->nkv, (uint64_t)d->dh, U(q), U(k), U(v), U(k_cache),
+          U(v_cache), U(out));
     if (d->dh > NT_MAX_HEAD_DIM) fatal("attention: head dim over NT_MAX_HEAD_DIM", NULL);
     if (p->pos0 + p->n > d->n_ctx) fatal("attention: pass runs past the cache", NULL);
     size_t kvw = (size_t)d->nkv * d->dh;
-    CK(cudaMemcpyAsync(k_cache + (size_t)p->pos0 * kvw, k, (size_t)p->n * kvw * sizeof(float),
-                       cudaMemcpyDeviceToDevice, 0));
-    CK(cudaMemcpyAsync(v_cache + (size_t)p->pos0 * kvw, v, (size_t)p->n * kvw * sizeof(float),
-                       cudaMemcpyDeviceToDevice, 0));
+    size_t rows = (size_t)p->n * kvw;
+    k_kv_append<<<(unsigned)((rows + ELEM_THREADS - 1) / ELEM_THREADS), ELEM_THREADS, 0, ST>>>(
+        meta_of(p), rows, kvw, k, v, k_cache, v_cache);
+    LAUNCHED();
     int pairs = p->n * d->nq;
-    k_attention<<<(pairs + ATT_WARPS - 1) / ATT_WARPS, ATT_WARPS * 32>>>(p->n, p->pos0, d->nq, d->nkv, d->dh, q,
+    k_attention<<<(pairs + ATT_WARPS - 1) / ATT_WARPS, ATT_WARPS * 32, 0, ST>>>(p->n, meta_of(p), d->nq, d->nkv, d->dh, q,
                                                                        k_cache, v_cache, out);
     LAUNCHED();
 }
@@ -873,10 +1085,10 @@ __global__ void __launch_bounds__(ROUTE_THREADS) k_moe_route(int E, int k, int n
 
 static void be_moe_route(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
                          float *logits, const float *score_bias, int32_t *idx, float *wts) {
-    if (p->n <= 0) return;
+    DEFER(OP_ROUTE, U(d), (uint64_t)d->E, (uint64_t)d->k, U(logits), U(score_bias), U(idx), U(wts));
     if (d->E > NT_MAX_EXPERTS || (d->n_group > 1 && d->n_group > NT_MAX_EXPERTS / 2))
         fatal("moe_route: too many experts or groups", NULL);
-    k_moe_route<<<p->n, ROUTE_THREADS>>>(d->E, d->k, d->n_group, d->topk_group, d->norm_topk_prob,
+    k_moe_route<<<p->n, ROUTE_THREADS, 0, ST>>>(d->E, d->k, d->n_group, d->topk_group, d->norm_topk_prob,
                                          d->routed_scaling_factor, logits, score_bias, idx, wts);
     LAUNCHED();
 }
@@ -984,8 +1196,9 @@ static const uint8_t *const *expert_table(struct cuda_backend *b, const struct n
 static void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
                            const struct nt_moe_weights *w, const float *x, const int32_t *idx,
                            const float *wts, float *scratch, float *y) {
+    DEFER(OP_EXPERTS, U(d), (uint64_t)d->E, (uint64_t)d->k, U(w->expert_up), U(w->expert_up[0].data), U(x),
+          U(idx), U(wts), U(scratch), U(y));
     int n = p->n, k = d->k, E = d->E, L = d->L, mi = d->mi, nk = n * k;
-    if (n <= 0) return;
     const struct nt_matrix *up = w->expert_up, *dn = w->expert_down;
     const uint8_t *const *tup = expert_table(cb(be), up, E);
     const uint8_t *const *tdn = expert_table(cb(be), dn, E);
@@ -1000,11 +1213,11 @@ static void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const
 
     /* the entry lists, on the device */
     int lb = (E + 7) / 8;
-    k_moe_lists<<<lb, 256>>>(E, nk, idx, count, NULL, NULL, 0);
+    k_moe_lists<<<lb, 256, 0, ST>>>(E, nk, idx, count, NULL, NULL, 0);
     LAUNCHED();
-    k_moe_scan<<<1, 32>>>(E, count, start, active, n_active);
+    k_moe_scan<<<1, 32, 0, ST>>>(E, count, start, active, n_active);
     LAUNCHED();
-    k_moe_lists<<<lb, 256>>>(E, nk, idx, count, start, entries, 1);
+    k_moe_lists<<<lb, 256, 0, ST>>>(E, nk, idx, count, start, entries, 1);
     LAUNCHED();
 
     int groups = E < nk ? E : nk; /* at most this many experts have entries */
@@ -1069,7 +1282,7 @@ static void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const
     launch_matmul(&a, n, groups);
 
     size_t tot = (size_t)n * L;
-    k_moe_combine<<<(unsigned)((tot + ELEM_THREADS - 1) / ELEM_THREADS), ELEM_THREADS>>>(n, k, L, wts, eo, y);
+    k_moe_combine<<<(unsigned)((tot + ELEM_THREADS - 1) / ELEM_THREADS), ELEM_THREADS, 0, ST>>>(n, k, L, wts, eo, y);
     LAUNCHED();
 }
 
@@ -1101,37 +1314,29 @@ static const struct nt_backend_ops cuda_ops = {
     be_argmax,
 };
 
-extern "C" struct nt_backend *nt_cuda_backend_new(int device, struct nt_err *err) {
+extern "C" nemotron_status nt_cuda_backend_new(int device, struct nt_backend **out, struct nt_err *err) {
+    *out = NULL;
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess) {
-        nt_fail(err, NEMOTRON_ERR_UNSUPPORTED, "cuda: no usable device: %s", cudaGetErrorString(e));
-        return NULL;
-    }
-    if (device < 0 || device >= count) {
-        nt_fail(err, NEMOTRON_ERR_ARG, "cuda: device %d does not exist (%d found)", device, count);
-        return NULL;
-    }
+    if (e != cudaSuccess)
+        return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED, "cuda: no usable device: %s", cudaGetErrorString(e));
+    if (device < 0 || device >= count)
+        return nt_fail(err, NEMOTRON_ERR_ARG, "cuda: device %d does not exist (%d found)", device, count);
     struct cudaDeviceProp prop;
-    if ((e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess || (e = cudaSetDevice(device)) != cudaSuccess) {
-        nt_fail(err, NEMOTRON_ERR_UNSUPPORTED, "cuda: device %d: %s", device, cudaGetErrorString(e));
-        return NULL;
-    }
-    if (prop.major * 10 + prop.minor < 61) {
-        nt_fail(err, NEMOTRON_ERR_UNSUPPORTED, "cuda: device %d (%s) is sm_%d%d; dp4a needs sm_61 or newer", device,
-                prop.name, prop.major, prop.minor);
-        return NULL;
-    }
+    if ((e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess || (e = cudaSetDevice(device)) != cudaSuccess)
+        return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED, "cuda: device %d: %s", device, cudaGetErrorString(e));
+    if (prop.major * 10 + prop.minor < 61)
+        return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED, "cuda: device %d (%s) is sm_%d%d; dp4a needs sm_61 or newer",
+                       device, prop.name, prop.major, prop.minor);
     struct cuda_backend *b = (struct cuda_backend *)calloc(1, sizeof *b);
-    if (!b) {
-        nt_fail(err, NEMOTRON_ERR_NOMEM, "cuda: out of host memory");
-        return NULL;
-    }
+    if (!b) return nt_fail(err, NEMOTRON_ERR_NOMEM, "cuda: out of host memory");
     b->base.ops = &cuda_ops;
     b->base.n_threads = 1;
     b->device = device;
+    const char *graphs = getenv("NEMOTRON_CUDA_GRAPHS");
+    b->no_graphs = graphs && !strcmp(graphs, "0");
     pthread_mutex_init(&b->lock, NULL);
-    return &b->base;
+    *out = &b->base;
+    return NEMOTRON_OK;
 }
 
-extern "C" const char *nt_cuda_last_error(struct nt_backend *be) { return cb(be)->last_err; }

@@ -14,14 +14,10 @@
 extern "C" {
 #endif
 
-/* Creates the backend on CUDA device `device` (0 = the first). NULL with err filled when there
- * is no such device, it is older than sm_61 (the packed products use dp4a), or out of memory. */
-struct nt_backend *nt_cuda_backend_new(int device, struct nt_err *err);
-
-/* The message of the last failed alloc/upload on this backend ("" when none): alloc and upload
- * can only return NULL, so the bytes asked for and the bytes free (cudaMemGetInfo) are kept
- * here for the caller's error message. */
-const char *nt_cuda_last_error(struct nt_backend *be);
+/* Creates the backend on CUDA device `device` (0 = the first) into *out. On failure *out is NULL
+ * and err says why: no such device or no driver, a device older than sm_61 (the packed products
+ * use dp4a) (UNSUPPORTED, ARG), or out of memory (NOMEM). */
+nemotron_status nt_cuda_backend_new(int device, struct nt_backend **out, struct nt_err *err);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
  */
 #include "engine.h"
 
+#include "../backend_open.h"
 #include "../quant/quant.h"
 
 #include <errno.h>
@@ -58,14 +59,24 @@ struct upload_ctx {
     struct nt_backend *be;
     const float *host_arena, *resident_arena;
     int failed;
+    uint64_t uploaded;                /* bytes made resident so far */
 };
 
 static void upload_matrix(struct nt_matrix *mx, void *ctx) {
     struct upload_ctx *u = ctx;
+    if (u->failed) return;
     uint64_t bytes = nt_matrix_bytes(mx->dtype, mx->rows, mx->cols);
     const void *r = u->be->ops->upload(u->be, mx->data, (size_t)bytes);
-    if (r) mx->data = r;
-    else u->failed = 1;
+    if (r) {
+        mx->data = r;
+        u->uploaded += bytes;
+    } else {
+        u->failed = 1;
+    }
+}
+
+static void count_matrix(struct nt_matrix *mx, void *ctx) {
+    *(uint64_t *)ctx += nt_matrix_bytes(mx->dtype, mx->rows, mx->cols);
 }
 
 static void rebase_vector(const float **v, void *ctx) {
@@ -79,9 +90,14 @@ static nemotron_status upload_weights(nemotron_model *m) {
     u.resident_arena = m->be->ops->upload(m->be, w->arena, w->arena_floats * sizeof(float));
     if (!u.resident_arena) u.failed = 1;
     else nt_weights_for_each(w, upload_matrix, rebase_vector, &u);
-    if (u.failed)
-        return nt_fail(&m->err, NEMOTRON_ERR_NOMEM, "not enough %s memory for the weights",
-                       m->be->ops->name);
+    if (u.failed) {
+        uint64_t need = w->arena_floats * sizeof(float);
+        nt_weights_for_each(w, count_matrix, NULL, &need);
+        return nt_fail(&m->err, NEMOTRON_ERR_NOMEM,
+                       "not enough %s memory for the weights: they need %.3f GB, %.3f GB were "
+                       "placed when %s", m->be->ops->name, need / 1e9, u.uploaded / 1e9,
+                       m->be->alloc_error[0] ? m->be->alloc_error : "an allocation failed");
+    }
     return NEMOTRON_OK;
 }
 
@@ -123,13 +139,11 @@ static nemotron_status read_stop_ids(nemotron_model *m, const char *path) {
 }
 
 static nemotron_status load(nemotron_model *m, const char *path, const nemotron_model_params *p) {
-    const char *device = p->device ? p->device : "cpu";
-    if (strcmp(device, "cpu") != 0)
-        return nt_fail(&m->err, NEMOTRON_ERR_UNSUPPORTED,
-                       "device '%s' is not available in this build (available: cpu)", device);
-    m->be = nt_cpu_backend_new(p->n_threads);
-    if (!m->be) return nt_fail(&m->err, NEMOTRON_ERR_NOMEM, "out of memory creating the CPU backend");
-    nemotron_status st = nt_model_source_open(&m->src, path, m->be->n_threads, &m->err);
+    nemotron_status st = nt_backend_open(p->device, p->n_threads, &m->be, &m->err);
+    if (st) return st;
+    /* the checksums of a .nemo are verified on the host's threads whatever the device */
+    int host_threads = p->n_threads > 0 ? p->n_threads : nt_physical_cores();
+    st = nt_model_source_open(&m->src, path, host_threads, &m->err);
     if (st) return st;
     m->cfg = m->src.cfg;
     if ((st = check_build_limits(&m->cfg, &m->err))) {

@@ -85,10 +85,11 @@ nemotron_status nemotron_session_eval(nemotron_session *s, const int32_t *tokens
     for (int off = 0; off < n;) {
         int chunk = n - off < s->pass_max ? n - off : s->pass_max;
         int last = off + chunk == n;
-        struct nt_pass p = {.n = chunk, .pos0 = s->pos, .tokens = tokens + off, .scratch = s->acts.scratch};
         enum nt_logits want = logits ? NT_LOGITS_ALL : last ? NT_LOGITS_LAST : NT_LOGITS_NONE;
+        struct nt_pass p = {.n = chunk, .pos0 = s->pos, .tokens = tokens + off, .want = want,
+                            .scratch = s->acts.scratch};
         nt_pass_enter();
-        nt_forward_pass(f, &s->state, &s->acts, &p, want);
+        nt_forward_pass(f, &s->state, &s->acts, &p);
         nt_pass_leave();
         if (logits)
             be->ops->to_host(be, logits + (size_t)off * V, s->acts.logits, (size_t)chunk * V * sizeof(float));

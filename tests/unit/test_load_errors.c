@@ -384,6 +384,15 @@ static void test_bad_files(void) {
     CHECK(st == NEMOTRON_ERR_UNSUPPORTED && strstr(nemotron_model_errmsg(m), "tpu"),
           "device tpu: status %d: %s", st, nemotron_model_errmsg(m));
     nemotron_model_free(m);
+    /* malformed CUDA device numbers are argument errors, whether or not the build has CUDA */
+    const char *bad_cuda[] = {"cuda:", "cuda:x", "cuda:-1", "cuda:1x", "cuda:99999", "cuda: 1"};
+    for (size_t i = 0; i < sizeof bad_cuda / sizeof bad_cuda[0]; i++) {
+        mp.device = bad_cuda[i];
+        st = nemotron_model_load(make("tiny", NULL), &mp, &m);
+        CHECK(st == NEMOTRON_ERR_ARG && strstr(nemotron_model_errmsg(m), bad_cuda[i]),
+              "device '%s': status %d: %s", bad_cuda[i], st, nemotron_model_errmsg(m));
+        nemotron_model_free(m);
+    }
 }
 
 /* ------------------------------------------------------------------------------------------

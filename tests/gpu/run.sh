@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# run.sh - every check of the CUDA backend, on a GPU machine, in one call.
+#
+#   tests/gpu/run.sh [LOG_DIR] [--bench]
+#
+# Builds (make cpu gpu-test) unless a carried build is given in NEMOTRON_PREBUILT=1 (the device
+# machine may lack the -dev packages: then build/ is built on the development machine and
+# carried, with the shared libraries it needs in build/gpu-libs), then:
+#   1. ops:       every backend operation, CUDA against the CPU reference, on random inputs
+#                 (build/bin/gpu_test_ops: its own named tolerances);
+#   2. fixtures:  whole-model logits of every transformers fixture, CUDA against CPU, float
+#                 weights and the default packed mix (.nemo);
+#   3. greedy:    64 greedy tokens of the demo model (bf16 and default mix), CUDA == CPU;
+#   4. passes:    within CUDA, prefill-then-decode (--pass 64) against decode-only (--pass 1):
+#                 same greedy tokens, logits compared (bit-identical is the goal; said which);
+#   5. sanitizer: compute-sanitizer memcheck and racecheck on the demo model;
+#   6. --bench:   nemotron bench on a synthetic Nemotron-3-Nano-30B-A3B in the default mix.
+# Prints one line per check and a summary; exits non-zero if any check failed. Logs and .npy
+# files go to LOG_DIR (default /tmp/nemotron-gpu).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+log=/tmp/nemotron-gpu
+bench=0
+for a in "$@"; do
+    case $a in
+    --bench) bench=1 ;;
+    *) log=$a ;;
+    esac
+done
+mkdir -p "$log"
+bin=build/nemotron
+if [ "${NEMOTRON_PREBUILT:-0}" = 1 ]; then
+    export LD_LIBRARY_PATH=$PWD/build/gpu-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+else
+    make -s -j"$(nproc)" cpu gpu-test >"$log/build.log" 2>&1 || { cat "$log/build.log"; exit 1; }
+fi
+
+# Tolerances of CUDA against the CPU reference, relative L2 error of a position's logits:
+# float weights: the products follow the CPU's chains, but norms and attention reduce in
+# fixed trees instead of one serial sum (last-bit differences, amplified a little by the layers:
+# the CPU itself is within 2e-6 of transformers), so 1e-4 is 50x what those bits can explain.
+FLOAT_TOL=1e-4
+# packed weights: the activations are rounded to int8 per block of 32; a last-bit difference
+# upstream can move one activation across a rounding boundary (one step = 1/127 of the block's
+# largest value), so a few elements per product may differ by a quantization step: 5e-3.
+PACKED_TOL=5e-3
+
+failed=0
+results=()
+check() { # check NAME COMMAND...: runs a check, records PASS/FAIL
+    local name=$1
+    shift
+    if "$@" >"$log/$name.log" 2>&1; then
+        results+=("PASS  $name  $(tail -1 "$log/$name.log")")
+    else
+        results+=("FAIL  $name  $(tail -3 "$log/$name.log" | tr '\n' ' ')")
+        failed=1
+    fi
+    echo "${results[-1]}"
+}
+ids_of() { python3 -c "import numpy as n,sys; print(','.join(map(str, n.fromfile(sys.argv[1], n.int32)[:int(sys.argv[2])])))" "$@"; }
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$log/gpu.txt"
+
+# 1. every operation against the CPU
+[ -x build/bin/gpu_test_ops ] && check ops build/bin/gpu_test_ops
+
+# 2. fixtures: float weights, then the default packed mix
+logits_pair() { # logits_pair NAME MODEL IDS TOL
+    local name=$1 model=$2 ids=$3 tol=$4
+    $bin logits -m "$model" --tokens "$ids" -o "$log/$name.cpu.npy" &&
+        $bin logits -m "$model" --tokens "$ids" -o "$log/$name.cuda.npy" --device cuda &&
+        python3 tests/gpu/compare.py "$name" "$log/$name.cpu.npy" "$log/$name.cuda.npy" "$tol"
+}
+for dir in tests/fixtures/*/; do
+    f=$(basename "$dir")
+    [ -f "$dir/ids.i32" ] || continue
+    ids=$(ids_of "$dir/ids.i32" 1000)
+    check "fixture-$f" logits_pair "fixture-$f" "$dir" "$ids" $FLOAT_TOL
+    check "fixture-$f-convert" $bin convert "$dir" -o "$log/$f.nemo" --quant default
+    check "fixture-$f-packed" logits_pair "fixture-$f-packed" "$log/$f.nemo" "$ids" $PACKED_TOL
+done
+
+# 3. greedy tokens of the demo model, CUDA == CPU (bf16 weights, then the default mix)
+demo=models/nemotron-h-kjv
+prompt=1170,290,2281
+greedy_same() { # greedy_same MODEL
+    $bin generate -m "$1" --tokens $prompt -n 64 --ignore-eos >"$log/greedy.cpu" &&
+        $bin generate -m "$1" --tokens $prompt -n 64 --ignore-eos --device cuda >"$log/greedy.cuda" &&
+        cmp <(head -1 "$log/greedy.cpu") <(head -1 "$log/greedy.cuda") &&
+        echo "64 tokens identical: $(head -1 "$log/greedy.cuda" | cut -c1-60)..."
+}
+check greedy-demo-bf16 greedy_same $demo
+check demo-convert $bin convert $demo -o "$log/demo.nemo" --quant default
+check greedy-demo-packed greedy_same "$log/demo.nemo"
+
+# 4. within CUDA: a prompt in one pass of 64 against 64 passes of one
+text_ids=$(python3 -c "import json; d=json.load(open('tests/fixtures/demo/reference.json')); print(','.join(map(str, d['logits_ids'][:64])))" 2>/dev/null || echo "")
+[ -n "$text_ids" ] || text_ids=$(python3 -c "print(','.join(str((i*7919)%4000+10) for i in range(64)))")
+passes_same() { # passes_same MODEL NAME
+    $bin logits -m "$1" --tokens "$text_ids" -o "$log/$2.p64.npy" --device cuda --pass 64 &&
+        $bin logits -m "$1" --tokens "$text_ids" -o "$log/$2.p1.npy" --device cuda --pass 1 &&
+        $bin logits -m "$1" --tokens "$text_ids" -o "$log/$2.p7.npy" --device cuda --pass 7 &&
+        python3 tests/gpu/compare.py "$2 pass 64 vs 1" "$log/$2.p1.npy" "$log/$2.p64.npy" 1e-6 &&
+        python3 tests/gpu/compare.py "$2 pass 7 vs 1" "$log/$2.p1.npy" "$log/$2.p7.npy" 1e-6 &&
+        $bin generate -m "$1" --tokens "$text_ids" -n 32 --ignore-eos --device cuda --pass 64 >"$log/$2.g64" &&
+        $bin generate -m "$1" --tokens "$text_ids" -n 32 --ignore-eos --device cuda --pass 1 >"$log/$2.g1" &&
+        cmp <(head -1 "$log/$2.g64") <(head -1 "$log/$2.g1") && echo "greedy identical after prefill vs decode-only"
+}
+check passes-demo-bf16 passes_same $demo demo-bf16
+check passes-demo-packed passes_same "$log/demo.nemo" demo-packed
+
+# 5. compute-sanitizer on the demo model (a prompt pass and a few decode passes)
+if command -v compute-sanitizer >/dev/null; then
+    for tool in memcheck racecheck; do
+        check "sanitizer-$tool" compute-sanitizer --tool $tool --error-exitcode 9 \
+            $bin generate -m "$log/demo.nemo" --tokens $prompt,300,290,1649 -n 4 --device cuda --pass 3
+    done
+fi
+
+# 6. speed on a synthetic Nemotron-3-Nano-30B-A3B (default mix)
+if [ $bench = 1 ]; then
+    nano=/tmp/nano-default.nemo
+    [ -f $nano ] || check synth-nano $bin synth --shape nemotron-3-nano-30b-a3b -o $nano
+    for p in 420 2048; do
+        check "bench-nano-p$p" $bin bench -m $nano --device cuda -p $p -n 128 -r 3
+        cat "$log/bench-nano-p$p.log"
+    done
+fi
+
+echo
+echo "== summary =="
+printf '%s\n' "${results[@]}"
+[ $failed = 0 ] && echo "all GPU checks passed" || echo "some GPU checks FAILED"
+exit $failed

@@ -1,0 +1,1127 @@
+/* test_ops.c - every operation of the CUDA backend against the CPU reference, on random inputs.
+ *
+ * The operation-level check of src/cuda (what ggml's test-backend-ops is to ggml): each case
+ * makes fresh random inputs and weights from a seed it prints, gives both backends identical
+ * bytes (the CPU backend's memory is host memory; the CUDA backend gets them through upload),
+ * fills every output with a poison pattern first (0xFF bytes: a NaN no kernel computes, -1 as an
+ * integer), runs the operation on both exactly as src/forward.c calls it, copies the results
+ * back and compares them per output row (per position) with the relative error
+ * ||cuda - cpu|| / ||cpu|| against a named tolerance. TOL_EXACT asks for identical bits: the
+ * operations whose CUDA arithmetic is specified to be the CPU's chain of f32 operations (the
+ * packed products, whose arithmetic src/cpu/matmul_q.c fixes; the float products, which follow
+ * matmul.c's AVX2 lanes; integer results). Every element must have been written, and nothing
+ * outside the output (stride padding, rows past n, cache rows past the context) may be.
+ * Within CUDA, a position's result must not depend on the pass: a pass of 64 against 64 passes
+ * of 1 (products, experts), a prefill of pos0 + n against pos0 then n (attention), and Mamba
+ * state carried over passes of 5 and 3 against one pass of 8 - all bit for bit.
+ *
+ * Each comparison prints one line ("ok" or "FAIL", the op, its shape, the seed, the worst row's
+ * error against its tolerance, and on failure the worst element with both values and their bits),
+ * so a failing op can be fixed from the log alone. `gpu_test_ops [SEED]` changes the base seed
+ * (each case's seed derives from it and the case number). Without a CUDA device it prints why
+ * and exits 77 (skipped).
+ */
+#include "cpu/cpu.h"
+#include "cuda/cuda_backend.h"
+#include "quant/quant.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../test.h"
+
+/* ---- tolerances (relative L2 error of one output row) ------------------------------------- */
+
+/* Identical bits: the kernel runs the CPU's f32 operations one for one (__f*_rn, -fmad=false). */
+#define TOL_EXACT 0.0
+/* Float-weight products when the CPU runs its scalar variant (NEMOTRON_CPU=scalar or no AVX2):
+ * it rounds the product and the sum separately where CUDA follows the AVX2 FMA, one rounding per
+ * term of difference: about sqrt(cols) ulps of the terms over a sum that is itself about
+ * sqrt(cols) terms, i.e. a few 1e-7 relative; 4e-6 leaves 10x. */
+#define TOL_MATMUL_SCALAR 4e-6
+/* rmsnorm: the sum of squares in a fixed block tree instead of one serial sum; positive terms,
+ * so each order is within ~H/2 ulp of the exact sum at worst, sqrt(H) typically; it enters the
+ * output under a square root: ~1e-7 relative for H = 4096. */
+#define TOL_NORM 1e-6
+/* mamba_conv: the taps are the CPU's chain; only silu's expf is CUDA's (within 2 ulp of glibc),
+ * which moves silu by at most ~2 ulp. */
+#define TOL_CONV 1e-6
+/* gated norm: silu's expf as above, then a group sum of squares in a tree (as TOL_NORM). */
+#define TOL_GATED 2e-6
+/* mamba_scan: the recurrence is the CPU's chain, but dt goes through log1pf/expf and dA through
+ * expf (a few ulp each); every state term of a head shares that relative error and the state
+ * carries it into later positions, decaying with dA < 1: ~1e-6 seen; 1e-5 leaves room for the
+ * 128-term sums' cancellation. */
+#define TOL_SCAN 1e-5
+/* attention: q.k in a 32-lane fma tree instead of the CPU's 8 lanes of mul-then-add, expf of
+ * the softmax, then a weighted sum over a few hundred positions: ~1e-7..1e-6. */
+#define TOL_ATTN 1e-5
+/* moe_route scores and weights: sigmoid's expf only (then a sum of k and a division). */
+#define TOL_ROUTE 1e-6
+
+/* ---- random numbers and seeds ------------------------------------------------------------ */
+
+static uint64_t base_seed = 0x6e656d6f74726f6eull, rng_state = 1, case_seed;
+static int case_no;
+
+static uint64_t rnd(void) { /* xorshift64* */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545F4914F6CDD1Dull;
+}
+static float uni(float lo, float hi) { return lo + (hi - lo) * (float)((double)(rnd() >> 40) / 16777216.0); }
+static int below(int n) { return (int)(rnd() % (uint64_t)n); }
+/* Magnitude in [lo, hi] (lo > 0: never zero), random sign. */
+static float sval(float lo, float hi) { return (rnd() & 1) ? uni(lo, hi) : -uni(lo, hi); }
+
+/* Each case starts its own stream, so one case reproduces without the ones before it. */
+static void new_case(void) {
+    case_seed = base_seed + 0x9E3779B97F4A7C15ull * (uint64_t)++case_no;
+    rng_state = case_seed ? case_seed : 1;
+}
+
+/* ---- the two backends and their memory ----------------------------------------------------- */
+
+/* EAGER: a second CUDA backend with graphs off, made for test_replay only. */
+enum { CPU, GPU, EAGER };
+static struct nt_backend *BE[3];
+static int float_exact; /* the CPU's float products are its AVX2 FMA chains, which CUDA follows */
+
+/* What a group of cases allocated: host scratch (free) and CPU-resident buffers (release). CUDA
+ * uploads live until the backend is destroyed, so the CUDA backend is remade per group. */
+static void **host_list, **cpu_list;
+static size_t n_host, n_cpu, cap_host, cap_cpu;
+
+static void die(const char *msg) {
+    fprintf(stderr, "gpu_test_ops: %s\n", msg);
+    exit(1);
+}
+
+static void track(void ***list, size_t *n, size_t *cap, void *p) {
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 256;
+        *list = realloc(*list, *cap * sizeof **list);
+        if (!*list) die("out of host memory");
+    }
+    (*list)[(*n)++] = p;
+}
+
+static void *hmalloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) die("out of host memory");
+    track(&host_list, &n_host, &cap_host, p);
+    return p;
+}
+
+static void new_gpu(void) {
+    struct nt_err err;
+    memset(&err, 0, sizeof err);
+    if (nt_cuda_backend_new(0, &BE[GPU], &err) != NEMOTRON_OK) die(err.msg);
+}
+
+static void group_end(void) {
+    for (size_t i = 0; i < n_cpu; i++) BE[CPU]->ops->release(BE[CPU], cpu_list[i]);
+    for (size_t i = 0; i < n_host; i++) free(host_list[i]);
+    n_cpu = n_host = 0;
+    BE[GPU]->ops->destroy(BE[GPU]);
+    new_gpu();
+}
+
+/* A resident copy of host bytes on side s. */
+static void *put(int s, const void *host, size_t bytes) {
+    struct nt_backend *be = BE[s];
+    void *p;
+    if (s == CPU) {
+        p = be->ops->alloc(be, bytes);
+        if (p) {
+            memcpy(p, host, bytes);
+            track(&cpu_list, &n_cpu, &cap_cpu, p);
+        }
+    } else {
+        p = (void *)be->ops->upload(be, host, bytes);
+    }
+    if (!p) {
+        fprintf(stderr, "gpu_test_ops: %s: no memory for %zu bytes: %s\n", be->ops->name, bytes, be->alloc_error);
+        exit(1);
+    }
+    return p;
+}
+
+/* One buffer on each side with the same bytes. */
+struct twin {
+    void *p[3];
+};
+static struct twin twin_in(const void *host, size_t bytes) {
+    struct twin t = {{NULL, NULL, NULL}};
+    for (int s = 0; s < 3; s++)
+        if (BE[s]) t.p[s] = put(s, host, bytes);
+    return t;
+}
+#define POISON 0xFFFFFFFFu
+static struct twin twin_poison(size_t bytes) {
+    void *h = hmalloc(bytes);
+    memset(h, 0xFF, bytes);
+    return twin_in(h, bytes);
+}
+static void *back(int s, const void *p, size_t bytes) {
+    void *h = hmalloc(bytes);
+    BE[s]->ops->to_host(BE[s], h, p, bytes);
+    return h;
+}
+static float *F(struct twin t, int s) { return (float *)t.p[s]; }
+
+/* A pass of n positions at pos0 on side s, with poisoned scratch of the size the backend asks
+ * for (its contents must never matter) and tokens (all 0 when none are given). */
+static struct nt_pass make_pass(int s, int n, int pos0, int64_t max_cols, const int32_t *tokens) {
+    if (!tokens) {
+        int32_t *z = hmalloc((size_t)n * sizeof *z);
+        memset(z, 0, (size_t)n * sizeof *z);
+        tokens = z;
+    }
+    size_t sb = BE[s]->ops->pass_scratch_bytes(BE[s], max_cols, n);
+    void *h = hmalloc(sb);
+    memset(h, 0xFF, sb);
+    return (struct nt_pass){.n = n, .pos0 = pos0, .tokens = tokens, .scratch = put(s, h, sb)};
+}
+
+/* Every operation runs between begin_pass and end_pass, as in forward.c (the CUDA backend reads
+ * pos0 and the tokens from the scratch that begin_pass fills, and may capture a pass kind into a
+ * graph on its second run). begin() opens a pass with a scratch of its own, so each operation
+ * here runs eagerly; test_replay checks captured programs. */
+static struct nt_pass open_pass[2];
+static const struct nt_pass *begin(int s, int n, int pos0, int64_t max_cols, const int32_t *tokens) {
+    open_pass[s] = make_pass(s, n, pos0, max_cols, tokens);
+    BE[s]->ops->begin_pass(BE[s], &open_pass[s]);
+    return &open_pass[s];
+}
+static void end(int s) { BE[s]->ops->end_pass(BE[s], &open_pass[s]); }
+
+/* ---- comparing ----------------------------------------------------------------------------- */
+
+static uint32_t bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* rows x cols floats of ref and got (row stride `stride`): per row ||got - ref|| / ||ref|| (the
+ * absolute norm where ref is all zero); tol == 0: identical bits. Every element of got (and of
+ * ref) must have been written and be finite. One line either way; returns 1 when it holds. */
+static int compare(const char *what, const char *rn, const float *ref, const char *gn, const float *got,
+                   int rows, int cols, size_t stride, double tol) {
+    double worst = -1;
+    int wr = 0, wc = 0, fr = -1, fc = -1, ur = -1, uc = -1, nr = -1, nc = -1;
+    long ndiff = 0, nunw = 0, nbad = 0, unw_ref = 0, unw_got = 0;
+    for (int r = 0; r < rows; r++) {
+        double num = 0, den = 0, big = -1;
+        int bc = 0;
+        for (int c = 0; c < cols; c++) {
+            float a = ref[(size_t)r * stride + c], b = got[(size_t)r * stride + c];
+            if (bits(a) == POISON || bits(b) == POISON) {
+                if (!nunw++) ur = r, uc = c;
+                unw_ref += bits(a) == POISON;
+                unw_got += bits(b) == POISON;
+                continue;
+            }
+            if (!isfinite(a) || !isfinite(b)) {
+                if (!nbad++) nr = r, nc = c;
+                continue;
+            }
+            if (bits(a) != bits(b) && !ndiff++) fr = r, fc = c;
+            double d = (double)b - (double)a;
+            num += d * d;
+            den += (double)a * a;
+            if (fabs(d) > big) big = fabs(d), bc = c;
+        }
+        double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+        if (rel > worst) worst = rel, wr = r, wc = bc;
+    }
+    int ok = nunw == 0 && nbad == 0 && (tol == 0 ? ndiff == 0 : worst <= tol);
+    test_checks++;
+    if (!ok) test_failures++;
+    printf("%s %s [seed %016llx]: %s vs %s, %dx%d: worst row %d rel %.3g (tol %g%s)", ok ? "ok  " : "FAIL", what,
+           (unsigned long long)case_seed, gn, rn, rows, cols, wr, worst, tol, tol == 0 ? ": identical bits" : "");
+    if (nunw)
+        printf("; elements never written (poison left): %ld by %s, %ld by %s; first row %d col %d", unw_got, gn,
+               unw_ref, rn, ur, uc);
+    if (nbad)
+        printf("; %ld non-finite, first row %d col %d: %s %.9g %s %.9g", nbad, nr, nc, rn,
+               ref[(size_t)nr * stride + nc], gn, got[(size_t)nr * stride + nc]);
+    if (!ok && ndiff) {
+        /* the worst element of the worst row; for exact checks also the first differing one */
+        int r = tol == 0 && worst == 0 ? fr : wr, c = tol == 0 && worst == 0 ? fc : wc;
+        float a = ref[(size_t)r * stride + c], b = got[(size_t)r * stride + c];
+        printf("; %ld of %ld elements differ; row %d col %d: %s %.9g (0x%08x) %s %.9g (0x%08x)", ndiff,
+               (long)rows * cols, r, c, rn, a, bits(a), gn, b, bits(b));
+        if (tol == 0 && (fr != r || fc != c))
+            printf("; first difference row %d col %d", fr, fc);
+    }
+    printf("\n");
+    fflush(stdout);
+    return ok;
+}
+
+static int compare_cuda(const char *what, const float *cpu, const float *cuda, int rows, int cols, size_t stride,
+                        double tol) {
+    return compare(what, "cpu", cpu, "cuda", cuda, rows, cols, stride, tol);
+}
+
+/* Nothing outside the output was written: columns cols..stride-1 of rows < rows, and rows
+ * rows..total_rows-1 entirely, still hold the poison. */
+static void untouched(const char *what, int s, const float *y, int rows, int cols, size_t stride, int total_rows) {
+    long bad = 0;
+    int br = -1, bc = -1;
+    for (int r = 0; r < total_rows; r++)
+        for (size_t c = r < rows ? (size_t)cols : 0; c < stride; c++)
+            if (bits(y[(size_t)r * stride + c]) != POISON && !bad++) br = r, bc = (int)c;
+    CHECK(bad == 0, "%s [seed %016llx]: %s wrote %ld elements outside its output (rows %d, cols %d, stride %zu, "
+          "%d rows allocated), first row %d col %d = %.9g", what, (unsigned long long)case_seed,
+          s == CPU ? "cpu" : "cuda", bad, rows, cols, stride, total_rows, br, bc,
+          bad ? y[(size_t)br * stride + bc] : 0.0f);
+}
+
+/* Integer results (argmax, expert indices): identical. */
+static void compare_i32(const char *what, const int32_t *cpu, const int32_t *cuda, int rows, int cols) {
+    int bad = -1;
+    for (int i = 0; i < rows * cols && bad < 0; i++)
+        if (cpu[i] != cuda[i]) bad = i;
+    test_checks++;
+    if (bad >= 0) test_failures++;
+    printf("%s %s [seed %016llx]: cuda vs cpu, %dx%d integers", bad < 0 ? "ok  " : "FAIL", what,
+           (unsigned long long)case_seed, rows, cols);
+    if (bad >= 0) {
+        int r = bad / cols;
+        printf("; row %d differs:\n     cpu ", r);
+        for (int c = 0; c < cols && c < 16; c++) printf(" %d", cpu[r * cols + c]);
+        printf("\n     cuda");
+        for (int c = 0; c < cols && c < 16; c++) printf(" %d", cuda[r * cols + c]);
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+/* ---- weights ------------------------------------------------------------------------------- */
+
+/* W (f32, rows x cols) in dtype dt: the stored bytes, into *bytes. */
+static uint8_t *pack(enum nt_dtype dt, const float *W, int64_t rows, int64_t cols, size_t *bytes) {
+    size_t cnt = (size_t)(rows * cols);
+    uint8_t *p;
+    if (dt == NT_DTYPE_Q8_2F || dt == NT_DTYPE_Q4TP) {
+        *bytes = (size_t)nt_matrix_bytes(dt, rows, cols);
+        p = hmalloc(*bytes);
+        nt_quantize_matrix(dt, W, rows, cols, p);
+    } else if (dt == NT_DTYPE_F32) {
+        *bytes = cnt * 4;
+        p = hmalloc(*bytes);
+        memcpy(p, W, *bytes);
+    } else {
+        *bytes = cnt * 2;
+        p = hmalloc(*bytes);
+        for (size_t i = 0; i < cnt; i++) {
+            uint16_t h = dt == NT_DTYPE_F16 ? nt_f32_to_f16(W[i]) : nt_f32_to_bf16(W[i]);
+            memcpy(p + 2 * i, &h, 2);
+        }
+    }
+    return p;
+}
+
+/* A random rows x cols matrix in dtype dt on both sides: weights +-[0.005, 0.05] with one in
+ * 64 eight times larger (outliers stretch the q8_2f column field and the q4tp group scales). */
+static void random_matrix(enum nt_dtype dt, int rows, int cols, struct nt_matrix W[2]) {
+    float *Wf = hmalloc((size_t)rows * cols * sizeof *Wf);
+    for (size_t i = 0; i < (size_t)rows * cols; i++) Wf[i] = sval(0.005f, 0.05f) * (below(64) ? 1.0f : 8.0f);
+    size_t nb;
+    uint8_t *p = pack(dt, Wf, rows, cols, &nb);
+    for (int s = 0; s < 2; s++)
+        W[s] = (struct nt_matrix){.dtype = dt, .rows = rows, .cols = cols, .data = put(s, p, nb), .name = "test.W"};
+}
+
+static float *random_vec(size_t n, float lo, float hi) {
+    float *v = hmalloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[i] = sval(lo, hi);
+    return v;
+}
+
+static int is_packed(enum nt_dtype dt) { return dt == NT_DTYPE_Q8_2F || dt == NT_DTYPE_Q4TP; }
+static double product_tol(enum nt_dtype dt) { return is_packed(dt) || float_exact ? TOL_EXACT : TOL_MATMUL_SCALAR; }
+
+/* ---- matmul -------------------------------------------------------------------------------- */
+
+/* y = act(W x + b) for n of a pass of pass_n positions. Activations +-[0.02, 1] with one in 50
+ * thirty times larger; for the packed formats position 0's second block is all zero (inv = 0)
+ * and position 1's first block too small for 127 / amax to be finite. Stride padding and rows
+ * past n hold NaN: read, they would show in the output. With `invariance`, CUDA also runs every
+ * position as a pass of 1, which must give the same bits. */
+static void matmul_case(enum nt_dtype dt, int rows, int cols, int n, int pass_n, int strided, int with_bias,
+                        enum nt_act act, int invariance) {
+    new_case();
+    int xs = cols + (strided ? 5 : 0), ys = rows + (strided ? 3 : 0);
+    char what[200];
+    snprintf(what, sizeof what, "matmul %s %dx%d n=%d/%d xs=%d ys=%d%s%s", nt_dtype_name(dt), rows, cols, n, pass_n,
+             xs, ys, with_bias ? " bias" : "", act == NT_ACT_RELU2 ? " relu2" : "");
+    struct nt_matrix W[2];
+    random_matrix(dt, rows, cols, W);
+    struct twin bias = {{NULL, NULL, NULL}};
+    if (with_bias) bias = twin_in(random_vec((size_t)rows, 0.01f, 0.5f), (size_t)rows * 4);
+    float *x = hmalloc((size_t)pass_n * xs * sizeof *x);
+    for (int t = 0; t < pass_n; t++)
+        for (int c = 0; c < xs; c++)
+            x[(size_t)t * xs + c] = t < n && c < cols ? sval(0.02f, 1.0f) * (below(50) ? 1.0f : 30.0f) : NAN;
+    if (is_packed(dt) && cols >= 64)
+        for (int c = 32; c < 64; c++) x[c] = 0.0f;
+    if (is_packed(dt) && n > 1)
+        for (int c = 0; c < 32 && c < cols; c++) x[(size_t)xs + c] = 1e-38f * (c % 3 ? 1.0f : -1.0f);
+    struct twin xt = twin_in(x, (size_t)pass_n * xs * 4), yt = twin_poison((size_t)pass_n * ys * 4);
+    for (int s = 0; s < 2; s++) {
+        const struct nt_pass *p = begin(s, pass_n, 0, cols, NULL);
+        BE[s]->ops->matmul(BE[s], p, n, &W[s], F(bias, s), act, F(xt, s), xs, F(yt, s), ys);
+        end(s);
+    }
+    float *y[2];
+    for (int s = 0; s < 2; s++) y[s] = back(s, yt.p[s], (size_t)pass_n * ys * 4);
+    compare_cuda(what, y[CPU], y[GPU], n, rows, (size_t)ys, product_tol(dt));
+    for (int s = 0; s < 2; s++) untouched(what, s, y[s], n, rows, (size_t)ys, pass_n);
+    if (!invariance) return;
+    /* one arithmetic per position: the same rows from passes of one position */
+    struct twin y1 = twin_poison((size_t)pass_n * ys * 4);
+    struct nt_backend *be = BE[GPU];
+    for (int t = 0; t < n; t++) {
+        const struct nt_pass *p = begin(GPU, 1, t, cols, NULL);
+        be->ops->matmul(be, p, 1, &W[GPU], F(bias, GPU), act, F(xt, GPU) + (size_t)t * xs, xs,
+                        F(y1, GPU) + (size_t)t * ys, ys);
+        end(GPU);
+    }
+    char w1[240];
+    snprintf(w1, sizeof w1, "%s: one arithmetic per position", what);
+    compare(w1, "cuda pass of 64", y[GPU], "cuda passes of 1", back(GPU, y1.p[GPU], (size_t)pass_n * ys * 4), n,
+            rows, (size_t)ys, TOL_EXACT);
+}
+
+static void test_matmul(void) {
+    static const struct {
+        int rows, cols;
+    } shapes[] = {
+        {67, 2688},   /* Nano's hidden size as cols: a multiple of 32, not of 256 */
+        {131, 1856},  /* odd rows; Nano's expert width as cols */
+        {2688, 1856}, /* a full-size expert down projection */
+        {33, 100},    /* q8_2f with cols % 32 != 0 (a short last block of 4) */
+        {5, 37},      /* float only: 5 tail columns past the 8-lane chains */
+        {3, 4},       /* q8_2f: a single short block */
+    };
+    static const enum nt_dtype dts[] = {NT_DTYPE_F32, NT_DTYPE_F16, NT_DTYPE_BF16, NT_DTYPE_Q8_2F, NT_DTYPE_Q4TP};
+    static const int ns[] = {1, 3, 17, 64};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
+            int rows = shapes[si].rows, cols = shapes[si].cols;
+            enum nt_dtype dt = dts[di];
+            if (!nt_format_accepts(dt, rows, cols, NULL)) continue;
+            for (int i = 0; i < 4; i++) {
+                if (rows * cols > 1000000 && (i == 1 || i == 2)) continue; /* the big one: n = 1, 64 */
+                /* bias on odd i, relu^2 from i = 2, strides on i = 1 and 3; n = 64 fills the pass */
+                matmul_case(dt, rows, cols, ns[i], 64, i & 1, i & 1, i >= 2 ? NT_ACT_RELU2 : NT_ACT_NONE, ns[i] == 64);
+            }
+            group_end();
+        }
+}
+
+/* ---- embed, norms, add, argmax -------------------------------------------------------------- */
+
+static void test_embed(enum nt_dtype dt, int V, int H, int n) {
+    new_case();
+    char what[120];
+    snprintf(what, sizeof what, "embed %s V=%d H=%d n=%d", nt_dtype_name(dt), V, H, n);
+    float *Ef = random_vec((size_t)V * H, 0.001f, 2.0f);
+    size_t nb;
+    uint8_t *p = pack(dt, Ef, V, H, &nb);
+    struct nt_matrix E[2];
+    for (int s = 0; s < 2; s++)
+        E[s] = (struct nt_matrix){.dtype = dt, .rows = V, .cols = H, .data = put(s, p, nb), .name = "test.emb"};
+    int32_t *tok = hmalloc((size_t)n * sizeof *tok);
+    for (int t = 0; t < n; t++) tok[t] = t == 0 ? V - 1 : t == 1 ? 0 : t % 5 == 2 ? tok[t - 1] : below(V);
+    struct twin h = twin_poison((size_t)n * H * 4);
+    for (int s = 0; s < 2; s++) {
+        BE[s]->ops->embed(BE[s], begin(s, n, 0, H, tok), &E[s], F(h, s));
+        end(s);
+    }
+    compare_cuda(what, back(CPU, h.p[CPU], (size_t)n * H * 4), back(GPU, h.p[GPU], (size_t)n * H * 4), n, H,
+                 (size_t)H, TOL_EXACT);
+}
+
+static void test_norms(int H, int n) {
+    new_case();
+    char what[120];
+    float eps = 1e-5f;
+    /* rows of different scales: 1e-3 .. 30 */
+    float *h = hmalloc((size_t)n * H * sizeof *h);
+    for (int t = 0; t < n; t++) {
+        float scale = powf(10.0f, uni(-3.0f, 1.5f));
+        for (int i = 0; i < H; i++) h[(size_t)t * H + i] = sval(0.01f, 1.0f) * scale;
+    }
+    float *o = random_vec((size_t)n * H, 0.01f, 1.0f), *w = random_vec((size_t)H, 0.2f, 2.0f);
+    size_t bytes = (size_t)n * H * 4;
+    struct twin ht = twin_in(h, bytes), ot = twin_in(o, bytes), wt = twin_in(w, (size_t)H * 4);
+    struct twin y1 = twin_poison(bytes), y2 = twin_poison(bytes);
+    for (int s = 0; s < 2; s++) {
+        struct nt_backend *be = BE[s];
+        const struct nt_pass *p = begin(s, n, 0, H, NULL);
+        be->ops->rmsnorm(be, p, F(ht, s), F(wt, s), H, eps, F(y1, s));
+        be->ops->add_rmsnorm(be, p, F(ht, s), F(ot, s), F(wt, s), H, eps, F(y2, s));
+        end(s);
+    }
+    snprintf(what, sizeof what, "rmsnorm H=%d n=%d", H, n);
+    compare_cuda(what, back(CPU, y1.p[CPU], bytes), back(GPU, y1.p[GPU], bytes), n, H, (size_t)H, TOL_NORM);
+    snprintf(what, sizeof what, "add_rmsnorm H=%d n=%d: h += o", H, n);
+    compare_cuda(what, back(CPU, ht.p[CPU], bytes), back(GPU, ht.p[GPU], bytes), n, H, (size_t)H, TOL_EXACT);
+    snprintf(what, sizeof what, "add_rmsnorm H=%d n=%d: y", H, n);
+    compare_cuda(what, back(CPU, y2.p[CPU], bytes), back(GPU, y2.p[GPU], bytes), n, H, (size_t)H, TOL_NORM);
+}
+
+static void test_add(size_t count) {
+    new_case();
+    char what[120];
+    snprintf(what, sizeof what, "add count=%zu", count);
+    /* 5 poisoned floats past the end must stay so */
+    float *y = hmalloc((count + 5) * sizeof *y);
+    for (size_t i = 0; i < count; i++) y[i] = sval(0.001f, 100.0f);
+    memset(y + count, 0xFF, 5 * sizeof *y);
+    struct twin yt = twin_in(y, (count + 5) * 4), xt = twin_in(random_vec(count, 0.001f, 100.0f), count * 4);
+    for (int s = 0; s < 2; s++) {
+        begin(s, 1, 0, 64, NULL);
+        BE[s]->ops->add(BE[s], F(yt, s), F(xt, s), count);
+        end(s);
+    }
+    float *r[2];
+    for (int s = 0; s < 2; s++) r[s] = back(s, yt.p[s], (count + 5) * 4);
+    compare_cuda(what, r[CPU], r[GPU], 1, (int)count, count + 5, TOL_EXACT);
+    for (int s = 0; s < 2; s++) untouched(what, s, r[s], 1, (int)count, count + 5, 1);
+}
+
+/* Rows: random; the maximum at three places (the lowest wins); all equal (0); the maximum last;
+ * all -inf (0); then random rows with a tie of two. */
+static void test_argmax(int V, int n) {
+    new_case();
+    char what[120];
+    snprintf(what, sizeof what, "argmax vocab=%d n=%d (ties: lowest index)", V, n);
+    float *l = random_vec((size_t)n * V, 0.001f, 8.0f);
+    for (int t = 0; t < n; t++) {
+        float *r = l + (size_t)t * V;
+        switch (t) {
+        case 1: r[V / 7] = r[V / 2] = r[V - 2] = 20.0f; break;
+        case 2: for (int i = 0; i < V; i++) r[i] = -3.5f; break;
+        case 3: r[V - 1] = 20.0f; break;
+        case 4: for (int i = 0; i < V; i++) r[i] = -INFINITY; break;
+        default: if (t > 0) { int a = below(V), b = below(V); r[a] = r[b] = 9.0f; } break;
+        }
+    }
+    struct twin lt = twin_in(l, (size_t)n * V * 4), ot = twin_poison((size_t)n * 4);
+    for (int s = 0; s < 2; s++) {
+        begin(s, n, 0, 64, NULL);
+        BE[s]->ops->argmax(BE[s], n, F(lt, s), V, (int32_t *)ot.p[s]);
+        end(s);
+    }
+    compare_i32(what, back(CPU, ot.p[CPU], (size_t)n * 4), back(GPU, ot.p[GPU], (size_t)n * 4), n, 1);
+}
+
+/* ---- Mamba-2 ------------------------------------------------------------------------------- */
+
+struct mamba_cfg {
+    const char *name;
+    int H, nh, P, N, G, K;
+    float dt_lo, dt_hi;
+    int conv_bias;
+};
+
+/* conv, scan and gated norm, each from identical inputs (the scan from the CPU's conv output,
+ * the norm from the CPU's scan output), with random ring and state carried in: one pass of 8,
+ * and passes of 5 and 3 that carry the ring and the state between them. */
+static void test_mamba(const struct mamba_cfg *mc) {
+    new_case();
+    struct nt_mamba_dims d = {.H = mc->H, .nh = mc->nh, .P = mc->P, .N = mc->N, .G = mc->G, .K = mc->K,
+                              .eps = 1e-5f, .dt_lo = mc->dt_lo, .dt_hi = mc->dt_hi};
+    d.I = d.nh * d.P;
+    d.CD = d.I + 2 * d.G * d.N;
+    d.zxd = d.I + d.CD + d.nh;
+    enum { T = 8, T1 = 5 };
+    int K = d.K, CD = d.CD, I = d.I, nh = d.nh;
+    /* weights: the vectors the three operations read */
+    float *conv_w = random_vec((size_t)CD * K, 0.05f, 0.6f), *conv_b = random_vec((size_t)CD, 0.01f, 0.3f);
+    float *dt_bias = hmalloc((size_t)nh * 4), *A_log = hmalloc((size_t)nh * 4), *D = hmalloc((size_t)nh * 4);
+    for (int h = 0; h < nh; h++) {
+        dt_bias[h] = uni(-4.0f, 0.5f);  /* softplus: dt from ~0.02 to ~1 */
+        A_log[h] = uni(-0.5f, 2.5f);    /* A from -0.6 to -12 */
+        D[h] = uni(0.5f, 1.5f);
+    }
+    float *norm_w = random_vec((size_t)I, 0.5f, 1.5f);
+    struct nt_mamba_weights w[2];
+    memset(w, 0, sizeof w);
+    for (int s = 0; s < 2; s++) {
+        w[s].conv_w = put(s, conv_w, (size_t)CD * K * 4);
+        w[s].conv_b = mc->conv_bias ? put(s, conv_b, (size_t)CD * 4) : NULL;
+        w[s].dt_bias = put(s, dt_bias, (size_t)nh * 4);
+        w[s].A_log = put(s, A_log, (size_t)nh * 4);
+        w[s].D = put(s, D, (size_t)nh * 4);
+        w[s].norm_w = put(s, norm_w, (size_t)I * 4);
+    }
+    float *zxd = random_vec((size_t)T * d.zxd, 0.01f, 3.0f);
+    struct twin zt = twin_in(zxd, (size_t)T * d.zxd * 4);
+    size_t ring_b = (size_t)(K - 1) * CD * 4, state_b = (size_t)nh * d.N * d.P * 4;
+    float *ring0 = random_vec((size_t)(K - 1) * CD, 0.01f, 2.0f);
+    float *state0 = random_vec((size_t)nh * d.N * d.P, 0.001f, 0.5f);
+    char what[200], pre[120];
+    snprintf(pre, sizeof pre, "%s (nh %d P %d N %d G %d K %d)", mc->name, nh, d.P, d.N, d.G, K);
+
+    /* conv */
+    struct twin ra = twin_in(ring0, ring_b), rb = twin_in(ring0, ring_b);
+    struct twin xa = twin_poison((size_t)T * CD * 4), xb = twin_poison((size_t)T * CD * 4);
+    for (int s = 0; s < 2; s++) {
+        struct nt_backend *be = BE[s];
+        be->ops->mamba_conv(be, begin(s, T, 0, d.H, NULL), &d, &w[s], F(zt, s), F(ra, s), F(xa, s));
+        end(s);
+        be->ops->mamba_conv(be, begin(s, T1, 0, d.H, NULL), &d, &w[s], F(zt, s), F(rb, s), F(xb, s));
+        end(s);
+        be->ops->mamba_conv(be, begin(s, T - T1, T1, d.H, NULL), &d, &w[s], F(zt, s) + (size_t)T1 * d.zxd,
+                            F(rb, s), F(xb, s) + (size_t)T1 * CD);
+        end(s);
+    }
+    float *xbc[2], *xbc2[2], *ring[2], *ring2[2];
+    for (int s = 0; s < 2; s++) {
+        xbc[s] = back(s, xa.p[s], (size_t)T * CD * 4);
+        xbc2[s] = back(s, xb.p[s], (size_t)T * CD * 4);
+        ring[s] = back(s, ra.p[s], ring_b);
+        ring2[s] = back(s, rb.p[s], ring_b);
+    }
+    snprintf(what, sizeof what, "mamba_conv %s n=8: xbc", pre);
+    compare_cuda(what, xbc[CPU], xbc[GPU], T, CD, (size_t)CD, TOL_CONV);
+    snprintf(what, sizeof what, "mamba_conv %s n=8: ring after (raw inputs)", pre);
+    compare_cuda(what, ring[CPU], ring[GPU], K - 1, CD, (size_t)CD, TOL_EXACT);
+    snprintf(what, sizeof what, "mamba_conv %s: ring carried, xbc", pre);
+    compare(what, "cuda pass of 8", xbc[GPU], "cuda passes 5+3", xbc2[GPU], T, CD, (size_t)CD, TOL_EXACT);
+    compare(what, "cpu pass of 8", xbc[CPU], "cpu passes 5+3", xbc2[CPU], T, CD, (size_t)CD, TOL_EXACT);
+    snprintf(what, sizeof what, "mamba_conv %s: ring carried, ring after", pre);
+    compare(what, "cuda pass of 8", ring[GPU], "cuda passes 5+3", ring2[GPU], K - 1, CD, (size_t)CD, TOL_EXACT);
+
+    /* scan, from the CPU's xbc on both sides */
+    struct twin xin = twin_in(xbc[CPU], (size_t)T * CD * 4);
+    struct twin sa = twin_in(state0, state_b), sb = twin_in(state0, state_b);
+    struct twin ya = twin_poison((size_t)T * I * 4), yb = twin_poison((size_t)T * I * 4);
+    for (int s = 0; s < 2; s++) {
+        struct nt_backend *be = BE[s];
+        be->ops->mamba_scan(be, begin(s, T, 0, d.H, NULL), &d, &w[s], F(zt, s), F(xin, s), F(sa, s), F(ya, s));
+        end(s);
+        be->ops->mamba_scan(be, begin(s, T1, 0, d.H, NULL), &d, &w[s], F(zt, s), F(xin, s), F(sb, s), F(yb, s));
+        end(s);
+        be->ops->mamba_scan(be, begin(s, T - T1, T1, d.H, NULL), &d, &w[s], F(zt, s) + (size_t)T1 * d.zxd,
+                            F(xin, s) + (size_t)T1 * CD, F(sb, s), F(yb, s) + (size_t)T1 * I);
+        end(s);
+    }
+    float *y[2], *y2[2], *st[2], *st2[2];
+    for (int s = 0; s < 2; s++) {
+        y[s] = back(s, ya.p[s], (size_t)T * I * 4);
+        y2[s] = back(s, yb.p[s], (size_t)T * I * 4);
+        st[s] = back(s, sa.p[s], state_b);
+        st2[s] = back(s, sb.p[s], state_b);
+    }
+    int hs = d.N * d.P; /* one head's state per compared row */
+    snprintf(what, sizeof what, "mamba_scan %s dt [%g, %g] n=8: y", pre, d.dt_lo, d.dt_hi);
+    compare_cuda(what, y[CPU], y[GPU], T, I, (size_t)I, TOL_SCAN);
+    snprintf(what, sizeof what, "mamba_scan %s n=8: state after (rows = heads)", pre);
+    compare_cuda(what, st[CPU], st[GPU], nh, hs, (size_t)hs, TOL_SCAN);
+    snprintf(what, sizeof what, "mamba_scan %s: state carried, y", pre);
+    compare(what, "cuda pass of 8", y[GPU], "cuda passes 5+3", y2[GPU], T, I, (size_t)I, TOL_EXACT);
+    compare(what, "cpu passes 5+3", y2[CPU], "cuda passes 5+3", y2[GPU], T, I, (size_t)I, TOL_SCAN);
+    snprintf(what, sizeof what, "mamba_scan %s: state carried, state after", pre);
+    compare(what, "cuda pass of 8", st[GPU], "cuda passes 5+3", st2[GPU], nh, hs, (size_t)hs, TOL_EXACT);
+    compare(what, "cpu passes 5+3", st2[CPU], "cuda passes 5+3", st2[GPU], nh, hs, (size_t)hs, TOL_SCAN);
+
+    /* gated norm, from the CPU's y on both sides */
+    struct twin yin = twin_in(y[CPU], (size_t)T * I * 4), g = twin_poison((size_t)T * I * 4);
+    for (int s = 0; s < 2; s++) {
+        BE[s]->ops->mamba_gated_norm(BE[s], begin(s, T, 0, d.H, NULL), &d, &w[s], F(yin, s), F(zt, s), F(g, s));
+        end(s);
+    }
+    snprintf(what, sizeof what, "mamba_gated_norm %s groups of %d n=8", pre, I / d.G);
+    compare_cuda(what, back(CPU, g.p[CPU], (size_t)T * I * 4), back(GPU, g.p[GPU], (size_t)T * I * 4), T, I, (size_t)I,
+                 TOL_GATED);
+}
+
+/* ---- attention ----------------------------------------------------------------------------- */
+
+struct attn_cfg {
+    const char *name;
+    int nq, nkv, dh, n_ctx, pre;
+};
+
+/* A pass of `pre` positions fills the caches, then a pass of n at pos0 = pre attends to them.
+ * The caches start poisoned: rows past a position's context must never be read (a NaN would
+ * spread) nor written. Within CUDA, one pass of pre + n from 0 must give the second pass's rows
+ * the same bits. */
+static void test_attention(const struct attn_cfg *ac, int n) {
+    new_case();
+    struct nt_attn_dims d = {.nq = ac->nq, .nkv = ac->nkv, .dh = ac->dh, .n_ctx = ac->n_ctx};
+    int qw = d.nq * d.dh, kvw = d.nkv * d.dh, pre = ac->pre, tot = pre + n;
+    char what[200];
+    NT_ASSERT(tot <= d.n_ctx);
+    /* q up to 3: scores of about unit spread, softmaxes from flat to peaked */
+    struct twin q = twin_in(random_vec((size_t)tot * qw, 0.01f, 3.0f), (size_t)tot * qw * 4);
+    struct twin k = twin_in(random_vec((size_t)tot * kvw, 0.01f, 1.0f), (size_t)tot * kvw * 4);
+    struct twin v = twin_in(random_vec((size_t)tot * kvw, 0.01f, 1.0f), (size_t)tot * kvw * 4);
+    size_t cb = (size_t)d.n_ctx * kvw * 4;
+    struct twin kc = twin_poison(cb), vc = twin_poison(cb);
+    struct twin o1 = twin_poison((size_t)pre * qw * 4), o2 = twin_poison((size_t)n * qw * 4);
+    for (int s = 0; s < 2; s++) {
+        struct nt_backend *be = BE[s];
+        be->ops->attention(be, begin(s, pre, 0, qw, NULL), &d, F(q, s), F(k, s), F(v, s), F(kc, s), F(vc, s),
+                           F(o1, s));
+        end(s);
+        be->ops->attention(be, begin(s, n, pre, qw, NULL), &d, F(q, s) + (size_t)pre * qw,
+                           F(k, s) + (size_t)pre * kvw, F(v, s) + (size_t)pre * kvw, F(kc, s), F(vc, s), F(o2, s));
+        end(s);
+    }
+    snprintf(what, sizeof what, "attention %s (nq %d nkv %d dh %d ctx %d) prefill n=%d pos0=0", ac->name, d.nq, d.nkv,
+             d.dh, d.n_ctx, pre);
+    compare_cuda(what, back(CPU, o1.p[CPU], (size_t)pre * qw * 4), back(GPU, o1.p[GPU], (size_t)pre * qw * 4), pre, qw,
+                 (size_t)qw, TOL_ATTN);
+    float *out2[2];
+    for (int s = 0; s < 2; s++) out2[s] = back(s, o2.p[s], (size_t)n * qw * 4);
+    snprintf(what, sizeof what, "attention %s (nq %d nkv %d dh %d ctx %d) n=%d pos0=%d", ac->name, d.nq, d.nkv, d.dh,
+             d.n_ctx, n, pre);
+    compare_cuda(what, out2[CPU], out2[GPU], n, qw, (size_t)qw, TOL_ATTN);
+    for (int c = 0; c < 2; c++) {
+        struct twin cache = c ? vc : kc;
+        float *h[2];
+        for (int s = 0; s < 2; s++) h[s] = back(s, cache.p[s], cb);
+        char wc[240];
+        snprintf(wc, sizeof wc, "%s: %s cache", what, c ? "v" : "k");
+        compare_cuda(wc, h[CPU], h[GPU], tot, kvw, (size_t)kvw, TOL_EXACT);
+        for (int s = 0; s < 2; s++) untouched(wc, s, h[s], tot, kvw, (size_t)kvw, d.n_ctx);
+    }
+    /* within CUDA: the same positions in one pass from 0 */
+    struct twin kc2 = twin_poison(cb), vc2 = twin_poison(cb), o3 = twin_poison((size_t)tot * qw * 4);
+    BE[GPU]->ops->attention(BE[GPU], begin(GPU, tot, 0, qw, NULL), &d, F(q, GPU), F(k, GPU), F(v, GPU), F(kc2, GPU),
+                            F(vc2, GPU), F(o3, GPU));
+    end(GPU);
+    float *all = back(GPU, o3.p[GPU], (size_t)tot * qw * 4);
+    snprintf(what, sizeof what, "attention %s n=%d pos0=%d: pass split", ac->name, n, pre);
+    compare(what, "cuda one pass from 0", all + (size_t)pre * qw, "cuda prefill then pass", out2[GPU], n, qw,
+            (size_t)qw, TOL_EXACT);
+}
+
+/* ---- MoE ----------------------------------------------------------------------------------- */
+
+struct route_cfg {
+    const char *name;
+    int E, k, n_group, topk_group, norm;
+    float scale;
+};
+
+/* Router logits of one position by scenario: 0 random; 1 k-1 clear winners and an exact tie of
+ * a and a + period (same bias: the lower index must win the last slot); 2 the same with a + period
+ * ahead by 3e-4 (~200 ulps of score: CUDA's expf cannot reorder it); 3 grouped: two groups with
+ * identical scores competing for the last kept group (ungrouped: all logits equal); 4 all equal. */
+static void route_row(float *l, const struct route_cfg *rc, int period, int scen) {
+    int E = rc->E, k = rc->k;
+    if (scen == 0) {
+        for (int e = 0; e < E; e++) l[e] = uni(-4.0f, 4.0f);
+    } else if (scen == 1 || scen == 2) {
+        for (int e = 0; e < E; e++) l[e] = uni(-4.0f, 0.0f);
+        for (int i = 0; i < k - 1; i++) {
+            int e;
+            do e = below(E); while (l[e] >= 3.0f);
+            l[e] = 3.0f + 0.25f * (float)i;
+        }
+        int a;
+        do a = below(E - period); while (l[a] >= 3.0f || l[a + period] >= 3.0f);
+        l[a] = 2.0f;
+        l[a + period] = scen == 1 ? 2.0f : 2.0f + 3e-4f;
+    } else if (scen == 3 && rc->n_group > 1) {
+        int G = rc->n_group, per = E / G, perm[NT_MAX_EXPERTS];
+        for (int g = 0; g < G; g++) perm[g] = g;
+        for (int g = G - 1; g > 0; g--) {
+            int j = below(g + 1), tmp = perm[g];
+            perm[g] = perm[j];
+            perm[j] = tmp;
+        }
+        for (int e = 0; e < E; e++) l[e] = uni(-4.0f, -1.0f);
+        for (int i = 0; i < rc->topk_group - 1; i++)
+            for (int j = 0; j < per; j++) l[perm[i] * per + j] = uni(3.0f, 4.0f);
+        int g1 = perm[rc->topk_group - 1], g2 = perm[rc->topk_group];
+        for (int j = 0; j < per; j++) l[g2 * per + j] = l[g1 * per + j] = uni(1.0f, 2.0f);
+    } else {
+        for (int e = 0; e < E; e++) l[e] = scen == 3 ? 0.5f : 0.25f;
+    }
+}
+
+static void test_route(const struct route_cfg *rc, int n) {
+    new_case();
+    struct nt_moe_dims d = {.E = rc->E, .k = rc->k, .L = 0, .mi = 0, .n_group = rc->n_group,
+                            .topk_group = rc->topk_group, .norm_topk_prob = rc->norm,
+                            .routed_scaling_factor = rc->scale};
+    int E = d.E, k = d.k, period = d.n_group > 1 ? E / d.n_group : (E > 16 ? 16 : E / 2);
+    char what[200];
+    snprintf(what, sizeof what, "moe_route %s (E %d k %d groups %d/%d norm %d scale %g) n=%d", rc->name, E, k,
+             d.n_group, d.topk_group, d.norm_topk_prob, d.routed_scaling_factor, n);
+    /* the correction bias repeats with the period, so a and a + period tie exactly */
+    float *tab = random_vec((size_t)period, 0.0001f, 0.004f), *bias = hmalloc((size_t)E * 4);
+    for (int e = 0; e < E; e++) bias[e] = tab[e % period];
+    float *l = hmalloc((size_t)n * E * 4);
+    for (int t = 0; t < n; t++) route_row(l + (size_t)t * E, rc, period, t % 5);
+    struct twin lt = twin_in(l, (size_t)n * E * 4), bt = twin_in(bias, (size_t)E * 4);
+    struct twin it = twin_poison((size_t)n * k * 4), wt = twin_poison((size_t)n * k * 4);
+    for (int s = 0; s < 2; s++) {
+        BE[s]->ops->moe_route(BE[s], begin(s, n, 0, E, NULL), &d, F(lt, s), F(bt, s), (int32_t *)it.p[s], F(wt, s));
+        end(s);
+    }
+    float *sc[2], *wts[2];
+    int32_t *idx[2];
+    for (int s = 0; s < 2; s++) {
+        sc[s] = back(s, lt.p[s], (size_t)n * E * 4);
+        wts[s] = back(s, wt.p[s], (size_t)n * k * 4);
+        idx[s] = back(s, it.p[s], (size_t)n * k * 4);
+    }
+    char w2[240];
+    snprintf(w2, sizeof w2, "%s: sigmoid scores (in place)", what);
+    compare_cuda(w2, sc[CPU], sc[GPU], n, E, (size_t)E, TOL_ROUTE);
+    snprintf(w2, sizeof w2, "%s: expert indices", what);
+    compare_i32(w2, idx[CPU], idx[GPU], n, k);
+    /* a differing choice: the scores that decided it */
+    for (int i = 0; i < n * k; i++)
+        if (idx[CPU][i] != idx[GPU][i]) {
+            int t = i / k, a = idx[CPU][i], b = idx[GPU][i];
+            for (int j = 0; j < 2; j++) {
+                int e = j ? b : a;
+                if (e < 0 || e >= E) continue;
+                printf("     position %d (scenario %d) slot %d expert %d: logit %.9g bias %.9g score cpu %.9g "
+                       "cuda %.9g\n", t, t % 5, i % k, e, l[(size_t)t * E + e], bias[e], sc[CPU][(size_t)t * E + e],
+                       sc[GPU][(size_t)t * E + e]);
+            }
+            break;
+        }
+    int valid = 1;
+    for (int t = 0; t < n; t++)
+        for (int j = 0; j < k; j++) {
+            int e = idx[GPU][t * k + j];
+            valid &= e >= 0 && e < E;
+            for (int j2 = 0; j2 < j; j2++) valid &= idx[GPU][t * k + j2] != e;
+        }
+    CHECK(valid, "%s [seed %016llx]: cuda expert indices out of range or repeated", what,
+          (unsigned long long)case_seed);
+    snprintf(w2, sizeof w2, "%s: weights", what);
+    compare_cuda(w2, wts[CPU], wts[GPU], n, k, (size_t)k, TOL_ROUTE);
+}
+
+struct experts_cfg {
+    const char *name;
+    int E, k, L, mi;
+    enum nt_dtype dt;
+};
+
+/* The routed experts for passes of 1, 9 and 64 positions with chosen (not routed) indices:
+ * distinct per position, a third of the choices from two hot experts, the rest from the first
+ * three quarters (the last quarter never chosen). Within CUDA, each position alone must give the
+ * same bits as its pass. */
+static void test_experts(const struct experts_cfg *ec) {
+    new_case();
+    struct nt_moe_dims d = {.E = ec->E, .k = ec->k, .L = ec->L, .mi = ec->mi, .n_group = 1, .topk_group = 1,
+                            .norm_topk_prob = 1, .routed_scaling_factor = 1.0f};
+    int E = d.E, k = d.k, L = d.L, mi = d.mi;
+    struct nt_matrix *up[2], *dn[2];
+    for (int s = 0; s < 2; s++) {
+        up[s] = hmalloc((size_t)E * sizeof **up);
+        dn[s] = hmalloc((size_t)E * sizeof **dn);
+    }
+    for (int e = 0; e < E; e++) {
+        struct nt_matrix u[2], w2[2];
+        random_matrix(ec->dt, mi, L, u);
+        random_matrix(ec->dt, L, mi, w2);
+        for (int s = 0; s < 2; s++) up[s][e] = u[s], dn[s][e] = w2[s];
+    }
+    struct nt_moe_weights w[2];
+    memset(w, 0, sizeof w);
+    for (int s = 0; s < 2; s++) w[s].expert_up = up[s], w[s].expert_down = dn[s];
+    static const int ns[] = {1, 9, 64};
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+        int n = ns[ni];
+        char what[200];
+        snprintf(what, sizeof what, "moe_experts %s (%s E %d k %d L %d mi %d) n=%d", ec->name, nt_dtype_name(ec->dt), E,
+                 k, L, mi, n);
+        int32_t *idx = hmalloc((size_t)n * k * 4);
+        int span = E * 3 / 4 > k + 1 ? E * 3 / 4 : E;
+        for (int t = 0; t < n; t++)
+            for (int j = 0; j < k; j++) {
+                int e, dup;
+                do {
+                    e = below(3) == 0 ? (below(2) ? 1 : 3 % E) : below(span);
+                    dup = 0;
+                    for (int j2 = 0; j2 < j; j2++) dup |= idx[t * k + j2] == e;
+                } while (dup);
+                idx[t * k + j] = e;
+            }
+        /* x up to 4: relu^2 inner values of order 1 for these weights */
+        struct twin xt = twin_in(random_vec((size_t)n * L, 0.02f, 4.0f), (size_t)n * L * 4);
+        struct twin it = twin_in(idx, (size_t)n * k * 4);
+        struct twin wt = twin_in(random_vec((size_t)n * k, 0.05f, 1.0f), (size_t)n * k * 4);
+        struct twin yt = twin_poison((size_t)n * L * 4), scr = {{NULL, NULL, NULL}};
+        for (int s = 0; s < 2; s++) {
+            size_t sb = BE[s]->ops->moe_scratch_floats(BE[s], &d, n) * 4;
+            void *h = hmalloc(sb);
+            memset(h, 0xFF, sb);
+            scr.p[s] = put(s, h, sb);
+        }
+        for (int s = 0; s < 2; s++) {
+            BE[s]->ops->moe_experts(BE[s], begin(s, n, 0, L > mi ? L : mi, NULL), &d, &w[s], F(xt, s),
+                                    (int32_t *)it.p[s], F(wt, s), F(scr, s), F(yt, s));
+            end(s);
+        }
+        float *y[2];
+        for (int s = 0; s < 2; s++) y[s] = back(s, yt.p[s], (size_t)n * L * 4);
+        compare_cuda(what, y[CPU], y[GPU], n, L, (size_t)L, product_tol(ec->dt));
+        if (n == 1) continue;
+        struct twin y1 = twin_poison((size_t)n * L * 4);
+        struct nt_backend *be = BE[GPU];
+        for (int t = 0; t < n; t++) {
+            be->ops->moe_experts(be, begin(GPU, 1, t, L > mi ? L : mi, NULL), &d, &w[GPU], F(xt, GPU) + (size_t)t * L,
+                                 (int32_t *)it.p[GPU] + t * k, F(wt, GPU) + (size_t)t * k, F(scr, GPU),
+                                 F(y1, GPU) + (size_t)t * L);
+            end(GPU);
+        }
+        char w1[240];
+        snprintf(w1, sizeof w1, "%s: one arithmetic per position", what);
+        compare(w1, "cuda pass of n", y[GPU], "cuda passes of 1", back(GPU, y1.p[GPU], (size_t)n * L * 4), n, L,
+                (size_t)L, TOL_EXACT);
+    }
+}
+
+/* ---- pass programs (CUDA graphs) ------------------------------------------------------------ */
+
+/* Packed products downstream of a norm: the norm's last-bit differences can move an activation
+ * across an int8 rounding boundary (one step is 1/127 of its block's largest value), which moves
+ * an output by ~1/127 of one term of a few hundred: ~5e-4 relative per flip; 1e-2 allows many. */
+#define TOL_CHAIN_PACKED 1e-2
+
+/* A session-shaped program, run pass after pass with the same buffers and the same scratch:
+ * the tokens pick rows of tables holding each position's q, k, v and Mamba in_proj output
+ * (embed), then attention at the pass's pos0, rmsnorm, a q4tp product, argmax, and conv, scan and
+ * gated norm carrying the ring and the state. Passes of 1 at pos0 0..3, then of 3 at 4, 7, 10:
+ * the CUDA backend runs each kind eagerly, captures it on its second run and replays it after.
+ * The same passes run on the CPU and on a second CUDA backend made with NEMOTRON_CUDA_GRAPHS=0:
+ * after every pass the graph backend's outputs must be the eager one's bits, and near the CPU's. */
+static void test_replay(void) {
+    new_case();
+    setenv("NEMOTRON_CUDA_GRAPHS", "0", 1);
+    struct nt_err err;
+    memset(&err, 0, sizeof err);
+    if (nt_cuda_backend_new(0, &BE[EAGER], &err) != NEMOTRON_OK) die(err.msg);
+    unsetenv("NEMOTRON_CUDA_GRAPHS");
+    enum { V = 16, PMAX = 3, R = 40 };
+    struct nt_attn_dims ad = {.nq = 4, .nkv = 2, .dh = 64, .n_ctx = V};
+    struct nt_mamba_dims md = {.H = 256, .nh = 4, .P = 16, .N = 16, .G = 2, .K = 4, .eps = 1e-5f, .dt_lo = 0.0f,
+                               .dt_hi = INFINITY};
+    md.I = md.nh * md.P;
+    md.CD = md.I + 2 * md.G * md.N;
+    md.zxd = md.I + md.CD + md.nh;
+    int qw = ad.nq * ad.dh, kvw = ad.nkv * ad.dh, I = md.I, CD = md.CD;
+    struct nt_matrix Eq[3], Ek[3], Ev[3], Ez[3], W[3];
+    struct {
+        struct nt_matrix *m;
+        int cols;
+    } tabs[] = {{Eq, qw}, {Ek, kvw}, {Ev, kvw}, {Ez, md.zxd}};
+    for (size_t i = 0; i < sizeof tabs / sizeof tabs[0]; i++) {
+        struct twin t = twin_in(random_vec((size_t)V * tabs[i].cols, 0.01f, 2.0f), (size_t)V * tabs[i].cols * 4);
+        for (int s = 0; s < 3; s++)
+            tabs[i].m[s] = (struct nt_matrix){.dtype = NT_DTYPE_F32, .rows = V, .cols = tabs[i].cols,
+                                              .data = t.p[s], .name = "test.table"};
+    }
+    {
+        float *Wf = random_vec((size_t)R * qw, 0.005f, 0.05f);
+        size_t nb;
+        struct twin t = twin_in(pack(NT_DTYPE_Q4TP, Wf, R, qw, &nb), nb);
+        for (int s = 0; s < 3; s++)
+            W[s] = (struct nt_matrix){.dtype = NT_DTYPE_Q4TP, .rows = R, .cols = qw, .data = t.p[s], .name = "test.W"};
+    }
+    struct twin nw = twin_in(random_vec((size_t)qw, 0.5f, 1.5f), (size_t)qw * 4);
+    struct twin cw = twin_in(random_vec((size_t)CD * md.K, 0.05f, 0.6f), (size_t)CD * md.K * 4);
+    struct twin cbias = twin_in(random_vec((size_t)CD, 0.01f, 0.3f), (size_t)CD * 4);
+    struct twin dtb = twin_in(random_vec((size_t)md.nh, 0.5f, 3.0f), (size_t)md.nh * 4);
+    struct twin alog = twin_in(random_vec((size_t)md.nh, 0.1f, 2.0f), (size_t)md.nh * 4);
+    struct twin Dv = twin_in(random_vec((size_t)md.nh, 0.5f, 1.5f), (size_t)md.nh * 4);
+    struct twin gw = twin_in(random_vec((size_t)I, 0.5f, 1.5f), (size_t)I * 4);
+    struct nt_mamba_weights mw[3];
+    for (int s = 0; s < 3; s++)
+        mw[s] = (struct nt_mamba_weights){.conv_w = F(cw, s), .conv_b = F(cbias, s), .dt_bias = F(dtb, s),
+                                          .A_log = F(alog, s), .D = F(Dv, s), .norm_w = F(gw, s)};
+    size_t cb = (size_t)V * kvw * 4;
+    struct twin kc = twin_poison(cb), vc = twin_poison(cb);
+    struct twin ring = twin_in(random_vec((size_t)(md.K - 1) * CD, 0.01f, 2.0f), (size_t)(md.K - 1) * CD * 4);
+    struct twin state = twin_in(random_vec((size_t)md.nh * md.N * md.P, 0.001f, 0.5f),
+                                (size_t)md.nh * md.N * md.P * 4);
+    struct twin q = twin_poison((size_t)PMAX * qw * 4), k = twin_poison((size_t)PMAX * kvw * 4);
+    struct twin v = twin_poison((size_t)PMAX * kvw * 4), att = twin_poison((size_t)PMAX * qw * 4);
+    struct twin x = twin_poison((size_t)PMAX * qw * 4), y = twin_poison((size_t)PMAX * R * 4);
+    struct twin idx = twin_poison((size_t)PMAX * 4), zxd = twin_poison((size_t)PMAX * md.zxd * 4);
+    struct twin xbc = twin_poison((size_t)PMAX * CD * 4), ys = twin_poison((size_t)PMAX * I * 4);
+    struct twin g = twin_poison((size_t)PMAX * I * 4);
+    struct nt_pass P[3];
+    int32_t tok[PMAX] = {0};
+    for (int s = 0; s < 3; s++) P[s] = make_pass(s, PMAX, 0, qw, tok); /* one session's scratch */
+    static const int sched[][2] = {{1, 0}, {1, 1}, {1, 2}, {1, 3}, {3, 4}, {3, 7}, {3, 10}}; /* n, pos0 */
+    for (size_t pi = 0; pi < sizeof sched / sizeof sched[0]; pi++) {
+        int n = sched[pi][0], pos0 = sched[pi][1];
+        for (int t = 0; t < n; t++) tok[t] = pos0 + t;
+        for (int s = 0; s < 3; s++) {
+            struct nt_backend *be = BE[s];
+            const struct nt_pass *p = &P[s];
+            P[s].n = n;
+            P[s].pos0 = pos0;
+            be->ops->begin_pass(be, p);
+            be->ops->embed(be, p, &Eq[s], F(q, s));
+            be->ops->embed(be, p, &Ek[s], F(k, s));
+            be->ops->embed(be, p, &Ev[s], F(v, s));
+            be->ops->attention(be, p, &ad, F(q, s), F(k, s), F(v, s), F(kc, s), F(vc, s), F(att, s));
+            be->ops->rmsnorm(be, p, F(att, s), F(nw, s), qw, 1e-5f, F(x, s));
+            be->ops->matmul(be, p, n, &W[s], NULL, NT_ACT_NONE, F(x, s), qw, F(y, s), R);
+            be->ops->argmax(be, n, F(y, s), R, (int32_t *)idx.p[s]);
+            be->ops->embed(be, p, &Ez[s], F(zxd, s));
+            be->ops->mamba_conv(be, p, &md, &mw[s], F(zxd, s), F(ring, s), F(xbc, s));
+            be->ops->mamba_scan(be, p, &md, &mw[s], F(zxd, s), F(xbc, s), F(state, s), F(ys, s));
+            be->ops->mamba_gated_norm(be, p, &md, &mw[s], F(ys, s), F(zxd, s), F(g, s));
+            be->ops->end_pass(be, p);
+        }
+        int kind_run = 1 + (n == 1 ? pos0 : (pos0 - 4) / 3); /* 1 eager, 2 captured, 3.. replayed */
+        struct {
+            const char *name;
+            struct twin t;
+            int cols;
+            double tol;
+        } outs[] = {{"attention", att, qw, TOL_ATTN}, {"q4tp product", y, R, TOL_CHAIN_PACKED},
+                    {"gated norm", g, I, TOL_SCAN}};
+        for (size_t oi = 0; oi < sizeof outs / sizeof outs[0]; oi++) {
+            char what[200];
+            snprintf(what, sizeof what, "pass program n=%d pos0=%d (run %d of its kind): %s", n, pos0, kind_run,
+                     outs[oi].name);
+            size_t bytes = (size_t)n * outs[oi].cols * 4;
+            float *o[3];
+            for (int s = 0; s < 3; s++) o[s] = back(s, outs[oi].t.p[s], bytes);
+            compare(what, "cuda eager", o[EAGER], "cuda graphs", o[GPU], n, outs[oi].cols, (size_t)outs[oi].cols,
+                    TOL_EXACT);
+            compare(what, "cpu", o[CPU], "cuda graphs", o[GPU], n, outs[oi].cols, (size_t)outs[oi].cols,
+                    outs[oi].tol);
+        }
+        char what[200];
+        snprintf(what, sizeof what, "pass program n=%d pos0=%d (run %d of its kind): argmax", n, pos0, kind_run);
+        compare_i32(what, back(EAGER, idx.p[EAGER], (size_t)n * 4), back(GPU, idx.p[GPU], (size_t)n * 4), n, 1);
+    }
+    /* the state the passes leave: caches, ring, Mamba state */
+    struct {
+        const char *name;
+        struct twin t;
+        int rows, cols;
+    } st[] = {{"k cache", kc, V, kvw}, {"v cache", vc, V, kvw}, {"conv ring", ring, md.K - 1, CD},
+              {"ssm state", state, md.nh, md.N * md.P}};
+    for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
+        char what[200];
+        snprintf(what, sizeof what, "pass program, after 7 passes: %s", st[i].name);
+        size_t bytes = (size_t)st[i].rows * st[i].cols * 4;
+        compare(what, "cuda eager", back(EAGER, st[i].t.p[EAGER], bytes), "cuda graphs",
+                back(GPU, st[i].t.p[GPU], bytes), st[i].rows, st[i].cols, (size_t)st[i].cols, TOL_EXACT);
+    }
+    BE[EAGER]->ops->destroy(BE[EAGER]);
+    BE[EAGER] = NULL;
+}
+
+/* ---- main ---------------------------------------------------------------------------------- */
+
+int main(int argc, char **argv) {
+    if (argc > 1) base_seed = strtoull(argv[1], NULL, 0);
+    struct nt_err err;
+    memset(&err, 0, sizeof err);
+    nemotron_status st = nt_cuda_backend_new(0, &BE[GPU], &err);
+    if (st == NEMOTRON_ERR_UNSUPPORTED || st == NEMOTRON_ERR_ARG) {
+        printf("no CUDA device: %s (skipped)\n", err.msg);
+        return 77;
+    }
+    if (st != NEMOTRON_OK) die(err.msg);
+    BE[CPU] = nt_cpu_backend_new(0);
+    if (!BE[CPU]) die("no memory for the CPU backend");
+    const char *force = getenv("NEMOTRON_CPU");
+    float_exact = nt_cpu_simd_available() && !(force && strcmp(force, "scalar") == 0);
+    printf("gpu_test_ops: base seed 0x%llx; cpu backend %d threads, float products %s\n", (unsigned long long)base_seed,
+           BE[CPU]->n_threads, float_exact ? "AVX2 FMA (cuda must match bit for bit)" : "scalar (tolerance)");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+
+    test_matmul();
+
+    test_embed(NT_DTYPE_BF16, 1000, 2688, 17);
+    test_embed(NT_DTYPE_F16, 1000, 2688, 64);
+    test_embed(NT_DTYPE_F32, 101, 37, 5);
+    static const int norm_h[] = {2688, 4096, 1001, 37};
+    for (size_t i = 0; i < sizeof norm_h / sizeof norm_h[0]; i++) {
+        test_norms(norm_h[i], 1);
+        test_norms(norm_h[i], 17);
+    }
+    test_add(100003);
+    test_add(7);
+    test_argmax(131072, 6);
+    test_argmax(1001, 17);
+    group_end();
+
+    static const struct mamba_cfg mcfg[] = {
+        {"nano", 2688, 64, 64, 128, 8, 4, 0.0f, INFINITY, 1},
+        {"small", 40, 6, 10, 12, 2, 3, 0.05f, 0.5f, 0}, /* clamped dt, no conv bias, odd sizes */
+    };
+    for (size_t i = 0; i < sizeof mcfg / sizeof mcfg[0]; i++) {
+        test_mamba(&mcfg[i]);
+        group_end();
+    }
+
+    static const struct attn_cfg acfg[] = {
+        {"nano", 32, 2, 128, 300, 150},
+        {"small", 6, 3, 40, 100, 23}, /* dh not a multiple of 32 */
+    };
+    for (size_t i = 0; i < sizeof acfg / sizeof acfg[0]; i++) {
+        test_attention(&acfg[i], 1);
+        test_attention(&acfg[i], 17);
+        test_attention(&acfg[i], 64);
+        group_end();
+    }
+
+    static const struct route_cfg rcfg[] = {
+        {"nano", 128, 6, 1, 1, 1, 2.5f},
+        {"grouped", 128, 6, 8, 4, 0, 1.75f},
+        {"grouped-norm", 128, 8, 8, 4, 1, 2.5f},
+        {"small", 16, 3, 4, 2, 1, 0.5f},
+    };
+    for (size_t i = 0; i < sizeof rcfg / sizeof rcfg[0]; i++) {
+        test_route(&rcfg[i], 1);
+        test_route(&rcfg[i], 40);
+    }
+    group_end();
+
+    static const struct experts_cfg ecfg[] = {
+        {"q4tp-128", 128, 6, 256, 96, NT_DTYPE_Q4TP},
+        {"q4tp-wide", 8, 2, 2688, 224, NT_DTYPE_Q4TP},
+        {"q8_2f-short-blocks", 32, 4, 100, 68, NT_DTYPE_Q8_2F},
+        {"bf16", 16, 4, 100, 44, NT_DTYPE_BF16},
+        {"f32-tails", 8, 3, 37, 21, NT_DTYPE_F32},
+    };
+    for (size_t i = 0; i < sizeof ecfg / sizeof ecfg[0]; i++) {
+        test_experts(&ecfg[i]);
+        group_end();
+    }
+
+    test_replay();
+    group_end();
+
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("gpu_test_ops: %.1f s\n", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+    BE[GPU]->ops->destroy(BE[GPU]);
+    BE[CPU]->ops->destroy(BE[CPU]);
+    free(host_list);
+    free(cpu_list);
+    return test_summary("gpu_test_ops");
+}

@@ -10,7 +10,7 @@
  * and nibbles. The invariant: every stored nibble is the nearest level of its weight under the
  * group's *coded* scale nt_q4tp_scale(base, step, code), exactly what a reader sees; nothing is
  * clipped to an uncoded scale. No q4tp quantizer can beat the 4.5-bit baseline's error
- * (docs/QUANT.md says why); the refit narrows the gap by 10-30%.
+ * (docs/QUANT.md says why); the refit narrows the gap by 5-40%.
  *
  * The group loops run on GCC/Clang vector extensions (4 x f32, lowered to SSE2 on baseline
  * x86-64 and to NEON on arm64): the plain loops do not vectorise, because without

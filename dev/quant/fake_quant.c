@@ -2,8 +2,9 @@
  *
  *   build/dev/fake_quant IN_DIR OUT_DIR EXPERTS PROJECTIONS
  *
- * EXPERTS and PROJECTIONS are each one of none, q8_2f, q4tp, base4 or q4_0 (the 4.5-bit
- * comparison baselines of src/quant/baseline.h, searched and amax scales): the routed experts, and every other product matrix (the
+ * EXPERTS and PROJECTIONS are each one of none, q8_2f, q4tp, base4, base4s or q4_0 (the 4.5-bit
+ * comparison baselines of src/quant/baseline.h: searched positive scales, searched signed
+ * scales, amax scales): the routed experts, and every other product matrix (the
  * roles of src/convert/mix.h), are replaced by dequant(quant(W)); everything else is kept. The
  * output is one f32 model.safetensors plus the input's text files, so the engine runs it with
  * float products: the model-level error of the weights alone, with no activation rounding. This
@@ -18,11 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum fmt { F_NONE, F_Q8, F_Q4TP, F_BASE4, F_Q4_0 };
+enum fmt { F_NONE, F_Q8, F_Q4TP, F_BASE4, F_BASE4S, F_Q4_0 };
 
 static int parse_fmt(const char *s, enum fmt *out) {
-    static const char *names[] = {"none", "q8_2f", "q4tp", "base4", "q4_0"};
-    for (int i = 0; i < 5; i++)
+    static const char *names[] = {"none", "q8_2f", "q4tp", "base4", "base4s", "q4_0"};
+    for (int i = 0; i < 6; i++)
         if (!strcmp(s, names[i])) {
             *out = (enum fmt)i;
             return 1;
@@ -48,11 +49,13 @@ static float element(const struct nt_tensor *t, uint64_t i) {
 
 /* W (rows x cols, f32) through `f` and back, in place. */
 static void roundtrip(enum fmt f, float *W, int64_t rows, int64_t cols) {
-    if (f == F_BASE4 || f == F_Q4_0) {
+    if (f == F_BASE4 || f == F_BASE4S || f == F_Q4_0) {
         float *out = malloc((size_t)(rows * cols) * sizeof *out);
         if (!out) abort();
         if (f == F_BASE4)
             nt_q4_baseline_roundtrip(W, rows, cols, out);
+        else if (f == F_BASE4S)
+            nt_q4_baseline_signed_roundtrip(W, rows, cols, out);
         else
             nt_q4_baseline_amax_roundtrip(W, rows, cols, out);
         memcpy(W, out, (size_t)(rows * cols) * sizeof *out);
@@ -86,7 +89,7 @@ int main(int argc, char **argv) {
     enum fmt fe, fp;
     if (argc != 5 || !parse_fmt(argv[3], &fe) || !parse_fmt(argv[4], &fp)) {
         fprintf(stderr, "usage: fake_quant IN_DIR OUT_DIR EXPERTS PROJECTIONS "
-                        "(each none, q8_2f, q4tp, base4 or q4_0)\n");
+                        "(each none, q8_2f, q4tp, base4, base4s or q4_0)\n");
         return 2;
     }
     struct nt_tensor_table t;

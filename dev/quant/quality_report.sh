@@ -7,8 +7,11 @@
 # and the kernels' int8 activations), and weight-only copies through each format
 # (dev/quant/fake_quant.c: f32 weights after quantize-dequantize, float products), so q4tp meets
 # the 4.5-bit baselines, which have no kernels, on equal terms. Prints markdown tables
-# (dev/quant/model_quality.py). The demo model is measured on held-out King James text when a
-# file is given (docs/QUANT.md says how it is made), else on random tokens like the fixtures.
+# (dev/quant/model_quality.py). The demo model is measured on held-out King James text: the given
+# file, else the text the demo never trained on, made here when Debian's `bible` command is
+# installed (apt-get install bible-kjv): the last 3 % of the prose tools/train_demo.py trains on,
+# cut by its own kjv_prose (read out of the script, whose torch imports this machine need not
+# have). Without either, random tokens like the fixtures.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 make -s cpu build/dev/fake_quant
@@ -17,6 +20,19 @@ source tests/support/python_numpy.sh
 work=$(mktemp -d /tmp/nemotron-quality.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 heldout=${1:-}
+if [ -z "$heldout" ] && command -v bible >/dev/null 2>&1; then
+    bible "Gen1:1-Rev22:21" > "$work/kjv.txt"
+    "$py" - "$work/kjv.txt" "$work/heldout.txt" <<'PY'
+import ast, sys
+src = open("tools/train_demo.py").read()
+fn = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and n.name == "kjv_prose")
+ns = {}
+exec(compile(ast.Module([fn], []), "tools/train_demo.py", "exec"), ns)
+text = ns["kjv_prose"](sys.argv[1])
+open(sys.argv[2], "w", encoding="utf-8").write(text[int(len(text) * 0.97):])  # train_demo.py's split
+PY
+    heldout="$work/heldout.txt"
+fi
 
 report() { # report NAME MODEL_DIR SOURCE_ARGS...
     local name=$1 dir=$2
@@ -26,7 +42,7 @@ report() { # report NAME MODEL_DIR SOURCE_ARGS...
     build/nemotron convert "$dir" -o "$w/default.nemo" --quant default 2>/dev/null
     build/nemotron convert "$dir" -o "$w/q8_2f.nemo" --quant q8_2f 2>/dev/null
     local c=()
-    for v in "q4tp none" "base4 none" "q4_0 none" "q4tp q8_2f" "q8_2f q8_2f"; do
+    for v in "q4tp none" "base4 none" "base4s none" "q4_0 none" "q4tp q8_2f" "q8_2f q8_2f"; do
         set -- $v
         mkdir -p "$w/$1-$2"
         build/dev/fake_quant "$dir" "$w/$1-$2" "$1" "$2"

@@ -1,8 +1,8 @@
-/* tensor_error.c - per-tensor error of q8_2f, q4tp and the 4-bit baseline on a checkpoint.
+/* tensor_error.c - per-tensor error of q8_2f, q4tp and the 4-bit baselines on a checkpoint.
  *
  *   build/dev/tensor_error MODEL_DIR [--alpha A]
  *
- * For every 2-D F32/F16/BF16 tensor whose cols % 32 == 0 (so all three formats take it) prints
+ * For every 2-D F32/F16/BF16 tensor whose cols % 32 == 0 (so every format takes it) prints
  * the relative RMS error ||W - deq(quant(W))|| / ||W|| of each format and its bits per weight
  * (padding included), then totals: the error over all weights together (sqrt of summed squared
  * errors over summed squares) and the mean of the per-tensor errors, over every tensor and over
@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { FMT_Q8, FMT_Q4TP, FMT_BASE, FMT_Q4_0, N_FMT };
-static const char *fmt_names[N_FMT] = {"q8_2f", "q4tp", "base4", "q4_0"};
+enum { FMT_Q8, FMT_Q4TP, FMT_BASE, FMT_BASE_S, FMT_Q4_0, N_FMT };
+static const char *fmt_names[N_FMT] = {"q8_2f", "q4tp", "base4", "base4s", "q4_0"};
 
 /* The part of the checkpoint a tensor is: which FORMATS.md's mix decides the format of. */
 static const char *tensor_kind(const char *name) {
@@ -128,6 +128,15 @@ static void measure(const struct nt_tensor *t, float alpha, struct totals *tot_a
 
     t0 = omp_get_wtime();
 #pragma omp parallel for schedule(dynamic, 16)
+    for (int64_t r = 0; r < rows; r++) nt_q4_baseline_signed_roundtrip(W + r * cols, 1, cols, deq + r * cols);
+    secs[FMT_BASE_S] = omp_get_wtime() - t0;
+    e2 = 0;
+    for (size_t i = 0; i < n; i++) e2 += ((double)W[i] - deq[i]) * ((double)W[i] - deq[i]);
+    err2[FMT_BASE_S] = e2;
+    bits[FMT_BASE_S] = NT_Q4_BASELINE_BITS * (double)n;
+
+    t0 = omp_get_wtime();
+#pragma omp parallel for schedule(dynamic, 16)
     for (int64_t r = 0; r < rows; r++) nt_q4_baseline_amax_roundtrip(W + r * cols, 1, cols, deq + r * cols);
     secs[FMT_Q4_0] = omp_get_wtime() - t0;
     e2 = 0;
@@ -201,7 +210,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", dir, err.msg);
         return 1;
     }
-    printf("# %s, q8_2f alpha %.3f, %d threads; rel RMS error of q8_2f q4tp base4 q4_0, then bits/weight\n",
+    printf("# %s, q8_2f alpha %.3f, %d threads; rel RMS error of q8_2f q4tp base4 base4s q4_0, then bits/weight\n",
            dir, alpha, omp_get_max_threads());
     struct totals all = {0}, proj = {0};
     for (int i = 0; i < table.n_tensors; i++) {

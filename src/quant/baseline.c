@@ -3,6 +3,8 @@
  * Per group: the searched scale (shared with q4tp), rounded to f16 both ways, and of those two
  * the one whose re-rounded levels leave the smaller error (the counterpart of q4tp trying the
  * grid codes around a group's scale). Levels are always rounded against the decoded f16 scale.
+ * The signed variant runs that search twice, for a positive and for a negative scale, and keeps
+ * the better group.
  */
 #include "baseline.h"
 
@@ -30,21 +32,46 @@ static int f16_candidates(float s, float cand[2]) {
     return 2;
 }
 
+/* One group with the searched positive f16 scale: writes its dequantized values, returns its
+ * squared error (in f32, as nt_q4_group_error). */
+static float searched_group(const float *w, float *out) {
+    float s = nt_q4_group_best_scale(w), cand[2];
+    if (s == 0.0f) {
+        /* all zero, or subnormals whose scale underflows: every level is 0 */
+        memset(out, 0, G * sizeof(float));
+        float e = 0.0f;
+        for (int k = 0; k < G; k++) e += w[k] * w[k];
+        return e;
+    }
+    int n = f16_candidates(s, cand);
+    float best = cand[0], e = nt_q4_group_error(w, cand[0]);
+    if (n == 2) {
+        float e1 = nt_q4_group_error(w, cand[1]);
+        if (e1 < e) {
+            best = cand[1];
+            e = e1;
+        }
+    }
+    int8_t l[G];
+    nt_q4_group_levels(w, best, l);
+    for (int k = 0; k < G; k++) out[k] = best * (float)l[k];
+    return e;
+}
+
 void nt_q4_baseline_roundtrip(const float *W, int64_t nrows, int64_t cols, float *out) {
     NT_ASSERT(cols > 0 && cols % G == 0);
+    for (int64_t i = 0; i < nrows * cols; i += G) searched_group(W + i, out + i);
+}
+
+void nt_q4_baseline_signed_roundtrip(const float *W, int64_t nrows, int64_t cols, float *out) {
+    NT_ASSERT(cols > 0 && cols % G == 0);
     for (int64_t i = 0; i < nrows * cols; i += G) {
-        const float *w = W + i;
-        float s = nt_q4_group_best_scale(w), cand[2];
-        if (s == 0.0f) {
-            memset(out + i, 0, G * sizeof(float));
-            continue;
-        }
-        int n = f16_candidates(s, cand);
-        float best = cand[0];
-        if (n == 2 && nt_q4_group_error(w, cand[1]) < nt_q4_group_error(w, cand[0])) best = cand[1];
-        int8_t l[G];
-        nt_q4_group_levels(w, best, l);
-        for (int k = 0; k < G; k++) out[i + k] = best * (float)l[k];
+        /* a negative scale s < 0 with levels L is the positive scale -s on the negated group */
+        float neg[G], neg_out[G];
+        for (int k = 0; k < G; k++) neg[k] = -W[i + k];
+        float e_pos = searched_group(W + i, out + i), e_neg = searched_group(neg, neg_out);
+        if (e_neg < e_pos)
+            for (int k = 0; k < G; k++) out[i + k] = -neg_out[k];
     }
 }
 

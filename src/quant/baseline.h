@@ -19,6 +19,13 @@
  * out may not alias W. Finite input assumed, as for the real quantizers. */
 void nt_q4_baseline_roundtrip(const float *W, int64_t nrows, int64_t cols, float *out);
 
+/* The same, with the f16 scale's sign used too: per group the better of the searched positive
+ * scale and the searched negative one. A negative scale mirrors the levels to -7..8, so a group
+ * can give its extra level to whichever side holds its largest weight; q4tp's scales, powers of
+ * two, are always positive. This is the strongest use of the layout (within 0.03% of an
+ * exhaustive scale search per sign, measured), the bound any positive-scale format meets. */
+void nt_q4_baseline_signed_roundtrip(const float *W, int64_t nrows, int64_t cols, float *out);
+
 /* The same layout with the scale most 4-bit formats of that layout use (llama.cpp's Q4_0): the
  * group's weight of largest magnitude m, scale d = m / -8 rounded to f16, levels the nearest
  * integers to w / d clamped to -8..7 (so m itself lands on -8 exactly). No search: it shows what

@@ -42,17 +42,19 @@ static double student_t3(void) {
     return gaussian() / sqrt(chi2 / 3.0);
 }
 
-enum dist { GAUSS, STUDENT_T3, OUTLIER_COLS };
-static const char *dist_name[] = {"gaussian", "student-t3", "outlier-cols"};
+enum dist { GAUSS, STUDENT_T3, OUTLIER_COLS, OUTLIER_ROWS };
+static const char *dist_name[] = {"gaussian", "student-t3", "outlier-cols", "outlier-rows"};
 
 /* rows x cols weights of about the size of a trained projection (std 0.02); OUTLIER_COLS makes
- * every 50th column 20 times larger, as the columns that meet large activations are */
+ * every 50th column 20 times larger, as the columns that meet large activations are; OUTLIER_ROWS
+ * every 10th row 8 times larger (rows of one matrix at different magnitudes) */
 static float *random_matrix(enum dist d, int64_t rows, int64_t cols) {
     float *w = malloc((size_t)(rows * cols) * sizeof *w);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) {
             double x = d == STUDENT_T3 ? student_t3() : gaussian();
             if (d == OUTLIER_COLS && c % 50 == 7) x *= 20.0;
+            if (d == OUTLIER_ROWS && r % 10 == 3) x *= 8.0;
             w[r * cols + c] = (float)(0.02 * x);
         }
     return w;
@@ -523,12 +525,33 @@ static double group_err(const float *w, double s) {
     return e;
 }
 
+/* The f16 at or below x and the f16 at or above x (x finite, inside f16's range), from the
+ * nearest one and its neighbours. */
+static float f16_floor(float x) {
+    uint16_t h = nt_f32_to_f16(x);
+    if (nt_f16_to_f32(h) > x) h = (h & 0x8000u) ? (uint16_t)(h + 1) : h == 0 ? 0x8001u : (uint16_t)(h - 1);
+    return nt_f16_to_f32(h);
+}
+static float f16_ceil(float x) { return -f16_floor(-x); }
+
+/* The squared error of a group coded on grid (base, step) with its best code among the grid
+ * points floor(c) - 1 .. floor(c) + 2 around its own position c (clamped to 0..31). */
+static double grid_group_err(const float *w, double l, float base, float step) {
+    double c = step > 0 ? (l - base) / step : 0, best = INFINITY;
+    c = c < 0 ? 0 : c > 31 ? 31 : c;
+    for (int k = (int)c - 1; k <= (int)c + 2; k++)
+        if (k >= 0 && k <= 31) best = fmin(best, group_err(w, nt_q4tp_scale(base, step, k)));
+    return best;
+}
+
 /* Checks the q4tp invariants of a payload against its source; returns violations:
  * - base, step finite, step >= 0, coded scales normal, unused code bits zero;
- * - the grid covers the groups' own scales (nt_q4_group_best_scale): base <= the smallest
- *   log2, base + 31 step >= the largest (f16 rounding must not cut either end); with step 0
- *   base is the one scale's nearest f16;
+ * - a row whose groups share one scale (nt_q4_group_best_scale) has step 0 and base that
+ *   scale's nearest f16;
  * - each group's code is at least as good as the two grid points around its own scale;
+ * - each row is at least as good as FORMATS.md's grid: base the groups' smallest log2 scale
+ *   rounded down to f16, step the range / 31 rounded up, codes as above (the quantizer may fit
+ *   another grid to the row, but only keeps it where it is better);
  * - every nibble is the nearest level under the coded scale. */
 static int q4_violations(const float *w, const uint8_t *p, int64_t rows, int64_t cols) {
     int64_t gpr = cols / 32, cstride = (gpr * 5 + 7) / 8;
@@ -537,27 +560,44 @@ static int q4_violations(const float *w, const uint8_t *p, int64_t rows, int64_t
     for (int64_t r = 0; r < rows; r++) {
         float base = nt_f16_to_f32(rd16(params + 4 * r)), step = nt_f16_to_f32(rd16(params + 4 * r + 2));
         if (!isfinite(base) || !(step >= 0.0f) || !isfinite(step)) bad++;
+        double lmin = INFINITY, lmax = -INFINITY, row_err = 0, minmax_err = 0;
+        for (int64_t g = 0; g < gpr; g++) {
+            float own = nt_q4_group_best_scale(w + r * cols + g * 32);
+            if (own < 0x1p-126f) continue; /* zero, or below the grid's floor: nothing to place */
+            lmin = fmin(lmin, log2(own));
+            lmax = fmax(lmax, log2(own));
+        }
+        float mm_base = 0, mm_step = 0;
+        if (lmin == lmax) {
+            /* one scale in the row: base is its nearest f16, within half an f16 ulp */
+            if (step != 0 || fabs(lmin - base) > (lmin != 0 ? ldexp(1.0, ilogb(lmin) - 11) : 0x1p-25) + 1e-6) bad++;
+        } else if (lmin < lmax) {
+            mm_base = f16_floor((float)lmin);
+            mm_step = f16_ceil((float)((lmax - mm_base) / 31.0));
+        }
         for (int64_t g = 0; g < gpr; g++) {
             const float *wg = w + r * cols + g * 32;
             float own = nt_q4_group_best_scale(wg);
-            if (own < 0x1p-126f) continue; /* zero, or below the grid's floor: nothing to cover */
-            double l = log2(own), top = (double)base + 31.0 * step;
-            if (step == 0) {
-                /* one scale in the row: base is its nearest f16, within half an f16 ulp */
-                if (fabs(l - base) > (l != 0 ? ldexp(1.0, ilogb(l) - 11) : 0x1p-25) + 1e-6) bad++;
-            } else if (l < base - 1e-6 || l > top + 1e-5) {
-                bad++;
+            int code = code_bits(codes + r * cstride, g);
+            double chosen = group_err(wg, nt_q4tp_scale(base, step, code));
+            row_err += chosen;
+            if (own < 0x1p-126f) {
+                minmax_err += chosen; /* coded as zeros either way */
+                continue;
             }
+            double l = log2(own);
+            if (lmin < lmax) minmax_err += grid_group_err(wg, l, mm_base, mm_step);
             if (step > 0) {
-                double c = (l - base) / step;
-                int lo = (int)floor(c), hi = lo + 1, code = code_bits(codes + r * cstride, g);
+                double c = fmax(-1.0, fmin(32.0, (l - base) / step)); /* int-safe */
+                int lo = (int)floor(c), hi = lo + 1;
                 lo = lo < 0 ? 0 : lo > 31 ? 31 : lo;
-                hi = hi > 31 ? 31 : hi;
-                double chosen = group_err(wg, nt_q4tp_scale(base, step, code));
+                hi = hi < 0 ? 0 : hi > 31 ? 31 : hi;
                 double near = fmin(group_err(wg, nt_q4tp_scale(base, step, lo)), group_err(wg, nt_q4tp_scale(base, step, hi)));
                 if (chosen > near * (1 + 1e-5)) bad++;
             }
         }
+        /* 1e-5: the quantizer compares grids by f32 group errors, this sum is in double */
+        if (lmin < lmax && row_err > minmax_err * (1 + 1e-5)) bad++;
         /* unused bits of the row's last code byte stay zero */
         if (gpr * 5 % 8 && codes[r * cstride + cstride - 1] >> (gpr * 5 % 8)) bad++;
         for (int64_t g = 0; g < gpr; g++) {
@@ -586,21 +626,12 @@ static void test_q4_random(void) {
         uint8_t *p = quantize(NT_DTYPE_Q4TP, w, rows, cols, &size);
         int bad = q4_violations(w, p, rows, cols);
         CHECK(bad == 0 && tail_untouched(p, size), "q4tp %s: %d invariant violations", dist_name[d], bad);
-        float *deq = dequant_all(NT_DTYPE_Q4TP, p, rows, cols), *base = malloc((size_t)(rows * cols) * sizeof *base);
-        nt_q4_baseline_roundtrip(w, rows, cols, base);
-        double e4 = rel_rms(w, deq, (size_t)(rows * cols)), eb = rel_rms(w, base, (size_t)(rows * cols));
+        float *deq = dequant_all(NT_DTYPE_Q4TP, p, rows, cols);
+        double e4 = rel_rms(w, deq, (size_t)(rows * cols));
         /* 4-bit levels with an MSE-optimal scale per 32; measured 0.0866 Gaussian, 0.132
          * Student-t(3), 0.164 outlier columns (the outliers set the scales of their groups) */
         double bound = d == GAUSS ? 0.09 : d == STUDENT_T3 ? 0.14 : 0.17;
         CHECK(e4 < bound, "q4tp %s: relative RMS error %.4e (bound %.2f)", dist_name[d], e4, bound);
-        /* q4tp codes its group scales on a row's 5-bit log grid (4.17 bits per weight here), the
-         * baseline keeps each as an f16 (4.5 bits), both after the same search. The grid costs
-         * error where a row's scales spread widely (a coarser grid): measured +0.43% Gaussian,
-         * +0.97% Student-t(3), +1.37% outlier columns at 84 groups per row (+0.1% on the demo
-         * model's 8 groups per row); even trying all 32 codes per group leaves +0.36 / +0.96 /
-         * +1.30%. 0.33 bits are worth ~20% of error (a bit halves it), so q4tp stays ahead in
-         * error per bit while it is within 2% of the baseline. */
-        CHECK(e4 <= eb * 1.02, "q4tp %s: %.5e vs baseline %.5e (%+.3f%%)", dist_name[d], e4, eb, 100 * (e4 / eb - 1));
         /* rows are independent: quantizing rows 5..9 alone gives the same bytes */
         int64_t gpr = cols / 32, cstride = nt_q4tp_cstride(cols);
         uint8_t *nib = malloc((size_t)(5 * gpr * 16)), *codes = malloc((size_t)(5 * cstride));
@@ -612,7 +643,6 @@ static void test_q4_random(void) {
         CHECK(same, "q4tp %s: rows quantized alone give the same bytes", dist_name[d]);
         free(nib);
         free(codes);
-        free(base);
         free(deq);
         free(p);
         free(w);
@@ -654,6 +684,57 @@ static void test_q4_random(void) {
     CHECK(fin && q4_violations(tiny, p, 1, 64) == 0, "subnormal weights: finite, nearest levels");
     free(deq);
     free(p);
+}
+
+/* q4tp against the 4.5-bit baseline (src/quant/baseline.h: the same levels -8..7, one f16
+ * scale per 32 found by the same search) on every distribution, at Nemotron-3-Nano's row
+ * lengths (2688 hidden, 1856 expert, 3712 2 x expert) and the demo's and fixtures' (256, 64).
+ *
+ * The bound is not "no worse", because no q4tp quantizer can be: a q4tp group is levels -8..7
+ * times one positive scale, which is also a baseline group (up to the f16 rounding of the scale,
+ * 2^-11 relative, which the baseline's choice between the two f16 neighbours absorbs), so with
+ * equal search the baseline's error is a floor for q4tp's, reached only where a row's grid of 32
+ * scales happens to meet each group's best scale. The gap is what the 5-bit codes cost (0.33
+ * bits per weight less): a brute-force search over 20000 (base, step) pairs per row
+ * (docs/QUANT.md) still leaves +0.29% Gaussian, +0.70% Student-t(3), +0.80% outlier columns at
+ * 84 groups per row. Q4TP_GRID_COST is that deficit as the quantizer leaves it, measured on
+ * these matrices and rounded up by ~0.1 point, so the test fails if the quantizer gets worse,
+ * not to excuse the gap: docs/QUANT.md reports it as a deficit of the format. It shrinks with
+ * fewer groups per row (a finer grid for fewer scales) and vanishes at one or two. */
+static void test_q4_vs_baseline(void) {
+    static const int64_t widths[] = {2688, 1856, 3712, 256, 64};
+    /* [distribution][width]: measured (in %, NT_QUANT_VERBOSE=1 prints them) Gaussian 0.42 0.33
+     * 0.41 0.10 0.00, Student-t(3) 0.82 0.74 1.00 0.19 0.00, outlier columns 1.13 1.05 1.25 0.35
+     * 0.00, outlier rows 0.40 0.34 0.39 0.09 0.00 (the quantizer with FORMATS.md's min / max
+     * grid alone: 0.46 0.37 0.45 0.12, 0.90 0.82 1.07 0.25, 1.31 1.21 1.40 0.57, 0.43 0.36
+     * 0.43 0.13). The 0.1% at 64 columns covers one or two scales coded through f16 log2s. */
+    static const double Q4TP_GRID_COST[4][5] = {
+        {0.0052, 0.0045, 0.0052, 0.0020, 0.0010},
+        {0.0090, 0.0085, 0.0110, 0.0030, 0.0010},
+        {0.0125, 0.0115, 0.0135, 0.0045, 0.0010},
+        {0.0050, 0.0045, 0.0050, 0.0020, 0.0010},
+    };
+    for (int d = GAUSS; d <= OUTLIER_ROWS; d++)
+        for (int i = 0; i < 5; i++) {
+            /* 67 rows (an odd count) of the long widths, 256 of the short ones: ~180 k and
+             * ~65 k weights */
+            int64_t cols = widths[i], rows = cols >= 1024 ? 67 : 256, n = rows * cols;
+            float *w = random_matrix(d, rows, cols), *base = malloc((size_t)n * sizeof *base);
+            uint64_t size;
+            uint8_t *p = quantize(NT_DTYPE_Q4TP, w, rows, cols, &size);
+            float *deq = dequant_all(NT_DTYPE_Q4TP, p, rows, cols);
+            nt_q4_baseline_roundtrip(w, rows, cols, base);
+            double e4 = rel_rms(w, deq, (size_t)n), eb = rel_rms(w, base, (size_t)n);
+            CHECK(e4 <= eb * (1 + Q4TP_GRID_COST[d][i]), "q4tp %s %lldx%lld: %.5e vs baseline %.5e (%+.3f%%, allowed %+.1f%%)",
+                  dist_name[d], (long long)rows, (long long)cols, e4, eb, 100 * (e4 / eb - 1), 100 * Q4TP_GRID_COST[d][i]);
+            if (getenv("NT_QUANT_VERBOSE"))
+                printf("q4tp %-12s %4lldx%-4lld %.5e baseline %.5e %+.3f%%\n", dist_name[d], (long long)rows,
+                       (long long)cols, e4, eb, 100 * (e4 / eb - 1));
+            free(deq);
+            free(p);
+            free(base);
+            free(w);
+        }
 }
 
 static void test_q4_scale(void) {
@@ -766,6 +847,7 @@ int main(void) {
     test_q8_random();
     test_q4_exact();
     test_q4_random();
+    test_q4_vs_baseline();
     test_q4_scale();
     test_dequant_agrees();
     test_group_search();

@@ -93,6 +93,13 @@ int nemotron_model_n_layer(const nemotron_model *model);
 const char *nemotron_model_pattern(const nemotron_model *model);
 /* Bytes of weights one single-position pass reads (routed experts: only the chosen ones). */
 uint64_t nemotron_model_active_weight_bytes(const nemotron_model *model);
+/* Measures, now, how fast the memory that holds the weights is read, in bytes/s, when the
+ * device has its own memory (a GPU: a read of a 2 GiB buffer, best of 5); 0 for the CPU, whose
+ * weights are in host memory (measure that with the same threads, as `nemotron bench` does).
+ * Takes a fraction of a second; not for use while another thread runs a session. */
+double nemotron_model_device_read_bandwidth(const nemotron_model *model);
+/* The device the model runs on: "cpu", or "cuda:N (NAME)". */
+const char *nemotron_model_device(const nemotron_model *model);
 /* The end-of-sequence ids of config.json (eos_token_id, one or a list); n_max entries at most.
  * Returns how many there are. */
 int nemotron_model_eos_ids(const nemotron_model *model, int32_t *ids, int n_max);

@@ -146,11 +146,16 @@ struct nt_backend_ops {
     void (*add)(struct nt_backend *be, float *y, const float *x, size_t count);
     /* out[t] = the lowest index of the largest logits[t][.] (rows of `vocab`), for t < n. */
     void (*argmax)(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out);
+
+    /* Optional (NULL: none). The read bandwidth of the backend's resident memory in bytes/s,
+     * measured now (benchmarks hold decoding against it); 0 when it cannot be measured. */
+    double (*read_bandwidth)(struct nt_backend *be);
 };
 
 struct nt_backend {
     const struct nt_backend_ops *ops;
     int n_threads;            /* host threads the backend's operations use */
+    char device[128];         /* what it runs on, for people: "cpu", "cuda:0 (NVIDIA H200)" */
     char alloc_error[256];    /* why the last alloc/upload returned NULL: the bytes asked for and
                                * the bytes free ("" when none failed); the loader quotes it */
 };

@@ -151,7 +151,9 @@ int cmd_bench(const struct args *a) {
     if (!rc) rc = run(a, s, tok, &r);
     if (!rc) {
         int threads = nemotron_model_n_threads(m);
-        double bw = read_bandwidth(threads, 5);
+        /* the memory the weights are read from: the device's own, else host memory */
+        double bw = nemotron_model_device_read_bandwidth(m);
+        if (bw <= 0) bw = read_bandwidth(threads, 5);
         double wbytes = (double)nemotron_model_active_weight_bytes(m);
         double decode_bw = wbytes * r.tg_tps, share = bw > 0 ? decode_bw / bw : 0;
         double pass_ratio = r.pass64_s / r.pass1_s;
@@ -159,6 +161,8 @@ int cmd_bench(const struct args *a) {
         if (a->json) {
             printf("{\"model\": ");
             print_json_string(a->model);
+            printf(", \"device\": ");
+            print_json_string(nemotron_model_device(m));
             printf(", \"pattern\": \"%s\", \"threads\": %d, "
                    "\"active_weight_bytes\": %.0f, \"read_bandwidth_gbs\": %.3f, "
                    "\"pp\": {\"n\": %d, \"tokens_per_s\": %.3f}, "
@@ -170,8 +174,8 @@ int cmd_bench(const struct args *a) {
                    r.pp_tps, a->n_gen, r.tg_tps, decode_bw / 1e9, share, full, r.pass64_s,
                    r.pass1_s, pass_ratio);
         } else {
-            printf("model %s  (layers %s, %.1f MB of weights per position, %d threads)\n", a->model,
-                   nemotron_model_pattern(m), wbytes / 1e6, threads);
+            printf("model %s  (layers %s, %.1f MB of weights per position)\ndevice %s, %d host threads\n",
+                   a->model, nemotron_model_pattern(m), wbytes / 1e6, nemotron_model_device(m), threads);
             printf("| test   | tokens/s  | ms/token |\n|--------|-----------|----------|\n");
             printf("| pp%-4d | %9.1f | %8.3f |\n", a->n_prompt, r.pp_tps, 1e3 / r.pp_tps);
             printf("| tg%-4d | %9.1f | %8.3f |\n", a->n_gen, r.tg_tps, 1e3 / r.tg_tps);

@@ -27,6 +27,7 @@ extern "C" {
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +95,7 @@ struct cuda_backend {
     struct pass_graph graphs[MAX_GRAPHS];
     uint64_t clock;
     int no_graphs;               /* NEMOTRON_CUDA_GRAPHS=0: every pass eager (to compare, profile) */
+    int profile;                 /* NEMOTRON_CUDA_PROFILE=1: eager passes, each operation timed */
 };
 
 static struct cuda_backend *cb(struct nt_backend *be) { return (struct cuda_backend *)be; }
@@ -266,8 +268,11 @@ static void be_zero(struct nt_backend *be, void *dst, size_t bytes) {
     CK(cudaStreamSynchronize(ST)); /* a session may next run on another thread's stream */
 }
 
+static void prof_print(void);
+
 static void be_destroy(struct nt_backend *be) {
     struct cuda_backend *b = cb(be);
+    if (b->profile) prof_print();
     cudaSetDevice(b->device);
     for (int i = 0; i < MAX_GRAPHS; i++)
         if (b->graphs[i].exec) cudaGraphExecDestroy(b->graphs[i].exec);
@@ -341,6 +346,13 @@ static bool deferred(int op, const uint64_t *v, int nv) {
     return cur.mode == MODE_REPLAY;
 }
 #define U(x) ((uint64_t)(uintptr_t)(x))
+/* a small struct's contents (the dims of an op), so a changed dimension changes the print */
+static uint64_t bytes_print(const void *p, size_t n) {
+    uint64_t h = 0;
+    for (size_t i = 0; i < n; i++) h = mix64(h, ((const uint8_t *)p)[i]);
+    return h;
+}
+#define DIMS(d) bytes_print(d, sizeof *(d))
 static uint64_t float_bits(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
@@ -354,6 +366,73 @@ static uint64_t float_bits(float f) {
     } while (0)
 enum { OP_EMBED = 1, OP_RMSNORM, OP_ADD_RMSNORM, OP_MATMUL, OP_CONV, OP_SCAN, OP_GNORM, OP_ATTENTION,
        OP_ROUTE, OP_EXPERTS, OP_ADD, OP_ARGMAX };
+
+/* THE PROFILE (NEMOTRON_CUDA_PROFILE=1, a development aid): every operation of the eager passes
+ * is timed with events around it, summed per label (operation, and for products the format,
+ * shape and positions), and the table is printed to stderr when the backend is destroyed. */
+#define PROF_MAX 256
+struct prof_row {
+    char label[96];
+    double ms;
+    long calls;
+};
+static struct prof_row prof_rows[PROF_MAX];
+static int prof_n;
+static pthread_mutex_t prof_lock = PTHREAD_MUTEX_INITIALIZER;
+struct op_timer {
+    bool on;
+    char label[96];
+    cudaEvent_t t0, t1;
+    op_timer(bool profile, const char *fmt, ...) : on(profile && cur.mode == MODE_EAGER) {
+        if (!on) return;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(label, sizeof label, fmt, ap);
+        va_end(ap);
+        CK(cudaEventCreate(&t0));
+        CK(cudaEventCreate(&t1));
+        CK(cudaEventRecord(t0, ST));
+    }
+    ~op_timer() {
+        if (!on) return;
+        float ms = 0;
+        CK(cudaEventRecord(t1, ST));
+        CK(cudaEventSynchronize(t1));
+        CK(cudaEventElapsedTime(&ms, t0, t1));
+        cudaEventDestroy(t0);
+        cudaEventDestroy(t1);
+        pthread_mutex_lock(&prof_lock);
+        int i = 0;
+        while (i < prof_n && strcmp(prof_rows[i].label, label)) i++;
+        if (i < PROF_MAX) {
+            if (i == prof_n) snprintf(prof_rows[prof_n++].label, sizeof label, "%s", label);
+            prof_rows[i].ms += ms;
+            prof_rows[i].calls++;
+        }
+        pthread_mutex_unlock(&prof_lock);
+    }
+};
+static const char *dtype_name(int dt) {
+    return dt == NT_DTYPE_Q8_2F ? "q8_2f" : dt == NT_DTYPE_Q4TP ? "q4tp" : dt == NT_DTYPE_BF16 ? "bf16"
+         : dt == NT_DTYPE_F16 ? "f16" : "f32";
+}
+static int prof_cmp(const void *a, const void *b) {
+    double x = ((const struct prof_row *)a)->ms, y = ((const struct prof_row *)b)->ms;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+static void prof_print(void) {
+    if (!prof_n) return;
+    qsort(prof_rows, prof_n, sizeof prof_rows[0], prof_cmp);
+    double total = 0;
+    for (int i = 0; i < prof_n; i++) total += prof_rows[i].ms;
+    fprintf(stderr, "cuda profile: %.3f ms in %d kinds of operation\n%10s %8s %10s  %s\n", total, prof_n,
+            "ms", "calls", "us/call", "operation");
+    for (int i = 0; i < prof_n; i++)
+        fprintf(stderr, "%10.3f %8ld %10.2f  %s\n", prof_rows[i].ms, prof_rows[i].calls,
+                1000.0 * prof_rows[i].ms / prof_rows[i].calls, prof_rows[i].label);
+    prof_n = 0;
+}
+#define PROFILE(be, ...) op_timer timer_(cb(be)->profile, __VA_ARGS__)
 
 static void drop_graphs_of(struct cuda_backend *b, const void *scratch) {
     pthread_mutex_lock(&b->lock);
@@ -458,6 +537,7 @@ __global__ void k_embed(const int32_t *tokens, const uint8_t *emb, int dt, int64
 
 static void be_embed(struct nt_backend *be, const struct nt_pass *p, const struct nt_matrix *emb, float *h) {
     DEFER(OP_EMBED, U(emb->data), (uint64_t)emb->dtype, U(h));
+    PROFILE(be, "embed");
     k_embed<<<p->n, ELEM_THREADS, 0, ST>>>(tokens_of(p), (const uint8_t *)emb->data, emb->dtype,
                                     emb->rows, (int)emb->cols, h);
     LAUNCHED();
@@ -485,6 +565,7 @@ __global__ void k_rmsnorm(float *h, const float *o, const float *w, int H, float
 static void be_rmsnorm(struct nt_backend *be, const struct nt_pass *p, const float *h, const float *w,
                        int H, float eps, float *y) {
     DEFER(OP_RMSNORM, U(h), U(w), (uint64_t)H, FLT(eps), U(y));
+    PROFILE(be, "rmsnorm n=%d", p->n);
     k_rmsnorm<<<p->n, ELEM_THREADS, 0, ST>>>((float *)h, NULL, w, H, eps, y); /* h only read when o is NULL */
     LAUNCHED();
 }
@@ -492,6 +573,7 @@ static void be_rmsnorm(struct nt_backend *be, const struct nt_pass *p, const flo
 static void be_add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h, const float *o,
                            const float *w, int H, float eps, float *y) {
     DEFER(OP_ADD_RMSNORM, U(h), U(o), U(w), (uint64_t)H, FLT(eps), U(y));
+    PROFILE(be, "add_rmsnorm n=%d", p->n);
     k_rmsnorm<<<p->n, ELEM_THREADS, 0, ST>>>(h, o, w, H, eps, y);
     LAUNCHED();
 }
@@ -503,6 +585,7 @@ __global__ void k_add(float *y, const float *x, size_t count) {
 
 static void be_add(struct nt_backend *be, float *y, const float *x, size_t count) {
     DEFER(OP_ADD, U(y), U(x), (uint64_t)count);
+    PROFILE(be, "add");
     if (!count) return;
     size_t blocks = (count + ELEM_THREADS - 1) / ELEM_THREADS;
     if (blocks > 65536) blocks = 65536;
@@ -556,6 +639,7 @@ __global__ void k_argmax(const float *logits, int vocab, int32_t *out) {
 
 static void be_argmax(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out) {
     DEFER(OP_ARGMAX, (uint64_t)n, U(logits), (uint64_t)vocab, U(out));
+    PROFILE(be, "argmax n=%d", n);
     if (n <= 0) return;
     k_argmax<<<n, ELEM_THREADS, 0, ST>>>(logits, vocab, out);
     LAUNCHED();
@@ -608,9 +692,12 @@ __global__ void k_quantize(struct q_args a) {
 }
 
 /* y[t][r] = act(W[r] . x[t] + bias[r]) for one warp = one row x up to MM_P positions.
- * grouped: blockIdx.z picks the a-th active expert; its positions are the entries
- * start[e] .. start[e] + count[e] - 1 (gi); x row entries[gi] / k (xmode 1) or gi, y row
- * entries[gi] (ymode 1) or gi, quantized activations row gi. */
+ * The grid: x = the group of MM_P positions, fastest, so the blocks that read one block of rows
+ * run together and all but the first find the rows in L2; y = the block of MM_WARPS rows.
+ * grouped: x is a work item (expert e, group g) of moe_plan: the expert's positions are the
+ * entries start[e] .. start[e] + count[e] - 1 (gi), the item's MM_P of them from g * MM_P; x row
+ * entries[gi] / k (xmode 1) or gi, y row entries[gi] (ymode 1) or gi, quantized activations
+ * row gi. */
 struct mm_args {
     const uint8_t *W;
     const uint8_t *const *Wtab;
@@ -626,7 +713,7 @@ struct mm_args {
     int64_t y_stride;
     int n;
     int grouped, k, xmode, ymode;
-    const int32_t *count, *start, *active, *n_active, *entries;
+    const int32_t *count, *start, *items, *n_items, *entries;
 };
 
 #define MM_WARPS 4
@@ -638,19 +725,19 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(struct mm_args a) {
     __shared__ int32_t smem[MM_WARPS][MM_P * IS_Q4];
     __shared__ float scs[MM_WARPS][32];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int64_t r = (int64_t)blockIdx.x * MM_WARPS + warp;
+    int64_t r = (int64_t)blockIdx.y * MM_WARPS + warp;
     if (r >= a.rows) return; /* whole warps: everything below syncs per warp only */
     const uint8_t *W = a.W;
-    int cnt = a.n, base = 0;
+    int cnt = a.n, base = 0, t0 = blockIdx.x * MM_P;
     if (a.grouped) {
-        int ai = blockIdx.z;
-        if (ai >= *a.n_active) return;
-        int e = a.active[ai];
+        int it = blockIdx.x;
+        if (it >= *a.n_items) return;
+        int e = a.items[it] >> 16;
+        t0 = (a.items[it] & 0xffff) * MM_P;
         cnt = a.count[e];
         base = a.start[e];
         W = a.Wtab[e];
     }
-    int t0 = blockIdx.y * MM_P;
     if (t0 >= cnt) return;
     int P = min(MM_P, cnt - t0);
     int p = lane >> 3, l = lane & 7;
@@ -775,9 +862,11 @@ static void check_matrix(const struct nt_matrix *W) {
 
 static int is_packed(int dt) { return dt == NT_DTYPE_Q8_2F || dt == NT_DTYPE_Q4TP; }
 
-static void launch_matmul(const struct mm_args *a, int max_pos, int groups) {
-    dim3 grid((unsigned)((a->rows + MM_WARPS - 1) / MM_WARPS), (unsigned)((max_pos + MM_P - 1) / MM_P),
-              (unsigned)groups);
+/* work: position groups of a plain product, or the bound on the items of a grouped one */
+static void launch_matmul(const struct mm_args *a, int work) {
+    int64_t row_blocks = (a->rows + MM_WARPS - 1) / MM_WARPS;
+    if (row_blocks > 65535) fatal("matmul: more than 262140 rows in one matrix", NULL);
+    dim3 grid((unsigned)work, (unsigned)row_blocks);
     k_matmul<<<grid, MM_WARPS * 32, 0, ST>>>(*a);
     LAUNCHED();
 }
@@ -794,6 +883,7 @@ static void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, con
                       int y_stride) {
     DEFER(OP_MATMUL, (uint64_t)n, U(W->data), (uint64_t)W->dtype, (uint64_t)W->rows, (uint64_t)W->cols, U(bias),
           (uint64_t)act, U(x), (uint64_t)x_stride, U(y), (uint64_t)y_stride);
+    PROFILE(be, "matmul %s %lldx%lld n=%d", dtype_name(W->dtype), (long long)W->rows, (long long)W->cols, n);
     if (n <= 0) return;
     check_matrix(W);
     struct mm_args a;
@@ -824,7 +914,7 @@ static void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, con
         a.qx = q.qx;
         a.qxs = q.qxs;
     }
-    launch_matmul(&a, n, 1);
+    launch_matmul(&a, (n + MM_P - 1) / MM_P);
 }
 
 /* ---- Mamba-2 ------------------------------------------------------------------------------- */
@@ -851,48 +941,89 @@ __global__ void k_mamba_conv(int n, int K, int CD, int I, int zxdw, const float 
 
 static void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
                           const struct nt_mamba_weights *w, const float *zxd, float *ring, float *xbc) {
-    DEFER(OP_CONV, U(d), (uint64_t)d->CD, U(w->conv_w), U(zxd), U(ring), U(xbc));
+    DEFER(OP_CONV, DIMS(d), U(w->conv_w), U(w->conv_b), U(zxd), U(ring), U(xbc));
+    PROFILE(be, "mamba_conv n=%d", p->n);
     if (d->K < 1 || d->K > NT_MAX_CONV_KERNEL) fatal("mamba_conv: conv kernel out of range", NULL);
     k_mamba_conv<<<(d->CD + 127) / 128, 128, 0, ST>>>(p->n, d->K, d->CD, d->I, d->zxd, w->conv_w, w->conv_b, zxd,
                                                ring, xbc);
     LAUNCHED();
 }
 
-/* One thread per (head, p): the state column S[.][p] in place, positions in order, the n sum in
- * order - the CPU's chain exactly, up to expf/log1pf. */
-__global__ void k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, int zxdw, float dt_lo,
-                             float dt_hi, const float *dt_bias, const float *A_log, const float *Dv,
-                             const float *zxd, const float *xbc, float *state, float *y) {
-    int id = blockIdx.x * blockDim.x + threadIdx.x;
-    if (id >= nh * P) return;
-    int h = id / P, q = id % P, g = h / (nh / G);
+/* One block per head, SCAN_SPLIT * P threads: thread (j, q) keeps the states S[k][q] of its
+ * quarter k in [j*NPT, (j+1)*NPT), NPT = N / SCAN_SPLIT, in registers for the whole pass (the
+ * state is read and written once per pass, not once per position), and advances them position
+ * by position. y[t] = ((a0 + a1) + (a2 + a3)) + D x, a_j the quarter sums in k order: a fixed
+ * tree per element, whatever n is (the CPU sums the N terms in one chain: last-bit differences).
+ * B and C of the position go through shared memory. */
+#define SCAN_SPLIT 4
+#define SCAN_MAX_N 256
+#define SCAN_MAX_P 256
+template <int NPT>
+__global__ void k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, int zxdw, float dt_lo, float dt_hi,
+                             const float *__restrict__ dt_bias, const float *__restrict__ A_log,
+                             const float *__restrict__ Dv, const float *__restrict__ zxd,
+                             const float *__restrict__ xbc, float *__restrict__ state, float *__restrict__ y) {
+    __shared__ float sB[SCAN_MAX_N], sC[SCAN_MAX_N], part[SCAN_SPLIT][SCAN_MAX_P];
+    int h = blockIdx.x, q = threadIdx.x % P, j = threadIdx.x / P, g = h / (nh / G);
     float A = -expf(A_log[h]);
-    float *S = state + (size_t)h * N * P + q;
+    float *S = state + (size_t)h * N * P + (size_t)j * NPT * P + q;
+    float st[NPT];
+#pragma unroll
+    for (int kk = 0; kk < NPT; kk++) st[kk] = S[(size_t)kk * P];
     for (int t = 0; t < n; t++) {
         const float *row = xbc + (size_t)t * CD;
+        for (int k = threadIdx.x; k < N; k += blockDim.x) {
+            sB[k] = row[I + (size_t)g * N + k];
+            sC[k] = row[I + (size_t)G * N + (size_t)g * N + k];
+        }
         float x = row[(size_t)h * P + q];
-        const float *B = row + I + (size_t)g * N, *C = row + I + (size_t)G * N + (size_t)g * N;
         float dt = softplus_d(__fadd_rn(zxd[(size_t)t * zxdw + I + CD + h], dt_bias[h]));
         dt = fminf(fmaxf(dt, dt_lo), dt_hi);
         float dA = expf(__fmul_rn(dt, A));
+        __syncthreads();
         float acc = 0.0f;
-        for (int k = 0; k < N; k++) {
-            float dtB = __fmul_rn(dt, B[k]);
-            float s = __fadd_rn(__fmul_rn(dA, S[(size_t)k * P]), __fmul_rn(dtB, x));
-            S[(size_t)k * P] = s;
-            acc = __fadd_rn(acc, __fmul_rn(s, C[k]));
+#pragma unroll
+        for (int kk = 0; kk < NPT; kk++) {
+            int k = j * NPT + kk;
+            float dtB = __fmul_rn(dt, sB[k]);
+            float sv = __fadd_rn(__fmul_rn(dA, st[kk]), __fmul_rn(dtB, x));
+            st[kk] = sv;
+            acc = __fadd_rn(acc, __fmul_rn(sv, sC[k]));
         }
-        y[(size_t)t * I + (size_t)h * P + q] = __fadd_rn(acc, __fmul_rn(Dv[h], x));
+        part[j][q] = acc;
+        __syncthreads();
+        if (j == 0) {
+            float sum = __fadd_rn(__fadd_rn(part[0][q], part[1][q]), __fadd_rn(part[2][q], part[3][q]));
+            y[(size_t)t * I + (size_t)h * P + q] = __fadd_rn(sum, __fmul_rn(Dv[h], x));
+        }
+        /* the next position's B, C and parts are written only after every thread passed here */
+        __syncthreads();
     }
+#pragma unroll
+    for (int kk = 0; kk < NPT; kk++) S[(size_t)kk * P] = st[kk];
 }
 
 static void be_mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
                           const struct nt_mamba_weights *w, const float *zxd, const float *xbc,
                           float *state, float *y) {
-    DEFER(OP_SCAN, U(d), (uint64_t)d->nh, U(w->A_log), U(zxd), U(xbc), U(state), U(y));
-    int threads = d->nh * d->P;
-    k_mamba_scan<<<(threads + 127) / 128, 128, 0, ST>>>(p->n, d->nh, d->P, d->N, d->G, d->I, d->CD, d->zxd, d->dt_lo,
-                                                 d->dt_hi, w->dt_bias, w->A_log, w->D, zxd, xbc, state, y);
+    DEFER(OP_SCAN, DIMS(d), U(w->A_log), U(w->dt_bias), U(w->D), U(zxd), U(xbc), U(state), U(y));
+    PROFILE(be, "mamba_scan n=%d", p->n);
+    if (d->N % SCAN_SPLIT || d->N > SCAN_MAX_N || d->P > SCAN_MAX_P || d->P < 1)
+        fatal("mamba_scan: the CUDA scan holds ssm_state_size a multiple of 4 up to 256 and "
+              "mamba_head_dim up to 256", NULL);
+    int npt = d->N / SCAN_SPLIT;
+    dim3 grid(d->nh), block(SCAN_SPLIT * d->P);
+#define SCAN_CASE(v)                                                                               \
+    case v:                                                                                        \
+        k_mamba_scan<v><<<grid, block, 0, ST>>>(p->n, d->nh, d->P, d->N, d->G, d->I, d->CD, d->zxd, d->dt_lo,   \
+                                                 d->dt_hi, w->dt_bias, w->A_log, w->D, zxd, xbc, state, y); \
+        break;
+    switch (npt) {
+        SCAN_CASE(1) SCAN_CASE(2) SCAN_CASE(4) SCAN_CASE(8) SCAN_CASE(16) SCAN_CASE(32) SCAN_CASE(64)
+    default:
+        fatal("mamba_scan: ssm_state_size / 4 must be a power of two up to 64", NULL);
+    }
+#undef SCAN_CASE
     LAUNCHED();
 }
 
@@ -916,18 +1047,14 @@ __global__ void k_gated_norm(int I, int G, int zxdw, float eps, const float *nor
 
 static void be_mamba_gated_norm(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
                                 const struct nt_mamba_weights *w, const float *y, const float *zxd, float *out) {
-    DEFER(OP_GNORM, U(d), (uint64_t)d->G, U(w->norm_w), U(y), U(zxd), U(out));
+    DEFER(OP_GNORM, DIMS(d), U(w->norm_w), U(y), U(zxd), U(out));
+    PROFILE(be, "mamba_gated_norm n=%d", p->n);
     k_gated_norm<<<p->n * d->G, ELEM_THREADS, 0, ST>>>(d->I, d->G, d->zxd, d->eps, w->norm_w, y, zxd, out);
     LAUNCHED();
 }
 
 /* ---- attention ----------------------------------------------------------------------------- */
 
-#define ATT_WARPS 4
-#define ATT_PER_LANE (NT_MAX_HEAD_DIM / 32)
-
-/* One warp per (position, query head): online softmax over u = 0 .. ctx-1 in order, as the CPU,
- * with each q.k a fixed warp tree (lane i holds elements i, i+32, ...). */
 /* The pass's K and V rows into the caches at pos0 (read from the meta words, so a captured pass
  * appends wherever the sequence is). */
 __global__ void k_kv_append(const struct pass_meta *meta, size_t rows, size_t kvw, const float *k, const float *v,
@@ -939,72 +1066,125 @@ __global__ void k_kv_append(const struct pass_meta *meta, size_t rows, size_t kv
     v_cache[at] = v[i];
 }
 
-__global__ void __launch_bounds__(ATT_WARPS * 32) k_attention(int n, const struct pass_meta *meta, int nq, int nkv, int dh,
-                                                             const float *q, const float *kc, const float *vc,
-                                                             float *out) {
+/* Causal GQA, split over the context, then merged. A block serves one position and ATT_HEADS
+ * query heads of one kv head (each K/V row is loaded once for them); its ATT_WARPS warps split
+ * the position's context by absolute position: chunk u / ATT_CHUNK goes to warp
+ * (u / ATT_CHUNK) % ATT_WARPS, which runs the online softmax over its chunks in increasing u.
+ * The warps' (m, l, o) are then merged in warp order. Who handles which u depends on u alone, so
+ * a position gets the same bits in every pass (DESIGN.md); against the CPU's single chain over
+ * u the sums are reassociated (last bits). A lane holds DPL = ceil(dh / 32) dims of each head:
+ * dims lane + 32 i. */
+#define ATT_WARPS 8
+#define ATT_CHUNK 32
+#define ATT_HEADS 4
+template <int DPL>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+    k_attention(const struct pass_meta *meta, int nq, int nkv, int dh, int hpb, const float *__restrict__ q,
+                const float *__restrict__ kc, const float *__restrict__ vc, float *__restrict__ out) {
+    __shared__ float sm_m[ATT_WARPS][ATT_HEADS], sm_l[ATT_WARPS][ATT_HEADS];
+    __shared__ float sm_o[ATT_WARPS][ATT_HEADS][DPL * 32];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int pj = blockIdx.x * ATT_WARPS + warp;
-    if (pj >= n * nq) return;
-    int t = pj / nq, j = pj % nq, kvh = j / (nq / nkv), ctx = meta->pos0 + t + 1;
+    int t = blockIdx.z, kvh = blockIdx.y, rep = nq / nkv;
+    int h0 = kvh * rep + blockIdx.x * hpb, ctx = meta->pos0 + t + 1;
     int kvw = nkv * dh, qw = nq * dh;
     float scale = __fdiv_rn(1.0f, __fsqrt_rn((float)dh));
-    float qv[ATT_PER_LANE], o[ATT_PER_LANE];
-    const float *qt = q + (size_t)t * qw + (size_t)j * dh;
+    float qv[ATT_HEADS][DPL], o[ATT_HEADS][DPL], m[ATT_HEADS], l[ATT_HEADS];
 #pragma unroll
-    for (int i = 0; i < ATT_PER_LANE; i++) {
-        int c = lane + 32 * i;
-        qv[i] = c < dh ? qt[c] : 0.0f;
-        o[i] = 0.0f;
-    }
-    float m = -INFINITY, lsum = 0.0f;
-    for (int u = 0; u < ctx; u++) {
-        const float *ku = kc + (size_t)u * kvw + (size_t)kvh * dh;
-        const float *vu = vc + (size_t)u * kvw + (size_t)kvh * dh;
-        float part = 0.0f;
+    for (int hh = 0; hh < ATT_HEADS; hh++) {
+        m[hh] = -INFINITY;
+        l[hh] = 0.0f;
 #pragma unroll
-        for (int i = 0; i < ATT_PER_LANE; i++) {
+        for (int i = 0; i < DPL; i++) {
             int c = lane + 32 * i;
-            if (c < dh) part = __fmaf_rn(qv[i], ku[c], part);
-        }
-        float s = __fmul_rn(warp_sum(part), scale);
-        if (s > m) {
-            float corr = expf(__fsub_rn(m, s));
-            lsum = __fmul_rn(lsum, corr);
-#pragma unroll
-            for (int i = 0; i < ATT_PER_LANE; i++) o[i] = __fmul_rn(o[i], corr);
-            m = s;
-        }
-        float e = expf(__fsub_rn(s, m));
-        lsum = __fadd_rn(lsum, e);
-#pragma unroll
-        for (int i = 0; i < ATT_PER_LANE; i++) {
-            int c = lane + 32 * i;
-            if (c < dh) o[i] = __fadd_rn(o[i], __fmul_rn(e, vu[c]));
+            qv[hh][i] = hh < hpb && c < dh ? q[(size_t)t * qw + (size_t)(h0 + hh) * dh + c] : 0.0f;
+            o[hh][i] = 0.0f;
         }
     }
-    float *ot = out + (size_t)t * qw + (size_t)j * dh;
+    for (int c0 = warp * ATT_CHUNK; c0 < ctx; c0 += ATT_WARPS * ATT_CHUNK) {
+        int c1 = min(c0 + ATT_CHUNK, ctx);
+        for (int u = c0; u < c1; u++) {
+            const float *ku = kc + (size_t)u * kvw + (size_t)kvh * dh;
+            const float *vu = vc + (size_t)u * kvw + (size_t)kvh * dh;
+            float kr[DPL], vr[DPL];
 #pragma unroll
-    for (int i = 0; i < ATT_PER_LANE; i++) {
-        int c = lane + 32 * i;
-        if (c < dh) ot[c] = __fdiv_rn(o[i], lsum);
+            for (int i = 0; i < DPL; i++) {
+                int c = lane + 32 * i;
+                kr[i] = c < dh ? ku[c] : 0.0f;
+                vr[i] = c < dh ? vu[c] : 0.0f;
+            }
+#pragma unroll
+            for (int hh = 0; hh < ATT_HEADS; hh++) {
+                if (hh >= hpb) break;
+                float part = 0.0f;
+#pragma unroll
+                for (int i = 0; i < DPL; i++) part = __fmaf_rn(qv[hh][i], kr[i], part);
+                float sc = __fmul_rn(warp_sum(part), scale);
+                if (sc > m[hh]) {
+                    float corr = expf(__fsub_rn(m[hh], sc));
+                    l[hh] = __fmul_rn(l[hh], corr);
+#pragma unroll
+                    for (int i = 0; i < DPL; i++) o[hh][i] = __fmul_rn(o[hh][i], corr);
+                    m[hh] = sc;
+                }
+                float ev = expf(__fsub_rn(sc, m[hh]));
+                l[hh] = __fadd_rn(l[hh], ev);
+#pragma unroll
+                for (int i = 0; i < DPL; i++) o[hh][i] = __fadd_rn(o[hh][i], __fmul_rn(ev, vr[i]));
+            }
+        }
+    }
+#pragma unroll
+    for (int hh = 0; hh < ATT_HEADS; hh++) {
+        if (lane == 0) {
+            sm_m[warp][hh] = m[hh];
+            sm_l[warp][hh] = l[hh];
+        }
+#pragma unroll
+        for (int i = 0; i < DPL; i++) sm_o[warp][hh][lane + 32 * i] = o[hh][i];
+    }
+    __syncthreads();
+    /* the merge: thread (hh, c) combines the warps' partials in warp order */
+    for (int j = threadIdx.x; j < hpb * dh; j += blockDim.x) {
+        int hh = j / dh, c = j % dh;
+        float mx = -INFINITY;
+        for (int w = 0; w < ATT_WARPS; w++) mx = fmaxf(mx, sm_m[w][hh]);
+        float den = 0.0f, num = 0.0f;
+        for (int w = 0; w < ATT_WARPS; w++) {
+            if (sm_m[w][hh] == -INFINITY) continue; /* a warp whose chunks all lie past ctx */
+            float f = expf(__fsub_rn(sm_m[w][hh], mx));
+            den = __fadd_rn(den, __fmul_rn(sm_l[w][hh], f));
+            num = __fadd_rn(num, __fmul_rn(sm_o[w][hh][c], f));
+        }
+        out[(size_t)t * qw + (size_t)(h0 + hh) * dh + c] = __fdiv_rn(num, den);
     }
 }
 
 static void be_attention(struct nt_backend *be, const struct nt_pass *p, const struct nt_attn_dims *d,
                          const float *q, const float *k, const float *v, float *k_cache, float *v_cache,
                          float *out) {
-    DEFER(OP_ATTENTION, U(d), (uint64_t)d->nq, (uint64_t)d->nkv, (uint64_t)d->dh, U(q), U(k), U(v), U(k_cache),
-          U(v_cache), U(out));
+    /* the checks run on every pass, replayed ones too: the kernels trust pos0 */
     if (d->dh > NT_MAX_HEAD_DIM) fatal("attention: head dim over NT_MAX_HEAD_DIM", NULL);
-    if (p->pos0 + p->n > d->n_ctx) fatal("attention: pass runs past the cache", NULL);
+    if (p->pos0 < 0 || p->pos0 + p->n > d->n_ctx) fatal("attention: pass runs past the cache", NULL);
+    DEFER(OP_ATTENTION, DIMS(d), U(q), U(k), U(v), U(k_cache), U(v_cache), U(out));
+    PROFILE(be, "attention n=%d", p->n);
     size_t kvw = (size_t)d->nkv * d->dh;
     size_t rows = (size_t)p->n * kvw;
     k_kv_append<<<(unsigned)((rows + ELEM_THREADS - 1) / ELEM_THREADS), ELEM_THREADS, 0, ST>>>(
         meta_of(p), rows, kvw, k, v, k_cache, v_cache);
     LAUNCHED();
-    int pairs = p->n * d->nq;
-    k_attention<<<(pairs + ATT_WARPS - 1) / ATT_WARPS, ATT_WARPS * 32, 0, ST>>>(p->n, meta_of(p), d->nq, d->nkv, d->dh, q,
-                                                                       k_cache, v_cache, out);
+    int rep = d->nq / d->nkv, hpb = rep % 4 == 0 ? 4 : rep % 2 == 0 ? 2 : 1;
+    dim3 grid(rep / hpb, d->nkv, p->n);
+    int dpl = (d->dh + 31) / 32;
+#define ATT_CASE(v)                                                                                \
+    case v:                                                                                        \
+        k_attention<v><<<grid, ATT_WARPS * 32, 0, ST>>>(meta_of(p), d->nq, d->nkv, d->dh, hpb, q, k_cache, v_cache, out); \
+        break;
+    switch (dpl) {
+        ATT_CASE(1) ATT_CASE(2) ATT_CASE(3) ATT_CASE(4)
+    default:
+        fatal("attention: the CUDA kernel holds head_dim up to 128", NULL);
+    }
+#undef ATT_CASE
     LAUNCHED();
 }
 
@@ -1085,7 +1265,8 @@ __global__ void __launch_bounds__(ROUTE_THREADS) k_moe_route(int E, int k, int n
 
 static void be_moe_route(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
                          float *logits, const float *score_bias, int32_t *idx, float *wts) {
-    DEFER(OP_ROUTE, U(d), (uint64_t)d->E, (uint64_t)d->k, U(logits), U(score_bias), U(idx), U(wts));
+    DEFER(OP_ROUTE, DIMS(d), U(logits), U(score_bias), U(idx), U(wts));
+    PROFILE(be, "moe_route n=%d", p->n);
     if (d->E > NT_MAX_EXPERTS || (d->n_group > 1 && d->n_group > NT_MAX_EXPERTS / 2))
         fatal("moe_route: too many experts or groups", NULL);
     k_moe_route<<<p->n, ROUTE_THREADS, 0, ST>>>(d->E, d->k, d->n_group, d->topk_group, d->norm_topk_prob,
@@ -1095,10 +1276,18 @@ static void be_moe_route(struct nt_backend *be, const struct nt_pass *p, const s
 
 /* moe_experts' scratch, each part 256-byte aligned: per-(position, slot) outputs eo [n*k][L],
  * inner activations [n*k][mi] (entry order), the quantized activations of the up and down
- * products (entry order), then ints: count, start, active [E] each, n_active, entries [n*k]. */
+ * products (entry order), then ints: count, start [E] each, the work items (moe_items), their
+ * number, entries [n*k]. */
 struct moe_layout {
-    size_t eo, inner, qup, qdn, count, start, active, n_active, entries, total;
+    size_t eo, inner, qup, qdn, count, start, items, n_items, entries, total;
 };
+
+/* The most work items n positions can make: sum over experts of ceil(count / MM_P) <= n k / MM_P
+ * + (experts with entries) <= n k / MM_P + min(E, n k). */
+static int moe_items(const struct nt_moe_dims *d, int n) {
+    int nk = n * d->k;
+    return nk / MM_P + (d->E < nk ? d->E : nk) + 1;
+}
 
 static struct moe_layout moe_layout(const struct nt_moe_dims *d, int n) {
     struct moe_layout m;
@@ -1110,8 +1299,8 @@ static struct moe_layout moe_layout(const struct nt_moe_dims *d, int n) {
     PART(qdn, nk * qx_stride(d->mi));
     PART(count, (size_t)d->E * 4);
     PART(start, (size_t)d->E * 4);
-    PART(active, (size_t)d->E * 4);
-    PART(n_active, 4);
+    PART(items, (size_t)moe_items(d, n) * 4);
+    PART(n_items, 4);
     PART(entries, nk * 4);
 #undef PART
     m.total = at;
@@ -1122,34 +1311,50 @@ static size_t be_moe_scratch_floats(struct nt_backend *be, const struct nt_moe_d
     return (moe_layout(d, n).total + 255) / sizeof(float) + 64; /* + 256 bytes: base alignment */
 }
 
-/* One warp per expert: count[e], or (fill) entries[start[e] + rank] = ts in position order, both
- * from ballots over idx in order (integers: exact, and the order is the entries' own). */
-__global__ void k_moe_lists(int E, int nk, const int32_t *idx, int32_t *count, const int32_t *start,
-                            int32_t *entries, int fill) {
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int e = blockIdx.x * (blockDim.x >> 5) + warp;
-    if (e >= E) return;
-    int c = 0, at = fill ? start[e] : 0;
-    for (int ts0 = 0; ts0 < nk; ts0 += 32) {
-        int ts = ts0 + lane;
-        unsigned m = __ballot_sync(0xffffffffu, ts < nk && idx[ts] == e);
-        if (fill && ts < nk && idx[ts] == e) entries[at + c + __popc(m & ((1u << lane) - 1))] = ts;
-        c += __popc(m);
+/* The per-expert entry lists in one block: counts (integer atomics: exact), their exclusive scan
+ * and the work items of the grouped products, (expert, group of MM_P of its entries) in
+ * increasing order, packed e << 16 | g (one thread, in shared memory), then
+ * entries[start[e] + rank] = ts in position order, one warp per expert with ballots over idx in
+ * order. The lists depend only on idx, never on how the work is split. Shared: 2 E ints. */
+#define PLAN_THREADS 1024
+__global__ void __launch_bounds__(PLAN_THREADS) k_moe_plan(int E, int nk, const int32_t *idx, int32_t *count,
+                                                           int32_t *start, int32_t *items, int32_t *n_items,
+                                                           int32_t *entries) {
+    extern __shared__ int32_t plan_sh[];
+    int32_t *cnt = plan_sh, *st = plan_sh + E;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
+    __syncthreads();
+    for (int ts = threadIdx.x; ts < nk; ts += blockDim.x) {
+        int e = idx[ts];
+        if (e >= 0 && e < E) atomicAdd(&cnt[e], 1);
     }
-    if (!fill && lane == 0) count[e] = c;
-}
-
-/* Exclusive scan of the counts and the list of experts with entries, in increasing order. One
- * thread: E <= 4096 integer steps in shared memory. */
-__global__ void k_moe_scan(int E, const int32_t *count, int32_t *start, int32_t *active, int32_t *n_active) {
-    if (threadIdx.x != 0) return;
-    int at = 0, na = 0;
-    for (int e = 0; e < E; e++) {
-        start[e] = at;
-        at += count[e];
-        if (count[e]) active[na++] = e;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int at = 0, ni = 0;
+        for (int e = 0; e < E; e++) {
+            st[e] = at;
+            at += cnt[e];
+            for (int g = 0; g * MM_P < cnt[e]; g++) items[ni++] = e << 16 | g;
+        }
+        *n_items = ni;
     }
-    *n_active = na;
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        count[e] = cnt[e];
+        start[e] = st[e];
+    }
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    for (int e = warp; e < E; e += nw) {
+        if (!cnt[e]) continue;
+        int c = 0;
+        for (int ts0 = 0; ts0 < nk; ts0 += 32) {
+            int ts = ts0 + lane;
+            bool mine = ts < nk && idx[ts] == e;
+            unsigned m = __ballot_sync(0xffffffffu, mine);
+            if (mine) entries[st[e] + c + __popc(m & ((1u << lane) - 1))] = ts;
+            c += __popc(m);
+        }
+    }
 }
 
 /* y[t][c] = sum over slots in slot order of wts * eo (the CPU's mul-then-add chain). */
@@ -1196,8 +1401,9 @@ static const uint8_t *const *expert_table(struct cuda_backend *b, const struct n
 static void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
                            const struct nt_moe_weights *w, const float *x, const int32_t *idx,
                            const float *wts, float *scratch, float *y) {
-    DEFER(OP_EXPERTS, U(d), (uint64_t)d->E, (uint64_t)d->k, U(w->expert_up), U(w->expert_up[0].data), U(x),
-          U(idx), U(wts), U(scratch), U(y));
+    DEFER(OP_EXPERTS, DIMS(d), U(w->expert_up), U(w->expert_up[0].data), U(w->expert_down[0].data), U(x), U(idx),
+          U(wts), U(scratch), U(y));
+    PROFILE(be, "moe_experts %s n=%d", dtype_name(w->expert_up[0].dtype), p->n);
     int n = p->n, k = d->k, E = d->E, L = d->L, mi = d->mi, nk = n * k;
     const struct nt_matrix *up = w->expert_up, *dn = w->expert_down;
     const uint8_t *const *tup = expert_table(cb(be), up, E);
@@ -1208,27 +1414,22 @@ static void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const
     struct moe_layout ml = moe_layout(d, n);
     float *eo = (float *)(base + ml.eo), *inner = (float *)(base + ml.inner);
     int32_t *count = (int32_t *)(base + ml.count), *start = (int32_t *)(base + ml.start);
-    int32_t *active = (int32_t *)(base + ml.active), *n_active = (int32_t *)(base + ml.n_active);
+    int32_t *items = (int32_t *)(base + ml.items), *n_items = (int32_t *)(base + ml.n_items);
     int32_t *entries = (int32_t *)(base + ml.entries);
 
-    /* the entry lists, on the device */
-    int lb = (E + 7) / 8;
-    k_moe_lists<<<lb, 256, 0, ST>>>(E, nk, idx, count, NULL, NULL, 0);
-    LAUNCHED();
-    k_moe_scan<<<1, 32, 0, ST>>>(E, count, start, active, n_active);
-    LAUNCHED();
-    k_moe_lists<<<lb, 256, 0, ST>>>(E, nk, idx, count, start, entries, 1);
+    /* the entry lists, on the device (E <= NT_MAX_EXPERTS: 32 KB of shared memory at most) */
+    k_moe_plan<<<1, PLAN_THREADS, 2 * (size_t)E * sizeof(int32_t), ST>>>(E, nk, idx, count, start, items, n_items,
+                                                                      entries);
     LAUNCHED();
 
-    int groups = E < nk ? E : nk; /* at most this many experts have entries */
     struct mm_args a;
     memset(&a, 0, sizeof a);
     a.grouped = 1;
     a.k = k;
     a.count = count;
     a.start = start;
-    a.active = active;
-    a.n_active = n_active;
+    a.items = items;
+    a.n_items = n_items;
     a.entries = entries;
     a.n = n;
 
@@ -1254,7 +1455,7 @@ static void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const
         a.qx = q.qx;
         a.qxs = q.qxs;
     }
-    launch_matmul(&a, n, groups);
+    launch_matmul(&a, moe_items(d, n));
 
     /* down: inner[gi] -> eo[entries[gi]] */
     a.Wtab = tdn;
@@ -1279,11 +1480,55 @@ static void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const
         a.qx = q.qx;
         a.qxs = q.qxs;
     }
-    launch_matmul(&a, n, groups);
+    launch_matmul(&a, moe_items(d, n));
 
     size_t tot = (size_t)n * L;
     k_moe_combine<<<(unsigned)((tot + ELEM_THREADS - 1) / ELEM_THREADS), ELEM_THREADS, 0, ST>>>(n, k, L, wts, eo, y);
     LAUNCHED();
+}
+
+/* ---- the bandwidth probe ------------------------------------------------------------------ */
+
+/* Sums a buffer with 16-byte loads (the sum is written so the reads cannot be dropped). */
+__global__ void k_read(const uint4 *__restrict__ p, size_t n, uint32_t *sink) {
+    uint32_t acc = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint4 v = p[i];
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == 0x9e3779b9u) *sink = acc; /* practically never: keeps the loads live */
+}
+
+/* 2 GiB: far beyond the 60 MB L2, so every read comes from device memory. Best of 5. */
+static double be_read_bandwidth(struct nt_backend *be) {
+    const size_t bytes = (size_t)2 << 30;
+    CK(cudaSetDevice(cb(be)->device));
+    void *buf = NULL;
+    if (cudaMalloc(&buf, bytes + 256) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    CK(cudaMemsetAsync(buf, 1, bytes + 256, ST));
+    cudaEvent_t t0, t1;
+    CK(cudaEventCreate(&t0));
+    CK(cudaEventCreate(&t1));
+    int sms = 0;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device));
+    double best = 0;
+    for (int rep = 0; rep < 6; rep++) { /* the first is a warm-up */
+        float ms = 0;
+        CK(cudaEventRecord(t0, ST));
+        k_read<<<sms * 8, 512, 0, ST>>>((const uint4 *)buf, bytes / 16, (uint32_t *)((uint8_t *)buf + bytes));
+        LAUNCHED();
+        CK(cudaEventRecord(t1, ST));
+        CK(cudaEventSynchronize(t1));
+        CK(cudaEventElapsedTime(&ms, t0, t1));
+        if (rep > 0 && ms > 0 && bytes / (ms * 1e-3) > best) best = bytes / (ms * 1e-3);
+    }
+    cudaEventDestroy(t0);
+    cudaEventDestroy(t1);
+    CK(cudaFree(buf));
+    return best;
 }
 
 /* ---- the table ----------------------------------------------------------------------------- */
@@ -1312,6 +1557,7 @@ static const struct nt_backend_ops cuda_ops = {
     be_moe_scratch_floats,
     be_add,
     be_argmax,
+    be_read_bandwidth,
 };
 
 extern "C" nemotron_status nt_cuda_backend_new(int device, struct nt_backend **out, struct nt_err *err) {
@@ -1332,9 +1578,11 @@ extern "C" nemotron_status nt_cuda_backend_new(int device, struct nt_backend **o
     if (!b) return nt_fail(err, NEMOTRON_ERR_NOMEM, "cuda: out of host memory");
     b->base.ops = &cuda_ops;
     b->base.n_threads = 1;
+    snprintf(b->base.device, sizeof b->base.device, "cuda:%d (%.100s)", device, prop.name);
     b->device = device;
-    const char *graphs = getenv("NEMOTRON_CUDA_GRAPHS");
-    b->no_graphs = graphs && !strcmp(graphs, "0");
+    const char *graphs = getenv("NEMOTRON_CUDA_GRAPHS"), *prof = getenv("NEMOTRON_CUDA_PROFILE");
+    b->profile = prof && !strcmp(prof, "1");
+    b->no_graphs = (graphs && !strcmp(graphs, "0")) || b->profile;
     pthread_mutex_init(&b->lock, NULL);
     *out = &b->base;
     return NEMOTRON_OK;

@@ -202,6 +202,13 @@ uint64_t nemotron_model_active_weight_bytes(const nemotron_model *m) {
     return m->loaded ? m->w.active_bytes : 0;
 }
 
+double nemotron_model_device_read_bandwidth(const nemotron_model *m) {
+    if (!m->loaded || !m->be->ops->read_bandwidth) return 0;
+    return m->be->ops->read_bandwidth(m->be);
+}
+
+const char *nemotron_model_device(const nemotron_model *m) { return m->loaded ? m->be->device : ""; }
+
 int nemotron_model_stop_ids(const nemotron_model *m, int32_t *ids, int n_max) {
     if (!m->loaded) return 0;
     for (int i = 0; i < m->n_stop && i < n_max; i++) ids[i] = m->stop_ids[i];

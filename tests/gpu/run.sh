@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh - every check of the CUDA backend, on a GPU machine, in one call.
 #
-#   tests/gpu/run.sh [LOG_DIR] [--bench]
+#   tests/gpu/run.sh [OUT_DIR] [--bench]
 #
 # Builds (make cpu gpu-test) unless a carried build is given in NEMOTRON_PREBUILT=1 (the device
 # machine may lack the -dev packages: then build/ is built on the development machine and
@@ -15,19 +15,20 @@
 #                 same greedy tokens, logits compared (bit-identical is the goal; said which);
 #   5. sanitizer: compute-sanitizer memcheck and racecheck on the demo model;
 #   6. --bench:   nemotron bench on a synthetic Nemotron-3-Nano-30B-A3B in the default mix.
-# Prints one line per check and a summary; exits non-zero if any check failed. Logs and .npy
-# files go to LOG_DIR (default /tmp/nemotron-gpu).
+# Prints one line per check and a summary; exits non-zero if any check failed. Work files go to
+# /tmp/nemotron-gpu; OUT_DIR (default: that) receives summary.txt and logs.tgz (every log).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 log=/tmp/nemotron-gpu
+out=$log
 bench=0
 for a in "$@"; do
     case $a in
     --bench) bench=1 ;;
-    *) log=$a ;;
+    *) out=$a ;;
     esac
 done
-mkdir -p "$log"
+mkdir -p "$log" "$out"
 bin=build/nemotron
 if [ "${NEMOTRON_PREBUILT:-0}" = 1 ]; then
     export LD_LIBRARY_PATH=$PWD/build/gpu-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -42,16 +43,24 @@ fi
 FLOAT_TOL=1e-4
 # packed weights: the activations are rounded to int8 per block of 32; a last-bit difference
 # upstream can move one activation across a rounding boundary (one step = 1/127 of the block's
-# largest value), so a few elements per product may differ by a quantization step: 5e-3.
-PACKED_TOL=5e-3
+# largest value), and the random fixtures amplify such steps as they amplify quantization itself
+# (their packed logits are 0.2-0.3 away from the float ones). So CUDA-vs-CPU is held against the
+# quantization's own difference: at most a quarter of ||packed - float|| on the CPU (measured on
+# the H200: 7e-7 to 0.104; the packed products themselves are bit-identical to the CPU's given the
+# same activations, which gpu_test_ops holds at tolerance 0, so only upstream float bits move them).
+PACKED_SHARE=0.25
 
 failed=0
 results=()
 check() { # check NAME COMMAND...: runs a check, records PASS/FAIL
     local name=$1
     shift
-    if "$@" >"$log/$name.log" 2>&1; then
+    "$@" >"$log/$name.log" 2>&1
+    local rc=$?
+    if [ $rc = 0 ]; then
         results+=("PASS  $name  $(tail -1 "$log/$name.log")")
+    elif [ $rc = 77 ]; then # the program's own "cannot run here"
+        results+=("SKIP  $name  $(tail -1 "$log/$name.log")")
     else
         results+=("FAIL  $name  $(tail -3 "$log/$name.log" | tr '\n' ' ')")
         failed=1
@@ -66,11 +75,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 [ -x build/bin/gpu_test_ops ] && check ops build/bin/gpu_test_ops
 
 # 2. fixtures: float weights, then the default packed mix
-logits_pair() { # logits_pair NAME MODEL IDS TOL
+logits_pair() { # logits_pair NAME MODEL IDS TOL [REFERENCE.npy]
     local name=$1 model=$2 ids=$3 tol=$4
     $bin logits -m "$model" --tokens "$ids" -o "$log/$name.cpu.npy" &&
         $bin logits -m "$model" --tokens "$ids" -o "$log/$name.cuda.npy" --device cuda &&
-        python3 tests/gpu/compare.py "$name" "$log/$name.cpu.npy" "$log/$name.cuda.npy" "$tol"
+        python3 tests/gpu/compare.py "$name" "$log/$name.cpu.npy" "$log/$name.cuda.npy" "$tol" ${5:-}
 }
 for dir in tests/fixtures/*/; do
     f=$(basename "$dir")
@@ -78,7 +87,8 @@ for dir in tests/fixtures/*/; do
     ids=$(ids_of "$dir/ids.i32" 1000)
     check "fixture-$f" logits_pair "fixture-$f" "$dir" "$ids" $FLOAT_TOL
     check "fixture-$f-convert" $bin convert "$dir" -o "$log/$f.nemo" --quant default
-    check "fixture-$f-packed" logits_pair "fixture-$f-packed" "$log/$f.nemo" "$ids" $PACKED_TOL
+    check "fixture-$f-packed" logits_pair "fixture-$f-packed" "$log/$f.nemo" "$ids" $PACKED_SHARE \
+        "$log/fixture-$f.cpu.npy"
 done
 
 # 3. greedy tokens of the demo model, CUDA == CPU (bf16 weights, then the default mix)
@@ -126,10 +136,15 @@ if [ $bench = 1 ]; then
         check "bench-nano-p$p" $bin bench -m $nano --device cuda -p $p -n 128 -r 3
         cat "$log/bench-nano-p$p.log"
     done
+    # where the time goes: every operation of eager passes timed (a 64-position pass, decode)
+    NEMOTRON_CUDA_PROFILE=1 $bin bench -m $nano --device cuda -p 64 -n 8 -r 1 >"$log/profile.log" 2>&1
+    head -40 "$log/profile.log"
 fi
 
+(cd "$log" && tar czf "$out/logs.tgz" ./*.log)
+[ -f "$log/ops.log" ] && grep -a "FAIL" "$log/ops.log" | head -20
 echo
 echo "== summary =="
-printf '%s\n' "${results[@]}"
+printf '%s\n' "${results[@]}" | tee "$out/summary.txt"
 [ $failed = 0 ] && echo "all GPU checks passed" || echo "some GPU checks FAILED"
 exit $failed

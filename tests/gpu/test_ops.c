@@ -13,7 +13,10 @@
  * outside the output (stride padding, rows past n, cache rows past the context) may be.
  * Within CUDA, a position's result must not depend on the pass: a pass of 64 against 64 passes
  * of 1 (products, experts), a prefill of pos0 + n against pos0 then n (attention), and Mamba
- * state carried over passes of 5 and 3 against one pass of 8 - all bit for bit.
+ * state carried over passes of 5 and 3 against one pass of 8 - all bit for bit. Every operation
+ * runs inside begin_pass/end_pass with a scratch of its own (so eagerly); test_replay then runs a
+ * session-shaped program pass after pass, which the CUDA backend captures into a graph and
+ * replays, against a CUDA backend with graphs off (bit for bit) and the CPU.
  *
  * Each comparison prints one line ("ok" or "FAIL", the op, its shape, the seed, the worst row's
  * error against its tolerance, and on failure the worst element with both values and their bits),
@@ -45,17 +48,19 @@
 #define TOL_MATMUL_SCALAR 4e-6
 /* rmsnorm: the sum of squares in a fixed block tree instead of one serial sum; positive terms,
  * so each order is within ~H/2 ulp of the exact sum at worst, sqrt(H) typically; it enters the
- * output under a square root: ~1e-7 relative for H = 4096. */
-#define TOL_NORM 1e-6
+ * output under a square root, as one common factor of the row. Measured on the H200: up to
+ * 1.13e-6 at H = 4096 (the CPU's serial sum drifts ~64 ulp); 4e-6 leaves ~4x. */
+#define TOL_NORM 4e-6
 /* mamba_conv: the taps are the CPU's chain; only silu's expf is CUDA's (within 2 ulp of glibc),
  * which moves silu by at most ~2 ulp. */
 #define TOL_CONV 1e-6
 /* gated norm: silu's expf as above, then a group sum of squares in a tree (as TOL_NORM). */
 #define TOL_GATED 2e-6
-/* mamba_scan: the recurrence is the CPU's chain, but dt goes through log1pf/expf and dA through
- * expf (a few ulp each); every state term of a head shares that relative error and the state
- * carries it into later positions, decaying with dA < 1: ~1e-6 seen; 1e-5 leaves room for the
- * 128-term sums' cancellation. */
+/* mamba_scan: each state element's recurrence is the CPU's chain, but dt goes through
+ * log1pf/expf and dA through expf (a few ulp each), which every state term of a head shares and
+ * the state carries into later positions (decaying, dA < 1), and y sums its N terms as four
+ * quarter chains and a tree where the CPU runs one chain: ~1e-6 expected; 1e-5 leaves room for
+ * the cancellation of the signed N-term sums. */
 #define TOL_SCAN 1e-5
 /* attention: q.k in a 32-lane fma tree instead of the CPU's 8 lanes of mul-then-add, expf of
  * the softmax, then a weighted sum over a few hundred positions: ~1e-7..1e-6. */
@@ -939,7 +944,8 @@ static void test_replay(void) {
     {
         float *Wf = random_vec((size_t)R * qw, 0.005f, 0.05f);
         size_t nb;
-        struct twin t = twin_in(pack(NT_DTYPE_Q4TP, Wf, R, qw, &nb), nb);
+        uint8_t *packed = pack(NT_DTYPE_Q4TP, Wf, R, qw, &nb);
+        struct twin t = twin_in(packed, nb);
         for (int s = 0; s < 3; s++)
             W[s] = (struct nt_matrix){.dtype = NT_DTYPE_Q4TP, .rows = R, .cols = qw, .data = t.p[s], .name = "test.W"};
     }
@@ -1015,12 +1021,12 @@ static void test_replay(void) {
         snprintf(what, sizeof what, "pass program n=%d pos0=%d (run %d of its kind): argmax", n, pos0, kind_run);
         compare_i32(what, back(EAGER, idx.p[EAGER], (size_t)n * 4), back(GPU, idx.p[GPU], (size_t)n * 4), n, 1);
     }
-    /* the state the passes leave: caches, ring, Mamba state */
+    /* the state the passes leave: caches (positions 0..12 written), ring, Mamba state */
     struct {
         const char *name;
         struct twin t;
         int rows, cols;
-    } st[] = {{"k cache", kc, V, kvw}, {"v cache", vc, V, kvw}, {"conv ring", ring, md.K - 1, CD},
+    } st[] = {{"k cache", kc, 13, kvw}, {"v cache", vc, 13, kvw}, {"conv ring", ring, md.K - 1, CD},
               {"ssm state", state, md.nh, md.N * md.P}};
     for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
         char what[200];
@@ -1072,7 +1078,8 @@ int main(int argc, char **argv) {
 
     static const struct mamba_cfg mcfg[] = {
         {"nano", 2688, 64, 64, 128, 8, 4, 0.0f, INFINITY, 1},
-        {"small", 40, 6, 10, 12, 2, 3, 0.05f, 0.5f, 0}, /* clamped dt, no conv bias, odd sizes */
+        /* clamped dt, no conv bias, odd sizes (the CUDA scan takes N = 4 x a power of two) */
+        {"small", 40, 6, 10, 8, 2, 3, 0.05f, 0.5f, 0},
     };
     for (size_t i = 0; i < sizeof mcfg / sizeof mcfg[0]; i++) {
         test_mamba(&mcfg[i]);

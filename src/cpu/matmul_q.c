@@ -469,8 +469,12 @@ static INL AVX2 void q8_stream(const struct nt_mm *m, int r, int t, int R, int P
     if (b < nb) Q8_STEP(q8_load_block(row, b, cols)); /* a short last block */
 #undef Q8_STEP
     const uint8_t *rs = Wp + nt_q8_2f_rs_offset(W->rows, cols);
+    /* unrolled like the steps: a rolled loop here indexes acc[] at run time, which made gcc keep
+     * acc in memory and store it on every block (q8s_2_4 spilled 3 chains and stored all 8) */
+#pragma GCC unroll 8
     for (int i = 0; i < R; i++) {
         float rsf = nt_f16_to_f32(rd16(rs + 2 * (size_t)(r + i)));
+#pragma GCC unroll 8
         for (int p = 0; p < P; p++)
             m->y[(size_t)(t + p) * m->y_stride + r + i] = apply_q(rsf * hsum8(acc[i * P + p]), m->bias, r + i, m->act);
     }
@@ -528,7 +532,10 @@ static INL AVX2 void q4_stream(const struct nt_mm *m, int r, int t, int R, int P
     }
     for (; g < gpr; g++) Q4_STEP(g, q4_code(codes + (size_t)i * (size_t)cstride, g));
 #undef Q4_STEP
+    /* unrolled for the same reason as q8_stream's: acc must stay in registers */
+#pragma GCC unroll 8
     for (int i = 0; i < R; i++)
+#pragma GCC unroll 8
         for (int p = 0; p < P; p++)
             m->y[(size_t)(t + p) * m->y_stride + r + i] = apply_q(hsum8(acc[i * P + p]), m->bias, r + i, m->act);
 }

@@ -100,6 +100,10 @@ uint64_t nemotron_model_active_weight_bytes(const nemotron_model *model);
 double nemotron_model_device_read_bandwidth(const nemotron_model *model);
 /* The device the model runs on: "cpu", or "cuda:N (NAME)". */
 const char *nemotron_model_device(const nemotron_model *model);
+/* Every weight of the model in its stored form (all experts; MTP layers excluded): bytes and
+ * count (a benchmark table's "size" and "params"). */
+uint64_t nemotron_model_weight_bytes(const nemotron_model *model);
+uint64_t nemotron_model_n_params(const nemotron_model *model);
 /* The end-of-sequence ids of config.json (eos_token_id, one or a list); n_max entries at most.
  * Returns how many there are. */
 int nemotron_model_eos_ids(const nemotron_model *model, int32_t *ids, int n_max);

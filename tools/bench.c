@@ -1,14 +1,18 @@
 /* bench.c - `nemotron bench`: prompt and generation speed, held against the memory bandwidth.
  *
- * Reports, as llama-bench does, pp N (a prompt of N positions, run in passes of up to 64) and
- * tg N (N positions decoded one pass each) in tokens/s, the best of -r repetitions. It also
- * measures this machine's memory read bandwidth with the same threads, and reports which share
- * of it decoding reaches: (weight bytes a one-position pass reads) x (tg tokens/s) / bandwidth.
- * And the cost of one full pass against single-position passes: the point of passes is that a
- * 64-position pass costs far less than 64 (here: fewer than 8) one-position passes.
+ * Reports, as llama-bench does, a table of the model (size, params), the backend and threads,
+ * and pp N (a prompt of N positions, run in passes of up to 64) and tg N (N positions decoded
+ * one pass each) in tokens/s as the mean +- standard deviation of -r repetitions (--json also
+ * gives every sample). It also measures this machine's memory read bandwidth with the same
+ * threads, and reports which share of it decoding reaches: (weight bytes a one-position pass
+ * reads: every matrix it touches, only the chosen experts, in their stored sizes) x (tg
+ * tokens/s) / bandwidth, for the mean and for the best repetition. And the cost of one full pass
+ * against single-position passes (best against best): the point of passes is that a
+ * 64-position pass costs far less than 64 one-position passes.
  * Token ids are a fixed pseudo-random sequence, so runs are comparable.
  */
 #include <immintrin.h>
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,28 +99,50 @@ static void fill_tokens(int32_t *t, int n, int vocab) {
     }
 }
 
+/* tokens/s of each repetition of one test, and what the table shows of them. */
+struct samples {
+    double *v;
+    int n;
+    double mean, sd, best;
+};
+
+static void summarize(struct samples *s) {
+    double sum = 0, sq = 0;
+    s->best = 0;
+    for (int i = 0; i < s->n; i++) {
+        sum += s->v[i];
+        if (s->v[i] > s->best) s->best = s->v[i];
+    }
+    s->mean = sum / s->n;
+    for (int i = 0; i < s->n; i++) sq += (s->v[i] - s->mean) * (s->v[i] - s->mean);
+    s->sd = s->n > 1 ? sqrt(sq / (s->n - 1)) : 0;
+}
+
 struct result {
-    double pp_tps, tg_tps;      /* best of reps */
-    double pass64_s, pass1_s;   /* one full pass at position 0; one single-position pass */
+    struct samples pp, tg;
+    double pass_s;              /* one full pass from position 0, the best repetition */
 };
 
 static int run(const struct args *a, nemotron_session *s, const int32_t *tok, struct result *r) {
     nemotron_status st;
-    memset(r, 0, sizeof *r);
     int full = a->n_prompt < NEMOTRON_PASS_MAX ? a->n_prompt : NEMOTRON_PASS_MAX;
+    r->pass_s = 0;
+    /* a warm-up, as llama-bench does: the first touch of the mapped weights and of the session's
+     * buffers (page faults) is not what a repetition measures */
+    nemotron_session_reset(s);
+    if ((st = nemotron_session_eval(s, tok, full, NULL))) goto fail;
     for (int rep = 0; rep < a->reps; rep++) {
         /* pp: the whole prompt from position 0 */
         nemotron_session_reset(s);
         double t0 = cli_now();
         if ((st = nemotron_session_eval(s, tok, a->n_prompt, NULL))) goto fail;
-        double dt = cli_now() - t0;
-        if (a->n_prompt / dt > r->pp_tps) r->pp_tps = a->n_prompt / dt;
+        r->pp.v[rep] = a->n_prompt / (cli_now() - t0);
         /* one full pass from position 0 */
         nemotron_session_reset(s);
         t0 = cli_now();
         if ((st = nemotron_session_eval(s, tok, full, NULL))) goto fail;
-        dt = cli_now() - t0;
-        if (r->pass64_s == 0 || dt < r->pass64_s) r->pass64_s = dt;
+        double dt = cli_now() - t0;
+        if (r->pass_s == 0 || dt < r->pass_s) r->pass_s = dt;
         /* tg: one position per pass after a one-token start */
         nemotron_session_reset(s);
         if ((st = nemotron_session_eval(s, tok, 1, NULL))) goto fail;
@@ -125,13 +151,40 @@ static int run(const struct args *a, nemotron_session *s, const int32_t *tok, st
             int32_t next = nemotron_session_argmax(s);
             if ((st = nemotron_session_eval(s, &next, 1, NULL))) goto fail;
         }
-        dt = cli_now() - t0;
-        if (a->n_gen / dt > r->tg_tps) r->tg_tps = a->n_gen / dt;
+        r->tg.v[rep] = a->n_gen / (cli_now() - t0);
     }
-    r->pass1_s = 1.0 / r->tg_tps;
+    r->pp.n = r->tg.n = a->reps;
+    summarize(&r->pp);
+    summarize(&r->tg);
     return 0;
 fail:
     return cli_fail("bench", nemotron_session_errmsg(s), st);
+}
+
+static void json_samples(const char *name, int n, const struct samples *s) {
+    printf("\"%s\": {\"n\": %d, \"tokens_per_s\": %.3f, \"stddev\": %.3f, \"best\": %.3f, \"samples\": [",
+           name, n, s->mean, s->sd, s->best);
+    for (int i = 0; i < s->n; i++) printf("%s%.3f", i ? ", " : "", s->v[i]);
+    printf("]}");
+}
+
+/* The file name without its directories: the table's "model" column. */
+static const char *base_name(const char *path) {
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/') len--;   /* a directory given as DIR/ */
+    const char *b = path;
+    for (size_t i = 0; i + 1 < len; i++)
+        if (path[i] == '/') b = path + i + 1;
+    return b;
+}
+
+static void print_row(const char *model, double gib, double bparams, const char *backend, int threads,
+                      const char *test,
+                      int n, const struct samples *s) {
+    char name[32];
+    snprintf(name, sizeof name, "%s%d", test, n);
+    printf("| %-24.24s | %8.2f GiB | %8.2f B | %-7s | %7d | %8s | %9.2f ± %5.2f |\n", model, gib,
+           bparams, backend, threads, name, s->mean, s->sd);
 }
 
 int cmd_bench(const struct args *a) {
@@ -140,6 +193,9 @@ int cmd_bench(const struct args *a) {
     nemotron_session *s = NULL;
     int rc = cli_open(a, (a->n_prompt > a->n_gen ? a->n_prompt : a->n_gen) + 1, &m, &s);
     int32_t *tok = NULL;
+    struct result r = {.pp.v = calloc((size_t)a->reps, sizeof(double)),
+                       .tg.v = calloc((size_t)a->reps, sizeof(double))};
+    if (!rc && (!r.pp.v || !r.tg.v)) rc = cli_fail("bench", "out of memory", NEMOTRON_ERR_NOMEM);
     if (!rc) {
         int vocab = nemotron_model_vocab_size(m);
         int len = a->n_prompt > NEMOTRON_PASS_MAX ? a->n_prompt : NEMOTRON_PASS_MAX;
@@ -147,45 +203,59 @@ int cmd_bench(const struct args *a) {
         if (!tok) rc = cli_fail("bench", "out of memory", NEMOTRON_ERR_NOMEM);
         else fill_tokens(tok, len, vocab);
     }
-    struct result r;
     if (!rc) rc = run(a, s, tok, &r);
     if (!rc) {
         int threads = nemotron_model_n_threads(m);
+        /* the table's backend column: CUDA when the weights live on a GPU */
+        const char *backend = strncmp(nemotron_model_device(m), "cuda", 4) == 0 ? "CUDA" : "CPU";
         /* the memory the weights are read from: the device's own, else host memory */
         double bw = nemotron_model_device_read_bandwidth(m);
         if (bw <= 0) bw = read_bandwidth(threads, 5);
         double wbytes = (double)nemotron_model_active_weight_bytes(m);
-        double decode_bw = wbytes * r.tg_tps, share = bw > 0 ? decode_bw / bw : 0;
-        double pass_ratio = r.pass64_s / r.pass1_s;
+        double size = (double)nemotron_model_weight_bytes(m), params = (double)nemotron_model_n_params(m);
+        double decode_bw = wbytes * r.tg.mean, share = bw > 0 ? decode_bw / bw : 0;
+        double share_best = bw > 0 ? wbytes * r.tg.best / bw : 0;
+        double pass_ratio = r.pass_s * r.tg.best;     /* the pass in single-position passes */
         int full = a->n_prompt < NEMOTRON_PASS_MAX ? a->n_prompt : NEMOTRON_PASS_MAX;
         if (a->json) {
             printf("{\"model\": ");
             print_json_string(a->model);
             printf(", \"device\": ");
             print_json_string(nemotron_model_device(m));
-            printf(", \"pattern\": \"%s\", \"threads\": %d, "
-                   "\"active_weight_bytes\": %.0f, \"read_bandwidth_gbs\": %.3f, "
-                   "\"pp\": {\"n\": %d, \"tokens_per_s\": %.3f}, "
-                   "\"tg\": {\"n\": %d, \"tokens_per_s\": %.3f}, "
-                   "\"decode_weight_gbs\": %.3f, \"decode_bandwidth_share\": %.4f, "
+            printf(", \"pattern\": \"%s\", \"backend\": \"%s\", \"threads\": %d, "
+                   "\"weight_bytes\": %.0f, \"n_params\": %.0f, \"repetitions\": %d, "
+                   "\"active_weight_bytes\": %.0f, \"read_bandwidth_gbs\": %.3f, ",
+                   nemotron_model_pattern(m), backend, threads, size, params, a->reps, wbytes, bw / 1e9);
+            json_samples("pp", a->n_prompt, &r.pp);
+            printf(", ");
+            json_samples("tg", a->n_gen, &r.tg);
+            printf(", \"decode_weight_gbs\": %.3f, \"decode_bandwidth_share\": %.4f, "
+                   "\"decode_bandwidth_share_best\": %.4f, "
                    "\"pass\": {\"n\": %d, \"seconds\": %.6f, \"single_seconds\": %.6f, "
-                   "\"in_single_passes\": %.3f}}\n",
-                   nemotron_model_pattern(m), threads, wbytes, bw / 1e9, a->n_prompt,
-                   r.pp_tps, a->n_gen, r.tg_tps, decode_bw / 1e9, share, full, r.pass64_s,
-                   r.pass1_s, pass_ratio);
+                   "\"in_single_passes\": %.3f, \"per_position_speedup\": %.3f}}\n",
+                   decode_bw / 1e9, share, share_best, full, r.pass_s, 1.0 / r.tg.best, pass_ratio,
+                   full / pass_ratio);
         } else {
-            printf("model %s  (layers %s, %.1f MB of weights per position)\ndevice %s, %d host threads\n",
-                   a->model, nemotron_model_pattern(m), wbytes / 1e6, nemotron_model_device(m), threads);
-            printf("| test   | tokens/s  | ms/token |\n|--------|-----------|----------|\n");
-            printf("| pp%-4d | %9.1f | %8.3f |\n", a->n_prompt, r.pp_tps, 1e3 / r.pp_tps);
-            printf("| tg%-4d | %9.1f | %8.3f |\n", a->n_gen, r.tg_tps, 1e3 / r.tg_tps);
-            printf("memory read bandwidth (measured): %.2f GB/s\n", bw / 1e9);
-            printf("decode streams %.2f GB/s of weights: %.1f%% of the measured bandwidth\n",
-                   decode_bw / 1e9, 100 * share);
-            printf("one %d-position pass: %.2f ms = %.2f single-position passes\n", full,
-                   1e3 * r.pass64_s, pass_ratio);
+            printf("| %-24s | %12s | %10s | %-7s | %7s | %8s | %17s |\n", "model", "size", "params",
+                   "backend", "threads", "test", "t/s");
+            printf("| %-24s | %12s | %10s | %-7s | %7s | %8s | %17s |\n", "------------------------",
+                   "-----------:", "---------:", "-------", "------:", "-------:", "----------------:");
+            const char *name = base_name(a->model);
+            print_row(name, size / 1073741824.0, params / 1e9, backend, threads, "pp", a->n_prompt, &r.pp);
+            print_row(name, size / 1073741824.0, params / 1e9, backend, threads, "tg", a->n_gen, &r.tg);
+            printf("\n%d repetitions (mean ± standard deviation); layers %s; device %s\n", a->reps,
+                   nemotron_model_pattern(m), nemotron_model_device(m));
+            printf("memory read bandwidth (measured, best of 5): %.2f GB/s\n", bw / 1e9);
+            printf("decode streams %.2f GB/s of weights (%.1f MB per position): %.1f%% of the measured "
+                   "bandwidth (best repetition: %.1f%%)\n",
+                   decode_bw / 1e9, wbytes / 1e6, 100 * share, 100 * share_best);
+            printf("one %d-position pass: %.2f ms = %.2f single-position passes "
+                   "(%.2fx cheaper per position than decode)\n",
+                   full, 1e3 * r.pass_s, pass_ratio, full / pass_ratio);
         }
     }
+    free(r.pp.v);
+    free(r.tg.v);
     free(tok);
     nemotron_session_free(s);
     nemotron_model_free(m);

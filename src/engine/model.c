@@ -201,6 +201,8 @@ const char *nemotron_model_pattern(const nemotron_model *m) { return m->loaded ?
 uint64_t nemotron_model_active_weight_bytes(const nemotron_model *m) {
     return m->loaded ? m->w.active_bytes : 0;
 }
+uint64_t nemotron_model_weight_bytes(const nemotron_model *m) { return m->loaded ? m->w.total_bytes : 0; }
+uint64_t nemotron_model_n_params(const nemotron_model *m) { return m->loaded ? m->w.n_params : 0; }
 
 double nemotron_model_device_read_bandwidth(const nemotron_model *m) {
     if (!m->loaded || !m->be->ops->read_bandwidth) return 0;

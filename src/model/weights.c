@@ -317,6 +317,55 @@ static uint64_t active_bytes(const struct nt_weights *w, const struct nt_config 
     return sum;
 }
 
+/* Every weight of the main model (all experts, the embeddings; not MTP's): their stored bytes
+ * and their count, for reports ("size" and "params" of a benchmark table). */
+static void add_matrix(const struct nt_matrix *m, uint64_t *bytes, uint64_t *params) {
+    *bytes += matrix_bytes(m);
+    *params += (uint64_t)m->rows * (uint64_t)m->cols;
+}
+
+static void total_weights(const struct nt_weights *w, const struct nt_config *c, uint64_t *bytes,
+                          uint64_t *params) {
+    *bytes = w->arena_main_floats * 4;
+    *params = w->arena_main_floats;
+    add_matrix(&w->embeddings, bytes, params);
+    if (w->lm_head.data != w->embeddings.data) add_matrix(&w->lm_head, bytes, params); /* tied: one */
+    for (int i = 0; i < c->n_layer; i++) {
+        const struct nt_layer_weights *l = &w->layers[i];
+        switch (l->kind) {
+        case NT_LAYER_MAMBA:
+            add_matrix(&l->mamba.in_proj, bytes, params);
+            add_matrix(&l->mamba.out_proj, bytes, params);
+            break;
+        case NT_LAYER_ATTENTION:
+            add_matrix(&l->attn.q_proj, bytes, params);
+            add_matrix(&l->attn.k_proj, bytes, params);
+            add_matrix(&l->attn.v_proj, bytes, params);
+            add_matrix(&l->attn.o_proj, bytes, params);
+            break;
+        case NT_LAYER_MLP:
+            add_matrix(&l->mlp.up_proj, bytes, params);
+            add_matrix(&l->mlp.down_proj, bytes, params);
+            break;
+        case NT_LAYER_MOE: {
+            const struct nt_moe_weights *m = &l->moe;
+            add_matrix(&m->gate, bytes, params);
+            add_matrix(&m->shared.up_proj, bytes, params);
+            add_matrix(&m->shared.down_proj, bytes, params);
+            for (int j = 0; j < c->n_routed_experts; j++) {
+                add_matrix(&m->expert_up[j], bytes, params);
+                add_matrix(&m->expert_down[j], bytes, params);
+            }
+            if (m->latent) {
+                add_matrix(&m->fc1_latent, bytes, params);
+                add_matrix(&m->fc2_latent, bytes, params);
+            }
+            break;
+        }
+        }
+    }
+}
+
 static nemotron_status check_unused(const struct nt_tensor_table *t, const struct nt_config *c,
                                     struct nt_err *err) {
     int unused = 0, first = -1;
@@ -365,6 +414,7 @@ nemotron_status nt_weights_bind(struct nt_weights *w, const struct nt_config *cf
         return st;
     }
     w->active_bytes = active_bytes(w, cfg);
+    total_weights(w, cfg, &w->total_bytes, &w->n_params);
     return NEMOTRON_OK;
 }
 

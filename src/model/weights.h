@@ -95,6 +95,7 @@ struct nt_weights {
     size_t arena_floats;
     size_t arena_main_floats;             /* of which the main model's (the rest is MTP's) */
     uint64_t active_bytes;                /* weight bytes a one-position pass reads */
+    uint64_t total_bytes, n_params;       /* every main-model weight: stored bytes, count */
 };
 
 /* Binds and validates. On failure every allocation is released and w is zeroed; the message

@@ -641,7 +641,7 @@ static void be_argmax(struct nt_backend *be, int n, const float *logits, int voc
     DEFER(OP_ARGMAX, (uint64_t)n, U(logits), (uint64_t)vocab, U(out));
     PROFILE(be, "argmax n=%d", n);
     if (n <= 0) return;
-    k_argmax<<<n, ELEM_THREADS, 0, ST>>>(logits, vocab, out);
+    k_argmax<<<n, 1024, 0, ST>>>(logits, vocab, out); /* 1024: a vocabulary of 131072 is 128 each */
     LAUNCHED();
 }
 
@@ -1398,6 +1398,46 @@ static const uint8_t *const *expert_table(struct cuda_backend *b, const struct n
     return t->dev;
 }
 
+/* One grouped product of moe_experts: the entries' activations quantized (packed experts), then
+ * every item's rows. xmode 1: x row entries[gi] / k (the position), 2: row gi; ymode 1: y row
+ * entries[gi], 0: row gi. `a` holds the lists; the rest is this product's. */
+static void grouped_product(struct mm_args *a, const uint8_t *const *tab, int dtype, int64_t rows, int64_t cols,
+                            int act, const float *x, int xmode, float *y, int ymode, const int32_t *idx,
+                            uint8_t *qx, int nk, int items) {
+    a->Wtab = tab;
+    a->dtype = dtype;
+    a->rows = rows;
+    a->cols = cols;
+    a->act = act;
+    a->x = x;
+    a->x_stride = cols;
+    a->xmode = xmode == 1;
+    a->y = y;
+    a->y_stride = rows;
+    a->ymode = ymode;
+    a->qx = NULL;
+    if (is_packed(dtype)) {
+        struct q_args q;
+        memset(&q, 0, sizeof q);
+        q.x = x;
+        q.x_stride = cols;
+        q.cols = cols;
+        q.wrows = rows;
+        q.Wtab = tab;
+        q.dtype = dtype;
+        q.mode = xmode;
+        q.k = a->k;
+        q.entries = a->entries;
+        q.idx = idx;
+        q.qx = qx;
+        q.qxs = (int64_t)qx_stride(cols);
+        launch_quantize(&q, nk);
+        a->qx = q.qx;
+        a->qxs = q.qxs;
+    }
+    launch_matmul(a, items);
+}
+
 static void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
                            const struct nt_moe_weights *w, const float *x, const int32_t *idx,
                            const float *wts, float *scratch, float *y) {
@@ -1433,54 +1473,11 @@ static void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const
     a.entries = entries;
     a.n = n;
 
-    /* up: x gathered by position -> inner[gi], relu^2 */
-    a.Wtab = tup;
-    a.dtype = up[0].dtype;
-    a.rows = mi;
-    a.cols = L;
-    a.act = NT_ACT_RELU2;
-    a.x = x;
-    a.x_stride = L;
-    a.xmode = 1;
-    a.y = inner;
-    a.y_stride = mi;
-    a.ymode = 0;
-    if (is_packed(a.dtype)) {
-        struct q_args q;
-        memset(&q, 0, sizeof q);
-        q.x = x; q.x_stride = L; q.cols = L; q.wrows = mi; q.Wtab = tup; q.dtype = a.dtype;
-        q.mode = 1; q.k = k; q.entries = entries; q.idx = idx;
-        q.qx = base + ml.qup; q.qxs = (int64_t)qx_stride(L);
-        launch_quantize(&q, nk);
-        a.qx = q.qx;
-        a.qxs = q.qxs;
-    }
-    launch_matmul(&a, moe_items(d, n));
-
-    /* down: inner[gi] -> eo[entries[gi]] */
-    a.Wtab = tdn;
-    a.dtype = dn[0].dtype;
-    a.rows = L;
-    a.cols = mi;
-    a.act = NT_ACT_NONE;
-    a.x = inner;
-    a.x_stride = mi;
-    a.xmode = 0;
-    a.y = eo;
-    a.y_stride = L;
-    a.ymode = 1;
-    a.qx = NULL;
-    if (is_packed(a.dtype)) {
-        struct q_args q;
-        memset(&q, 0, sizeof q);
-        q.x = inner; q.x_stride = mi; q.cols = mi; q.wrows = L; q.Wtab = tdn; q.dtype = a.dtype;
-        q.mode = 2; q.k = k; q.entries = entries; q.idx = idx;
-        q.qx = base + ml.qdn; q.qxs = (int64_t)qx_stride(mi);
-        launch_quantize(&q, nk);
-        a.qx = q.qx;
-        a.qxs = q.qxs;
-    }
-    launch_matmul(&a, moe_items(d, n));
+    /* up: x gathered by position -> inner[gi], relu^2; down: inner[gi] -> eo[entries[gi]] */
+    grouped_product(&a, tup, up[0].dtype, mi, L, NT_ACT_RELU2, x, 1, inner, 0, idx, base + ml.qup, nk,
+                    moe_items(d, n));
+    grouped_product(&a, tdn, dn[0].dtype, L, mi, NT_ACT_NONE, inner, 2, eo, 1, idx, base + ml.qdn, nk,
+                    moe_items(d, n));
 
     size_t tot = (size_t)n * L;
     k_moe_combine<<<(unsigned)((tot + ELEM_THREADS - 1) / ELEM_THREADS), ELEM_THREADS, 0, ST>>>(n, k, L, wts, eo, y);

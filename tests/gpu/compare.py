@@ -39,12 +39,12 @@ def main():
     if scale is not None:
         share = np.linalg.norm(diff) / max(np.linalg.norm(a - scale), 1e-30)
         ok = share <= tol
-        print(f"{name}: difference {share:.3e} of the reference difference (tol {tol:.0e}), worst rel "
+        print(f"{name}: difference {share:.3e} of the reference difference (tol {tol:.2g}), worst rel "
               f"{rel.max():.3e}, top-1 agree {agree}/{a.shape[0]}, "
               f"{'bit-identical' if exact else 'not bit-identical'}{'' if ok else '  FAILED'}")
         return 0 if ok else 1
     ok = rel.max() <= tol and bad_flip == 0
-    print(f"{name}: worst rel {rel.max():.3e} (tol {tol:.0e}), max abs {np.abs(diff).max():.3e}, "
+    print(f"{name}: worst rel {rel.max():.3e} (tol {tol:.2g}), max abs {np.abs(diff).max():.3e}, "
           f"top-1 agree {agree}/{a.shape[0]}, {'bit-identical' if exact else 'not bit-identical'}"
           f"{'' if ok else '  FAILED'}")
     return 0 if ok else 1

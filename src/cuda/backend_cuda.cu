@@ -752,13 +752,29 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(struct mm_args a) {
     if (a.dtype == NT_DTYPE_Q8_2F) {
         int64_t nb = (cols + 31) / 32;
         const uint8_t *row = W + r * cols;
+        /* the chunk's weight words are loaded one chunk ahead (into wn), so the next chunk's
+         * loads are in flight while this chunk's chains run */
+        int wn[4];
+#pragma unroll
+        for (int k4 = 0; k4 < 4; k4++) {
+            int64_t word = lane + 32 * k4;
+            wn[k4] = (word >> 3) < nb && 4 * word < cols ? *(const int *)(row + 4 * word) : 0;
+        }
         for (int64_t b0 = 0; b0 < nb; b0 += 16) {
             int nbc = (int)min((int64_t)16, nb - b0);
+            int wc[4];
+#pragma unroll
+            for (int k4 = 0; k4 < 4; k4++) {
+                wc[k4] = wn[k4];
+                int64_t word = (b0 + 16) * 8 + lane + 32 * k4;
+                wn[k4] = (word >> 3) < nb && 4 * word < cols ? *(const int *)(row + 4 * word) : 0;
+            }
+#pragma unroll
             for (int k4 = 0; k4 < 4; k4++) {
                 int wi = lane + 32 * k4, bb = wi >> 3;
                 if (bb >= nbc) continue;
                 int64_t word = b0 * 8 + wi;
-                int w32 = 4 * word < cols ? *(const int *)(row + 4 * word) : 0; /* absent lane: 0 */
+                int w32 = wc[k4]; /* an absent lane (past cols) was loaded as 0 */
                 for (int pp = 0; pp < P; pp++) {
                     const uint8_t *q = a.qx + (int64_t)(base + t0 + pp) * a.qxs;
                     sm[pp * IS_Q8 + wi] = __dp4a(w32, *(const int *)(q + 4 * word), 0);
@@ -778,13 +794,25 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(struct mm_args a) {
         float qbase = f16f((uint16_t)(pr & 0xffff)), qstep = f16f((uint16_t)(pr >> 16));
         const uint8_t *codes = W + d_q4_codes_off(a.rows, cols) + r * cstride;
         const uint8_t *nibrow = W + r * gpr * 16;
+        /* the group's nibbles and code are loaded one chunk ahead (as for q8_2f above) */
+        uint4 wvn = make_uint4(0, 0, 0, 0);
+        int coden = 0;
+        if (lane < gpr) {
+            wvn = *(const uint4 *)(nibrow + 16 * lane);
+            coden = (ld16b(codes + ((5 * lane) >> 3)) >> ((5 * lane) & 7)) & 31;
+        }
         for (int64_t g0 = 0; g0 < gpr; g0 += 32) {
             int ngc = (int)min((int64_t)32, gpr - g0);
             int64_t g = g0 + lane;
+            uint4 wv = wvn;
+            int code = coden;
+            int64_t gn = g + 32;
+            if (gn < gpr) {
+                wvn = *(const uint4 *)(nibrow + 16 * gn);
+                coden = (ld16b(codes + ((5 * gn) >> 3)) >> ((5 * gn) & 7)) & 31;
+            }
             if (lane < ngc) {
-                int code = (ld16b(codes + ((5 * g) >> 3)) >> ((5 * g) & 7)) & 31;
                 scs[warp][lane] = q4_scale_d(qbase, qstep, code);
-                uint4 wv = *(const uint4 *)(nibrow + 16 * g);
                 uint32_t w4[4] = {wv.x, wv.y, wv.z, wv.w};
                 for (int pp = 0; pp < P; pp++) {
                     const uint4 *q = (const uint4 *)(a.qx + (int64_t)(base + t0 + pp) * a.qxs + 32 * g);

@@ -18,7 +18,8 @@
 #define DEVICES_AVAILABLE "cpu"
 #endif
 
-int nt_backend_is_cuda_name(const char *device) {
+/* 1 when `device` names a CUDA device ("cuda" or "cuda:..."), malformed or not. */
+static int is_cuda_name(const char *device) {
     return device && strncmp(device, "cuda", 4) == 0 && (device[4] == '\0' || device[4] == ':');
 }
 
@@ -30,7 +31,7 @@ nemotron_status nt_backend_open(const char *device, int n_threads, struct nt_bac
         return *out ? NEMOTRON_OK
                     : nt_fail(err, NEMOTRON_ERR_NOMEM, "out of memory creating the CPU backend");
     }
-    if (!nt_backend_is_cuda_name(device))
+    if (!is_cuda_name(device))
         return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED,
                        "device '%s': unknown (this build has: " DEVICES_AVAILABLE ")", device);
     long index = 0;

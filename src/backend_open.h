@@ -11,7 +11,4 @@
 nemotron_status nt_backend_open(const char *device, int n_threads, struct nt_backend **out,
                                 struct nt_err *err);
 
-/* 1 when `device` names a CUDA device ("cuda" or "cuda:..."), malformed or not. */
-int nt_backend_is_cuda_name(const char *device);
-
 #endif /* NT_BACKEND_OPEN_H */

@@ -906,31 +906,6 @@ static void launch_quantize(const struct q_args *a, int nrows) {
     LAUNCHED();
 }
 
-/* Quantizes the activations of product `a` (packed weights: step 1 of the arithmetic) into qx,
- * nrows rows, and points the product at them. mode 0: a's x rows in order; grouped products
- * pass their tables and the mode of k_quantize (1: rows by position, 2: rows by entry). */
-static void quantize_input(struct mm_args *a, const uint8_t *const *tab, int mode, const int32_t *idx,
-                           uint8_t *qx, int nrows) {
-    struct q_args q;
-    memset(&q, 0, sizeof q);
-    q.x = a->x;
-    q.x_stride = a->x_stride;
-    q.cols = a->cols;
-    q.wrows = a->rows;
-    q.W = a->W;
-    q.Wtab = tab;
-    q.dtype = a->dtype;
-    q.mode = mode;
-    q.k = a->k;
-    q.entries = a->entries;
-    q.idx = idx;
-    q.qx = qx;
-    q.qxs = (int64_t)qx_stride(a->cols);
-    launch_quantize(&q, nrows);
-    a->qx = q.qx;
-    a->qxs = q.qxs;
-}
-
 static void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, const struct nt_matrix *W,
                       const float *bias, enum nt_act act, const float *x, int x_stride, float *y,
                       int y_stride) {
@@ -952,7 +927,21 @@ static void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, con
     a.y = y;
     a.y_stride = y_stride;
     a.n = n;
-    if (is_packed(W->dtype)) quantize_input(&a, NULL, 0, NULL, qx_of(p), n);
+    if (is_packed(W->dtype)) {
+        struct q_args q;
+        memset(&q, 0, sizeof q);
+        q.x = x;
+        q.x_stride = x_stride;
+        q.cols = W->cols;
+        q.wrows = W->rows;
+        q.W = a.W;
+        q.dtype = W->dtype;
+        q.qx = qx_of(p);
+        q.qxs = (int64_t)qx_stride(W->cols);
+        launch_quantize(&q, n);
+        a.qx = q.qx;
+        a.qxs = q.qxs;
+    }
     launch_matmul(&a, (n + MM_P - 1) / MM_P);
 }
 
@@ -1455,7 +1444,25 @@ static void grouped_product(struct mm_args *a, const uint8_t *const *tab, int dt
     a->y_stride = rows;
     a->ymode = ymode;
     a->qx = NULL;
-    if (is_packed(dtype)) quantize_input(a, tab, xmode, idx, qx, nk);
+    if (is_packed(dtype)) {
+        struct q_args q;
+        memset(&q, 0, sizeof q);
+        q.x = x;
+        q.x_stride = cols;
+        q.cols = cols;
+        q.wrows = rows;
+        q.Wtab = tab;
+        q.dtype = dtype;
+        q.mode = xmode;
+        q.k = a->k;
+        q.entries = a->entries;
+        q.idx = idx;
+        q.qx = qx;
+        q.qxs = (int64_t)qx_stride(cols);
+        launch_quantize(&q, nk);
+        a->qx = q.qx;
+        a->qxs = q.qxs;
+    }
     launch_matmul(a, items);
 }
 

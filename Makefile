@@ -41,10 +41,9 @@ ASAN := build/asan
 # run unchanged on machines without one.
 NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
 ifeq ($(CUDA),0)
-NVCC :=
+override NVCC :=
 endif
 ifneq ($(NVCC),)
-CUDA_HOME  := $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH  ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 # -fmad=false: no fused multiply-add unless a kernel writes one (__fmaf_rn), as -ffp-contract=off
 # on the host: the packed products reproduce the CPU's arithmetic bit for bit.
@@ -53,10 +52,24 @@ NVCCFLAGS  := -std=c++17 -O3 -lineinfo -fmad=false $(CUDA_ARCH) -Iinclude -Isrc 
               $(if $(filter 1,$(WERROR)),-Werror all-warnings) -MMD -MP
 CUDA_SRC   := $(wildcard src/cuda/*.cu)
 CUDA_OBJ   := $(CUDA_SRC:%.cu=$(REL)/%.o)
-CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
+# The static runtime sits in lib64, lib or targets/<arch>/lib depending on how the toolkit was
+# installed (runfile, Debian package, pip wheels). Without it the kernels are still compiled (so
+# they are checked) but left out of the binaries, which then run host-only; make says so.
+CUDA_HOME  := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+CUDART_DIR := $(patsubst %/libcudart_static.a,%,$(firstword $(wildcard \
+              $(CUDA_HOME)/lib64/libcudart_static.a $(CUDA_HOME)/lib/libcudart_static.a \
+              $(CUDA_HOME)/targets/*/lib/libcudart_static.a \
+              $(CUDA_HOME)/../cuda_runtime/lib/libcudart_static.a \
+              /usr/lib/x86_64-linux-gnu/libcudart_static.a /usr/lib/aarch64-linux-gnu/libcudart_static.a)))
+ifeq ($(CUDART_DIR),)
+$(warning nvcc found at $(NVCC) but no libcudart_static.a near it: the CUDA kernels are compiled, the binaries are host-only)
+else
+CUDA_LINKED := $(CUDA_OBJ)
+CUDA_LIBS  := -L$(CUDART_DIR) -lcudart_static -ldl -lrt -lpthread -lstdc++
+endif
 endif
 
-LIB_OBJ_REL  := $(LIB_SRC:%.c=$(REL)/%.o) $(CUDA_OBJ)
+LIB_OBJ_REL  := $(LIB_SRC:%.c=$(REL)/%.o) $(CUDA_LINKED)
 LIB_OBJ_ASAN := $(LIB_SRC:%.c=$(ASAN)/%.o)
 TESTS_REL    := $(TEST_SRC:tests/unit/%.c=$(REL)/bin/%)
 TESTS_ASAN   := $(TEST_SRC:tests/unit/%.c=$(ASAN)/bin/%)
@@ -79,14 +92,19 @@ help:
 
 all: cpu
 
-cpu: $(REL)/nemotron $(REL)/libnemotron.a
+cpu: $(REL)/nemotron $(REL)/libnemotron.a $(CUDA_OBJ)
 
 $(REL)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_REL) -c $< -o $@
 
-# backend_open.c is the one file that knows whether this build holds the CUDA backend.
-ifneq ($(NVCC),)
+# backend_open.c is the one file that knows whether this build holds the CUDA backend. The
+# stamp records which compiler (if any) built it, so switching CUDA on or off in one tree rebuilds
+# that file and the library rather than linking a stale CUDA object.
+CUDA_STAMP := $(REL)/.cuda-backend
+$(shell mkdir -p $(REL); echo '$(CUDA_LINKED)' | cmp -s - $(CUDA_STAMP) || echo '$(CUDA_LINKED)' > $(CUDA_STAMP))
+$(REL)/src/backend_open.o: $(CUDA_STAMP)
+ifneq ($(CUDA_LINKED),)
 $(REL)/src/backend_open.o: CFLAGS_REL += -DNT_HAVE_CUDA
 endif
 
@@ -98,13 +116,13 @@ $(ASAN)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ASAN) -c $< -o $@
 
-$(REL)/libnemotron.a: $(LIB_OBJ_REL)
+$(REL)/libnemotron.a: $(LIB_OBJ_REL) $(CUDA_STAMP)
 	@mkdir -p $(dir $@)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $(LIB_OBJ_REL)
 
 $(ASAN)/libnemotron.a: $(LIB_OBJ_ASAN)
 	@mkdir -p $(dir $@)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 
 $(REL)/nemotron: $(TOOL_SRC:%.c=$(REL)/%.o) $(REL)/libnemotron.a
 	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS) $(CUDA_LIBS)
@@ -135,7 +153,7 @@ $(REL)/fixtures/big.json: tests/fixtures/tokenizer/big.json.xz
 	@mkdir -p $(dir $@)
 	xz -dc $< > $@.tmp && mv $@.tmp $@
 
-test: $(TESTS_REL) $(REL)/nemotron $(REL)/make_model $(REL)/tests/header_cxx.o $(REL)/fixtures/big.json
+test: $(TESTS_REL) $(REL)/nemotron $(CUDA_OBJ) $(REL)/make_model $(REL)/tests/header_cxx.o $(REL)/fixtures/big.json
 	@tests/run.sh $(REL)
 
 asan: $(TESTS_ASAN) $(ASAN)/nemotron $(REL)/make_model $(REL)/fixtures/big.json

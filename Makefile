@@ -153,11 +153,31 @@ $(REL)/fixtures/big.json: tests/fixtures/tokenizer/big.json.xz
 	@mkdir -p $(dir $@)
 	xz -dc $< > $@.tmp && mv $@.tmp $@
 
-test: $(TESTS_REL) $(REL)/nemotron $(CUDA_OBJ) $(REL)/make_model $(REL)/tests/header_cxx.o $(REL)/fixtures/big.json
+test: $(TESTS_REL) $(EMU_TEST) $(REL)/nemotron $(CUDA_OBJ) $(REL)/make_model $(REL)/tests/header_cxx.o $(REL)/fixtures/big.json
 	@tests/run.sh $(REL)
 
 asan: $(TESTS_ASAN) $(ASAN)/nemotron $(REL)/make_model $(REL)/fixtures/big.json
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(ASAN)
+
+# tests/emu: the CUDA packed products run on the host (tests/emu/cuda_emu.h stands in for the GPU),
+# so CI executes the kernels' code; built with the C++ compiler whether or not nvcc is here. Its
+# fiber switch is x86-64 assembly: other machines leave the test out.
+EMU_TEST := $(if $(filter x86_64,$(shell uname -m)),$(REL)/bin/test_cuda_emu)
+EMU_FLAGS := -std=c++20 -O2 -g -pthread -ffp-contract=off -DNT_CUDA_EMULATION -Iinclude -Isrc -Itests \
+             -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas $(if $(filter 1,$(WERROR)),-Werror) -MMD -MP
+$(REL)/emu/products.o: src/cuda/products.cu tests/emu/cuda_emu.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_FLAGS) -include tests/emu/cuda_emu.h -x c++ -c $< -o $@
+
+$(REL)/emu/test_cuda_emu.o: tests/emu/test_cuda_emu.cc tests/emu/cuda_emu.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_FLAGS) -include tests/emu/cuda_emu.h -c $< -o $@
+
+# the CPU backend and the quantizers only (the library's CUDA objects define the same products)
+EMU_LIB := $(REL)/src/common.o $(REL)/src/model/safetensors.o $(filter $(REL)/src/cpu/% $(REL)/src/quant/%,$(LIB_SRC:%.c=$(REL)/%.o))
+$(REL)/bin/test_cuda_emu: $(REL)/emu/test_cuda_emu.o $(REL)/emu/products.o $(EMU_LIB)
+	@mkdir -p $(dir $@)
+	$(CXX) -pthread $^ -o $@ $(LDLIBS)
 
 # tests/gpu: programs that need a GPU (run by tests/gpu/run.sh on a GPU machine, never by `test`)
 GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
@@ -181,7 +201,7 @@ clean:
 
 -include $(LIB_OBJ_REL:.o=.d) $(LIB_OBJ_ASAN:.o=.d) $(SUPPORT_REL:.o=.d) $(SUPPORT_ASAN:.o=.d)
 -include $(TOOL_SRC:%.c=$(REL)/%.d) $(TOOL_SRC:%.c=$(ASAN)/%.d)
--include $(CUDA_OBJ:.o=.d) $(GPU_TEST_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d)
+-include $(CUDA_OBJ:.o=.d) $(GPU_TEST_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d) $(REL)/emu/products.d $(REL)/emu/test_cuda_emu.d
 -include $(TEST_SRC:tests/unit/%.c=$(REL)/tests/unit/%.d) $(TEST_SRC:tests/unit/%.c=$(ASAN)/tests/unit/%.d)
 
 # dev/: scratch benchmarks of single kernels (not part of the library or the tests)

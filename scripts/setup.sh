@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# setup.sh - installs what nemotron.c needs to build and test on Debian 12: a C compiler, make,
+# setup.sh - installs what nemotron.c needs to build and test on Debian 12: C and C++ compilers, make,
 # pkg-config, json-c (libjson-c-dev), PCRE2 (libpcre2-dev), zlib (zlib1g-dev: .nemo checksums),
 # xz (a compressed test fixture), python3 (a test reads a JSON fixture with it) and numpy
 # (python3-numpy: tools/nemo.py and the tests that use it). Installs only what is missing; uses
@@ -7,6 +7,7 @@
 set -euo pipefail
 need=()
 command -v cc >/dev/null 2>&1 || need+=(gcc)
+command -v c++ >/dev/null 2>&1 || need+=(g++)     # the C++ header check, the CUDA emulation test
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 dpkg -s libjson-c-dev >/dev/null 2>&1 || need+=(libjson-c-dev)

@@ -19,37 +19,16 @@
  */
 extern "C" {
 #include "cuda_backend.h"
-#include "../quant/quant.h"
 }
+#include "cuda_util.cuh"
+#include "products.cuh"
 
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- errors ------------------------------------------------------------------------------- */
-
-static void die(const char *file, int line, const char *what, cudaError_t e) {
-    fprintf(stderr, "nemotron cuda: %s:%d: %s: %s\n", file, line, what, cudaGetErrorString(e));
-    abort();
-}
-/* Inside a pass there is no way to report an error back (the ops return void) and a failed
- * kernel leaves the context unusable: abort with where it happened. */
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) die(__FILE__, __LINE__, #call, e_);                                 \
-    } while (0)
-#define LAUNCHED() CK(cudaGetLastError())
-
-static void fatal(const char *msg, const char *name) {
-    fprintf(stderr, "nemotron cuda: %s%s%s\n", msg, name ? ": " : "", name ? name : "");
-    abort();
-}
 
 /* ---- the backend -------------------------------------------------------------------------- */
 
@@ -100,19 +79,7 @@ struct cuda_backend {
 
 static struct cuda_backend *cb(struct nt_backend *be) { return (struct cuda_backend *)be; }
 
-static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
-
-/* Every operation goes to the calling thread's default stream: sessions on different threads
- * run concurrently, and one thread's pass is ordered without events. */
-#define ST cudaStreamPerThread
-
 /* ---- small device helpers ------------------------------------------------------------------ */
-
-__device__ __forceinline__ float f16f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-__device__ __forceinline__ float bf16f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
-__device__ __forceinline__ uint16_t ld16(const uint8_t *p) { return *(const uint16_t *)p; }
-/* Two bytes at any address (q4tp group codes are packed at 5 bits). */
-__device__ __forceinline__ uint32_t ld16b(const uint8_t *p) { return (uint32_t)p[0] | ((uint32_t)p[1] << 8); }
 
 __device__ __forceinline__ float load_w(const uint8_t *W, int64_t i, int dt) {
     switch (dt) {
@@ -130,11 +97,6 @@ __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
 /* Sum over a block of blockDim.x (a multiple of 32) threads in a fixed tree; all get the result. */
 __device__ float block_sum(float v, float *sh) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -148,34 +110,6 @@ __device__ float block_sum(float v, float *sh) {
     r = sh[32];
     __syncthreads();
     return r;
-}
-
-/* quant.h's payload offsets, for device code (the host versions are plain C inlines). */
-__device__ __forceinline__ int64_t d_q8_rs_off(int64_t rows, int64_t cols) { return rows * cols; }
-__device__ __forceinline__ int64_t d_q8_cs_off(int64_t rows, int64_t cols) { return rows * cols + 2 * rows; }
-__device__ __forceinline__ int64_t d_q4_cstride(int64_t cols) { return (cols / 32 * 5 + 7) / 8; }
-__device__ __forceinline__ int64_t d_q4_params_off(int64_t rows, int64_t cols) { return rows * (cols / 32) * 16; }
-__device__ __forceinline__ int64_t d_q4_codes_off(int64_t rows, int64_t cols) {
-    return d_q4_params_off(rows, cols) + 4 * rows;
-}
-
-/* nt_q4tp_scale (quant.h), operation for operation. */
-__device__ __forceinline__ float q4_scale_d(float base, float step, int code) {
-    float t = __fmaf_rn((float)code, step, base);
-    if (!(t > -126.0f)) t = -126.0f;
-    if (t > 126.0f) t = 126.0f;
-    float i = rintf(t);
-    float f = __fsub_rn(t, i);
-    float p = NT_EXP2_C7;
-    p = __fmaf_rn(p, f, NT_EXP2_C6);
-    p = __fmaf_rn(p, f, NT_EXP2_C5);
-    p = __fmaf_rn(p, f, NT_EXP2_C4);
-    p = __fmaf_rn(p, f, NT_EXP2_C3);
-    p = __fmaf_rn(p, f, NT_EXP2_C2);
-    p = __fmaf_rn(p, f, NT_EXP2_C1);
-    p = __fmaf_rn(p, f, 1.0f);
-    float pow2 = __uint_as_float((uint32_t)((int)i + 127) << 23);
-    return __fmul_rn(p, pow2);
 }
 
 #define ELEM_THREADS 256
@@ -292,18 +226,12 @@ static void be_destroy(struct nt_backend *be) {
 /* The pass scratch: the meta words (pos0, n: written before each pass, so the kernels that
  * depend on the position read it on the device and one captured program serves every pass of
  * its kind), the pass's tokens (embed reads them on the device), then the quantized activations
- * of one packed product. Quantized activations, per position: nb = ceil(cols / 32) blocks of 32
- * int8 in column order (a short last block padded with 0), then nb f32 d values; the position
- * stride is a multiple of 16 so rows load as uint4. */
+ * of one packed product (products.cu: n rows of pk_qx_stride bytes). */
 #define META_BYTES 256
 struct pass_meta {
     int32_t pos0, n;
 };
 static size_t tok_bytes(int n) { return round_up((size_t)(n > 0 ? n : 1) * 4, 256); }
-static size_t qx_stride(int64_t cols) {
-    size_t nb = (size_t)((cols + 31) / 32);
-    return round_up(nb * 32 + nb * 4, 16);
-}
 static const struct pass_meta *meta_of(const struct nt_pass *p) { return (const struct pass_meta *)p->scratch; }
 static const int32_t *tokens_of(const struct nt_pass *p) {
     return (const int32_t *)((const uint8_t *)p->scratch + META_BYTES);
@@ -311,7 +239,7 @@ static const int32_t *tokens_of(const struct nt_pass *p) {
 static uint8_t *qx_of(const struct nt_pass *p) { return (uint8_t *)p->scratch + META_BYTES + tok_bytes(p->n); }
 
 static size_t be_pass_scratch_bytes(struct nt_backend *be, int64_t max_cols, int n) {
-    return META_BYTES + tok_bytes(n) + (size_t)(n > 0 ? n : 0) * qx_stride(max_cols);
+    return META_BYTES + tok_bytes(n) + (size_t)(n > 0 ? n : 0) * pk_qx_stride(max_cols);
 }
 
 /* PASS PROGRAMS. forward.c calls the same operations with the same arguments for every pass of
@@ -647,57 +575,13 @@ static void be_argmax(struct nt_backend *be, int n, const float *logits, int voc
 
 /* ---- products ------------------------------------------------------------------------------ */
 
-/* Step 1 of matmul_q.c's arithmetic: one warp per (row, block of 32 columns), lane = column.
- * mode 0: row i of x; mode 1 (experts' up): row entries[i] / k of x, matrix of expert
- * idx[entries[i]]; mode 2 (experts' down): row i of x, matrix of expert idx[entries[i]]. */
-struct q_args {
-    const float *x;
-    int64_t x_stride, cols, wrows;
-    const uint8_t *W;
-    const uint8_t *const *Wtab;
-    int dtype, mode, k;
-    const int32_t *entries, *idx;
-    uint8_t *qx;
-    int64_t qxs;
-};
-
-__global__ void k_quantize(struct q_args a) {
-    int64_t i = blockIdx.x;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int64_t nb = (a.cols + 31) / 32, b = (int64_t)blockIdx.y * 8 + warp;
-    if (b >= nb) return; /* whole warps: the reduction below is warp-local */
-    const uint8_t *W = a.W;
-    int64_t xrow = i;
-    if (a.mode) {
-        int ts = a.entries[i];
-        W = a.Wtab[a.idx[ts]];
-        if (a.mode == 1) xrow = ts / a.k;
-    }
-    int64_t c = 32 * b + lane;
-    float v = 0.0f;
-    if (c < a.cols) {
-        v = a.x[xrow * a.x_stride + c];
-        if (a.dtype == NT_DTYPE_Q8_2F)
-            v = __fmul_rn(v, f16f(ld16(W + d_q8_cs_off(a.wrows, a.cols) + 2 * c)));
-    }
-    float amax = warp_max(fabsf(v));
-    float d = __fdiv_rn(amax, 127.0f);
-    float inv = __fdiv_rn(127.0f, amax);
-    if (!(inv < INFINITY)) inv = 0.0f;
-    float r = rintf(__fmul_rn(v, inv));
-    r = fminf(fmaxf(r, -127.0f), 127.0f);
-    uint8_t *dst = a.qx + i * a.qxs;
-    dst[32 * b + lane] = (uint8_t)(int8_t)(c < a.cols ? (int)r : 0);
-    if (lane == 0) ((float *)(dst + 32 * nb))[b] = d;
-}
-
-/* y[t][r] = act(W[r] . x[t] + bias[r]) for one warp = one row x up to MM_P positions.
- * The grid: x = the group of MM_P positions, fastest, so the blocks that read one block of rows
- * run together and all but the first find the rows in L2; y = the block of MM_WARPS rows.
+/* Float weights (f32, f16, bf16): matmul.c's AVX2 chain, y[t][r] = act(W[r] . x[t] + bias[r]) for
+ * one warp = one row x up to MM_P positions; the packed formats are products.cu's. The grid:
+ * x = the group of MM_P positions, fastest, so the blocks that read one block of rows run
+ * together and all but the first find the rows in L2; y = the block of MM_WARPS rows.
  * grouped: x is a work item (expert e, group g) of moe_plan: the expert's positions are the
  * entries start[e] .. start[e] + count[e] - 1 (gi), the item's MM_P of them from g * MM_P; x row
- * entries[gi] / k (xmode 1) or gi, y row entries[gi] (ymode 1) or gi, quantized activations
- * row gi. */
+ * entries[gi] / k (xmode 1) or gi, y row entries[gi] (ymode 1) or gi. */
 struct mm_args {
     const uint8_t *W;
     const uint8_t *const *Wtab;
@@ -707,8 +591,6 @@ struct mm_args {
     int act;
     const float *x;
     int64_t x_stride;
-    const uint8_t *qx;
-    int64_t qxs;
     float *y;
     int64_t y_stride;
     int n;
@@ -718,12 +600,13 @@ struct mm_args {
 
 #define MM_WARPS 4
 #define MM_P 4
-#define IS_Q8 136   /* 16 blocks x 8 lanes, +8 so the 4 positions' chains hit distinct banks */
-#define IS_Q4 264   /* 32 groups x 8 lanes, +8 likewise */
+#define MM_CHUNK 1024 /* columns staged per step */
 
+/* lane l of position p's 8 lanes fmas columns l, l + 8, ... below cols & ~7 (the AVX2 lanes),
+ * then the fixed lane tree; the tail columns are added by lane 0 in order. A row is staged in
+ * chunks of MM_CHUNK columns, the next chunk's loads in flight while this one's chains run. */
 __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(struct mm_args a) {
-    __shared__ int32_t smem[MM_WARPS][MM_P * IS_Q4];
-    __shared__ float scs[MM_WARPS][32];
+    __shared__ float wf[MM_WARPS][MM_CHUNK];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int64_t r = (int64_t)blockIdx.y * MM_WARPS + warp;
     if (r >= a.rows) return; /* whole warps: everything below syncs per warp only */
@@ -745,115 +628,29 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(struct mm_args a) {
     int gi = base + t0 + (chain ? p : 0);
     int64_t xrow = (a.grouped && a.xmode) ? a.entries[gi] / a.k : gi;
     int64_t yrow = (a.grouped && a.ymode) ? a.entries[gi] : gi;
-    int32_t *sm = smem[warp];
-    int64_t cols = a.cols;
+    int64_t cols = a.cols, c8 = cols & ~(int64_t)7;
+    const float *xp = a.x + xrow * a.x_stride;
+    float *sm = wf[warp];
     float acc = 0.0f;
-
-    if (a.dtype == NT_DTYPE_Q8_2F) {
-        int64_t nb = (cols + 31) / 32;
-        const uint8_t *row = W + r * cols;
-        /* the chunk's weight words are loaded one chunk ahead (into wn), so the next chunk's
-         * loads are in flight while this chunk's chains run */
-        int wn[4];
+    float nx[MM_CHUNK / 32];
 #pragma unroll
-        for (int k4 = 0; k4 < 4; k4++) {
-            int64_t word = lane + 32 * k4;
-            wn[k4] = (word >> 3) < nb && 4 * word < cols ? *(const int *)(row + 4 * word) : 0;
-        }
-        for (int64_t b0 = 0; b0 < nb; b0 += 16) {
-            int nbc = (int)min((int64_t)16, nb - b0);
-            int wc[4];
+    for (int j = 0; j < MM_CHUNK / 32; j++) {
+        int64_t c = lane + 32 * j;
+        nx[j] = c < c8 ? load_w(W, r * cols + c, a.dtype) : 0.0f;
+    }
+    for (int64_t c0 = 0; c0 < c8; c0 += MM_CHUNK) {
+        int len = (int)min((int64_t)MM_CHUNK, c8 - c0);
 #pragma unroll
-            for (int k4 = 0; k4 < 4; k4++) {
-                wc[k4] = wn[k4];
-                int64_t word = (b0 + 16) * 8 + lane + 32 * k4;
-                wn[k4] = (word >> 3) < nb && 4 * word < cols ? *(const int *)(row + 4 * word) : 0;
-            }
-#pragma unroll
-            for (int k4 = 0; k4 < 4; k4++) {
-                int wi = lane + 32 * k4, bb = wi >> 3;
-                if (bb >= nbc) continue;
-                int64_t word = b0 * 8 + wi;
-                int w32 = wc[k4]; /* an absent lane (past cols) was loaded as 0 */
-                for (int pp = 0; pp < P; pp++) {
-                    const uint8_t *q = a.qx + (int64_t)(base + t0 + pp) * a.qxs;
-                    sm[pp * IS_Q8 + wi] = __dp4a(w32, *(const int *)(q + 4 * word), 0);
-                }
-            }
-            __syncwarp();
-            if (chain) {
-                const float *dv = (const float *)(a.qx + (int64_t)gi * a.qxs + 32 * nb);
-                for (int bb = 0; bb < nbc; bb++)
-                    acc = __fmaf_rn((float)sm[p * IS_Q8 + bb * 8 + l], dv[b0 + bb], acc);
-            }
-            __syncwarp();
+        for (int j = 0; j < MM_CHUNK / 32; j++) {
+            sm[lane + 32 * j] = nx[j];
+            int64_t c = c0 + MM_CHUNK + lane + 32 * j;
+            nx[j] = c < c8 ? load_w(W, r * cols + c, a.dtype) : 0.0f;
         }
-    } else if (a.dtype == NT_DTYPE_Q4TP) {
-        int64_t gpr = cols / 32, cstride = d_q4_cstride(cols);
-        uint32_t pr = *(const uint32_t *)(W + d_q4_params_off(a.rows, cols) + 4 * r);
-        float qbase = f16f((uint16_t)(pr & 0xffff)), qstep = f16f((uint16_t)(pr >> 16));
-        const uint8_t *codes = W + d_q4_codes_off(a.rows, cols) + r * cstride;
-        const uint8_t *nibrow = W + r * gpr * 16;
-        /* the group's nibbles and code are loaded one chunk ahead (as for q8_2f above) */
-        uint4 wvn = make_uint4(0, 0, 0, 0);
-        int coden = 0;
-        if (lane < gpr) {
-            wvn = *(const uint4 *)(nibrow + 16 * lane);
-            coden = (ld16b(codes + ((5 * lane) >> 3)) >> ((5 * lane) & 7)) & 31;
-        }
-        for (int64_t g0 = 0; g0 < gpr; g0 += 32) {
-            int ngc = (int)min((int64_t)32, gpr - g0);
-            int64_t g = g0 + lane;
-            uint4 wv = wvn;
-            int code = coden;
-            int64_t gn = g + 32;
-            if (gn < gpr) {
-                wvn = *(const uint4 *)(nibrow + 16 * gn);
-                coden = (ld16b(codes + ((5 * gn) >> 3)) >> ((5 * gn) & 7)) & 31;
-            }
-            if (lane < ngc) {
-                scs[warp][lane] = q4_scale_d(qbase, qstep, code);
-                uint32_t w4[4] = {wv.x, wv.y, wv.z, wv.w};
-                for (int pp = 0; pp < P; pp++) {
-                    const uint4 *q = (const uint4 *)(a.qx + (int64_t)(base + t0 + pp) * a.qxs + 32 * g);
-                    uint4 qa = q[0], qb = q[1];
-                    uint32_t qw[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
-                    int32_t *dst = sm + pp * IS_Q4 + lane * 8;
-#pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        /* word j: columns 8j .. 8j+7; lane j the even ones, lane 4+j the odd */
-                        int ev = (int)__vsub4(w4[j] & 0x0F0F0F0Fu, 0x08080808u);
-                        int od = (int)__vsub4((w4[j] >> 4) & 0x0F0F0F0Fu, 0x08080808u);
-                        int qe = (int)__byte_perm(qw[2 * j], qw[2 * j + 1], 0x6420);
-                        int qo = (int)__byte_perm(qw[2 * j], qw[2 * j + 1], 0x7531);
-                        dst[j] = __dp4a(ev, qe, 0);
-                        dst[4 + j] = __dp4a(od, qo, 0);
-                    }
-                }
-            }
-            __syncwarp();
-            if (chain) {
-                const float *dv = (const float *)(a.qx + (int64_t)gi * a.qxs + 32 * gpr);
-                for (int jj = 0; jj < ngc; jj++) {
-                    float s = __fmul_rn(scs[warp][jj], dv[g0 + jj]);
-                    acc = __fmaf_rn((float)sm[p * IS_Q4 + jj * 8 + l], s, acc);
-                }
-            }
-            __syncwarp();
-        }
-    } else {
-        /* matmul.c's AVX2 chain: lane l fmas columns l, l+8, ... below cols & ~7 */
-        float *wf = (float *)sm;
-        int64_t c8 = cols & ~(int64_t)7;
-        const float *xp = a.x + xrow * a.x_stride;
-        for (int64_t c0 = 0; c0 < c8; c0 += 256) {
-            int len = (int)min((int64_t)256, c8 - c0);
-            for (int j = lane; j < len; j += 32) wf[j] = load_w(W, r * cols + c0 + j, a.dtype);
-            __syncwarp();
-            if (chain)
-                for (int j = l; j < len; j += 8) acc = __fmaf_rn(wf[j], xp[c0 + j], acc);
-            __syncwarp();
-        }
+        __syncwarp();
+        if (chain)
+#pragma unroll 8
+            for (int j = l; j < len; j += 8) acc = __fmaf_rn(sm[j], xp[c0 + j], acc);
+        __syncwarp();
     }
 
     /* the fixed lane tree ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) */
@@ -862,13 +659,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(struct mm_args a) {
     acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 1));
     if (!chain || l != 0) return;
     float v = acc;
-    if (a.dtype == NT_DTYPE_Q8_2F) {
-        v = __fmul_rn(f16f(ld16(W + d_q8_rs_off(a.rows, cols) + 2 * r)), v);
-    } else if (a.dtype != NT_DTYPE_Q4TP) {
-        const float *xp = a.x + xrow * a.x_stride;
-        for (int64_t c = cols & ~(int64_t)7; c < cols; c++)
-            v = __fadd_rn(v, __fmul_rn(load_w(W, r * cols + c, a.dtype), xp[c]));
-    }
+    for (int64_t c = c8; c < cols; c++) v = __fadd_rn(v, __fmul_rn(load_w(W, r * cols + c, a.dtype), xp[c]));
     if (a.bias) v = __fadd_rn(v, a.bias[r]);
     if (a.act == NT_ACT_RELU2) {
         v = v > 0.0f ? v : 0.0f;
@@ -877,18 +668,18 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(struct mm_args a) {
     a.y[yrow * a.y_stride + r] = v;
 }
 
-/* The alignment the kernels' loads assume: every upload is its own cudaMalloc (256-aligned), so
- * this only fails for a matrix pointing inside a larger upload at an odd offset. */
+static int is_packed(int dt) { return dt == NT_DTYPE_Q8_2F || dt == NT_DTYPE_Q4TP; }
+
+/* The alignment the kernels' loads assume (16 bytes: the packed kernels load uint4): uploads are
+ * 256-byte aligned, so this only fails for a matrix pointing inside a larger upload. */
 static void check_matrix(const struct nt_matrix *W) {
     uintptr_t a = (uintptr_t)W->data;
-    size_t need = W->dtype == NT_DTYPE_Q4TP ? 16 : W->dtype == NT_DTYPE_Q8_2F || W->dtype == NT_DTYPE_F32 ? 4 : 2;
+    size_t need = is_packed(W->dtype) ? 16 : W->dtype == NT_DTYPE_F32 ? 4 : 2;
     if (W->dtype != NT_DTYPE_F32 && W->dtype != NT_DTYPE_F16 && W->dtype != NT_DTYPE_BF16 &&
         W->dtype != NT_DTYPE_Q8_2F && W->dtype != NT_DTYPE_Q4TP)
         fatal("matmul: unsupported weight dtype", W->name);
     if (a % need) fatal("matmul: weight data not aligned for its dtype", W->name);
 }
-
-static int is_packed(int dt) { return dt == NT_DTYPE_Q8_2F || dt == NT_DTYPE_Q4TP; }
 
 /* work: position groups of a plain product, or the bound on the items of a grouped one */
 static void launch_matmul(const struct mm_args *a, int work) {
@@ -896,13 +687,6 @@ static void launch_matmul(const struct mm_args *a, int work) {
     if (row_blocks > 65535) fatal("matmul: more than 262140 rows in one matrix", NULL);
     dim3 grid((unsigned)work, (unsigned)row_blocks);
     k_matmul<<<grid, MM_WARPS * 32, 0, ST>>>(*a);
-    LAUNCHED();
-}
-
-static void launch_quantize(const struct q_args *a, int nrows) {
-    int64_t nb = (a->cols + 31) / 32;
-    dim3 grid((unsigned)nrows, (unsigned)((nb + 7) / 8));
-    k_quantize<<<grid, 256, 0, ST>>>(*a);
     LAUNCHED();
 }
 
@@ -914,6 +698,25 @@ static void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, con
     PROFILE(be, "matmul %s %lldx%lld n=%d", dtype_name(W->dtype), (long long)W->rows, (long long)W->cols, n);
     if (n <= 0) return;
     check_matrix(W);
+    if (is_packed(W->dtype)) {
+        struct pk_product a;
+        memset(&a, 0, sizeof a);
+        a.W = (const uint8_t *)W->data;
+        a.dtype = W->dtype;
+        a.rows = W->rows;
+        a.cols = W->cols;
+        a.bias = bias;
+        a.act = act;
+        a.x = x;
+        a.x_stride = x_stride;
+        a.y = y;
+        a.y_stride = y_stride;
+        a.qx = qx_of(p);
+        a.n = n;
+        a.group = pk_group_plain(n);
+        pk_run(&a, (n + a.group - 1) / a.group);
+        return;
+    }
     struct mm_args a;
     memset(&a, 0, sizeof a);
     a.W = (const uint8_t *)W->data;
@@ -927,21 +730,6 @@ static void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, con
     a.y = y;
     a.y_stride = y_stride;
     a.n = n;
-    if (is_packed(W->dtype)) {
-        struct q_args q;
-        memset(&q, 0, sizeof q);
-        q.x = x;
-        q.x_stride = x_stride;
-        q.cols = W->cols;
-        q.wrows = W->rows;
-        q.W = a.W;
-        q.dtype = W->dtype;
-        q.qx = qx_of(p);
-        q.qxs = (int64_t)qx_stride(W->cols);
-        launch_quantize(&q, n);
-        a.qx = q.qx;
-        a.qxs = q.qxs;
-    }
     launch_matmul(&a, (n + MM_P - 1) / MM_P);
 }
 
@@ -1310,11 +1098,11 @@ struct moe_layout {
     size_t eo, inner, qup, qdn, count, start, items, n_items, entries, total;
 };
 
-/* The most work items n positions can make: sum over experts of ceil(count / MM_P) <= n k / MM_P
- * + (experts with entries) <= n k / MM_P + min(E, n k). */
+/* The most work items n positions can make with items of G entries: sum over experts of
+ * ceil(count / G) <= n k / G + (experts with entries) <= n k / G + min(E, n k); G >= 1. */
 static int moe_items(const struct nt_moe_dims *d, int n) {
     int nk = n * d->k;
-    return nk / MM_P + (d->E < nk ? d->E : nk) + 1;
+    return nk + (d->E < nk ? d->E : nk) + 1;
 }
 
 static struct moe_layout moe_layout(const struct nt_moe_dims *d, int n) {
@@ -1323,8 +1111,8 @@ static struct moe_layout moe_layout(const struct nt_moe_dims *d, int n) {
 #define PART(f, bytes) (m.f = at, at = round_up(at + (bytes), 256))
     PART(eo, nk * d->L * sizeof(float));
     PART(inner, nk * d->mi * sizeof(float));
-    PART(qup, nk * qx_stride(d->L));
-    PART(qdn, nk * qx_stride(d->mi));
+    PART(qup, nk * pk_qx_stride(d->L));
+    PART(qdn, nk * pk_qx_stride(d->mi));
     PART(count, (size_t)d->E * 4);
     PART(start, (size_t)d->E * 4);
     PART(items, (size_t)moe_items(d, n) * 4);
@@ -1340,12 +1128,12 @@ static size_t be_moe_scratch_floats(struct nt_backend *be, const struct nt_moe_d
 }
 
 /* The per-expert entry lists in one block: counts (integer atomics: exact), their exclusive scan
- * and the work items of the grouped products, (expert, group of MM_P of its entries) in
+ * and the work items of the grouped products, (expert, group of G of its entries) in
  * increasing order, packed e << 16 | g (one thread, in shared memory), then
  * entries[start[e] + rank] = ts in position order, one warp per expert with ballots over idx in
  * order. The lists depend only on idx, never on how the work is split. Shared: 2 E ints. */
 #define PLAN_THREADS 1024
-__global__ void __launch_bounds__(PLAN_THREADS) k_moe_plan(int E, int nk, const int32_t *idx, int32_t *count,
+__global__ void __launch_bounds__(PLAN_THREADS) k_moe_plan(int E, int nk, int G, const int32_t *idx, int32_t *count,
                                                            int32_t *start, int32_t *items, int32_t *n_items,
                                                            int32_t *entries) {
     extern __shared__ int32_t plan_sh[];
@@ -1362,7 +1150,7 @@ __global__ void __launch_bounds__(PLAN_THREADS) k_moe_plan(int E, int nk, const 
         for (int e = 0; e < E; e++) {
             st[e] = at;
             at += cnt[e];
-            for (int g = 0; g * MM_P < cnt[e]; g++) items[ni++] = e << 16 | g;
+            for (int g = 0; g * G < cnt[e]; g++) items[ni++] = e << 16 | g;
         }
         *n_items = ni;
     }
@@ -1426,44 +1214,50 @@ static const uint8_t *const *expert_table(struct cuda_backend *b, const struct n
     return t->dev;
 }
 
-/* One grouped product of moe_experts: the entries' activations quantized (packed experts), then
- * every item's rows. xmode 1: x row entries[gi] / k (the position), 2: row gi; ymode 1: y row
- * entries[gi], 0: row gi. `a` holds the lists; the rest is this product's. */
-static void grouped_product(struct mm_args *a, const uint8_t *const *tab, int dtype, int64_t rows, int64_t cols,
-                            int act, const float *x, int xmode, float *y, int ymode, const int32_t *idx,
-                            uint8_t *qx, int nk, int items) {
-    a->Wtab = tab;
-    a->dtype = dtype;
-    a->rows = rows;
-    a->cols = cols;
-    a->act = act;
-    a->x = x;
-    a->x_stride = cols;
-    a->xmode = xmode == 1;
-    a->y = y;
-    a->y_stride = rows;
-    a->ymode = ymode;
-    a->qx = NULL;
+/* One grouped product of moe_experts: `a` holds the lists and the item size; packed experts go
+ * to products.cu, float ones to k_matmul (items of MM_P). xmode 1: x row entries[gi] / k (the
+ * position), 2: row gi; ymode 1: y row entries[gi], 0: row gi. */
+static void grouped_product(const struct pk_product *lists, const uint8_t *const *tab, int dtype, int64_t rows,
+                            int64_t cols, int act, const float *x, int xmode, float *y, int ymode, uint8_t *qx,
+                            int items) {
     if (is_packed(dtype)) {
-        struct q_args q;
-        memset(&q, 0, sizeof q);
-        q.x = x;
-        q.x_stride = cols;
-        q.cols = cols;
-        q.wrows = rows;
-        q.Wtab = tab;
-        q.dtype = dtype;
-        q.mode = xmode;
-        q.k = a->k;
-        q.entries = a->entries;
-        q.idx = idx;
-        q.qx = qx;
-        q.qxs = (int64_t)qx_stride(cols);
-        launch_quantize(&q, nk);
-        a->qx = q.qx;
-        a->qxs = q.qxs;
+        struct pk_product a = *lists;
+        a.Wtab = tab;
+        a.dtype = dtype;
+        a.rows = rows;
+        a.cols = cols;
+        a.act = act;
+        a.x = x;
+        a.x_stride = cols;
+        a.xmode = xmode;
+        a.y = y;
+        a.y_stride = rows;
+        a.ymode = ymode;
+        a.qx = qx;
+        pk_run(&a, items);
+        return;
     }
-    launch_matmul(a, items);
+    struct mm_args a;
+    memset(&a, 0, sizeof a);
+    a.grouped = 1;
+    a.k = lists->k;
+    a.count = lists->count;
+    a.start = lists->start;
+    a.items = lists->items;
+    a.n_items = lists->n_items;
+    a.entries = lists->entries;
+    a.Wtab = tab;
+    a.dtype = dtype;
+    a.rows = rows;
+    a.cols = cols;
+    a.act = act;
+    a.x = x;
+    a.x_stride = cols;
+    a.xmode = xmode == 1;
+    a.y = y;
+    a.y_stride = rows;
+    a.ymode = ymode;
+    launch_matmul(&a, items);
 }
 
 static void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
@@ -1478,34 +1272,33 @@ static void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const
     const uint8_t *const *tdn = expert_table(cb(be), dn, E);
     if (up[0].rows != mi || up[0].cols != L || dn[0].rows != L || dn[0].cols != mi)
         fatal("moe_experts: expert shapes do not match the dims", up[0].name);
+    if (up[0].dtype != dn[0].dtype) fatal("moe_experts: up and down projections differ in dtype", up[0].name);
     uint8_t *base = (uint8_t *)(((uintptr_t)scratch + 255) & ~(uintptr_t)255);
     struct moe_layout ml = moe_layout(d, n);
     float *eo = (float *)(base + ml.eo), *inner = (float *)(base + ml.inner);
-    int32_t *count = (int32_t *)(base + ml.count), *start = (int32_t *)(base + ml.start);
-    int32_t *items = (int32_t *)(base + ml.items), *n_items = (int32_t *)(base + ml.n_items);
-    int32_t *entries = (int32_t *)(base + ml.entries);
+    struct pk_product lists;
+    memset(&lists, 0, sizeof lists);
+    lists.grouped = 1;
+    lists.k = k;
+    lists.n = nk;
+    lists.idx = idx;
+    lists.count = (const int32_t *)(base + ml.count);
+    lists.start = (const int32_t *)(base + ml.start);
+    lists.items = (const int32_t *)(base + ml.items);
+    lists.n_items = (const int32_t *)(base + ml.n_items);
+    lists.entries = (const int32_t *)(base + ml.entries);
+    lists.group = is_packed(up[0].dtype) ? pk_group_grouped(n, k, E) : MM_P;
 
     /* the entry lists, on the device (E <= NT_MAX_EXPERTS: 32 KB of shared memory at most) */
-    k_moe_plan<<<1, PLAN_THREADS, 2 * (size_t)E * sizeof(int32_t), ST>>>(E, nk, idx, count, start, items, n_items,
-                                                                      entries);
+    k_moe_plan<<<1, PLAN_THREADS, 2 * (size_t)E * sizeof(int32_t), ST>>>(
+        E, nk, lists.group, idx, (int32_t *)lists.count, (int32_t *)lists.start, (int32_t *)lists.items,
+        (int32_t *)lists.n_items, (int32_t *)lists.entries);
     LAUNCHED();
 
-    struct mm_args a;
-    memset(&a, 0, sizeof a);
-    a.grouped = 1;
-    a.k = k;
-    a.count = count;
-    a.start = start;
-    a.items = items;
-    a.n_items = n_items;
-    a.entries = entries;
-    a.n = n;
-
     /* up: x gathered by position -> inner[gi], relu^2; down: inner[gi] -> eo[entries[gi]] */
-    grouped_product(&a, tup, up[0].dtype, mi, L, NT_ACT_RELU2, x, 1, inner, 0, idx, base + ml.qup, nk,
-                    moe_items(d, n));
-    grouped_product(&a, tdn, dn[0].dtype, L, mi, NT_ACT_NONE, inner, 2, eo, 1, idx, base + ml.qdn, nk,
-                    moe_items(d, n));
+    int items = nk / lists.group + (E < nk ? E : nk) + 1;
+    grouped_product(&lists, tup, up[0].dtype, mi, L, NT_ACT_RELU2, x, 1, inner, 0, base + ml.qup, items);
+    grouped_product(&lists, tdn, dn[0].dtype, L, mi, NT_ACT_NONE, inner, 2, eo, 1, base + ml.qdn, items);
 
     size_t tot = (size_t)n * L;
     k_moe_combine<<<(unsigned)((tot + ELEM_THREADS - 1) / ELEM_THREADS), ELEM_THREADS, 0, ST>>>(n, k, L, wts, eo, y);

@@ -19,6 +19,18 @@ extern "C" {
  * use dp4a) (UNSUPPORTED, ARG), or out of memory (NOMEM). */
 nemotron_status nt_cuda_backend_new(int device, struct nt_backend **out, struct nt_err *err);
 
+/* How far a packed product may be from the CPU backend's, relative L2 over a position's outputs.
+ * Both quantize the activations alike (identical bytes) and use the same scales; the CPU sums
+ * each block of 32 columns as 8 four-column integer dots in 8 float chains joined by a tree,
+ * CUDA sums the block in integers (exact) and runs one float chain over the blocks
+ * (src/cuda/products.cu). Each order is within ~sqrt(nb) roundings of the exact sum of
+ * nb <= 128 terms: a few 1e-7 of the row's norm; 1e-5 leaves >10x for cancellation. */
+#define NT_CUDA_PACKED_TOL 1e-5
+
+/* For tests: nonzero runs every packed product on products.cu's plain reference kernel (one warp
+ * per row and position), whose bits the fast kernels must reproduce. Affects the whole process. */
+void nt_cuda_packed_reference(int on);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,8 +8,10 @@
  * back and compares them per output row (per position) with the relative error
  * ||cuda - cpu|| / ||cpu|| against a named tolerance. TOL_EXACT asks for identical bits: the
  * operations whose CUDA arithmetic is specified to be the CPU's chain of f32 operations (the
- * packed products, whose arithmetic src/cpu/matmul_q.c fixes; the float products, which follow
- * matmul.c's AVX2 lanes; integer results). Every element must have been written, and nothing
+ * float products, which follow matmul.c's AVX2 lanes; integer results). The packed products
+ * have CUDA's own arithmetic (src/cuda/products.cu): near the CPU (TOL_PACKED), and bit for bit
+ * the same from its three kernels (dp4a items of 1 and 4, tensor cores for passes of 16 and
+ * more, and the reference kernel). Every element must have been written, and nothing
  * outside the output (stride padding, rows past n, cache rows past the context) may be.
  * Within CUDA, a position's result must not depend on the pass: a pass of 64 against 64 passes
  * of 1 (products, experts), a prefill of pos0 + n against pos0 then n (attention), and Mamba
@@ -41,6 +43,8 @@
 
 /* Identical bits: the kernel runs the CPU's f32 operations one for one (__f*_rn, -fmad=false). */
 #define TOL_EXACT 0.0
+/* Packed products: CUDA's own float order (cuda_backend.h says why this bound). */
+#define TOL_PACKED NT_CUDA_PACKED_TOL
 /* Float-weight products when the CPU runs its scalar variant (NEMOTRON_CPU=scalar or no AVX2):
  * it rounds the product and the sum separately where CUDA follows the AVX2 FMA, one rounding per
  * term of difference: about sqrt(cols) ulps of the terms over a sum that is itself about
@@ -353,7 +357,9 @@ static float *random_vec(size_t n, float lo, float hi) {
 }
 
 static int is_packed(enum nt_dtype dt) { return dt == NT_DTYPE_Q8_2F || dt == NT_DTYPE_Q4TP; }
-static double product_tol(enum nt_dtype dt) { return is_packed(dt) || float_exact ? TOL_EXACT : TOL_MATMUL_SCALAR; }
+static double product_tol(enum nt_dtype dt) {
+    return is_packed(dt) ? TOL_PACKED : float_exact ? TOL_EXACT : TOL_MATMUL_SCALAR;
+}
 
 /* ---- matmul -------------------------------------------------------------------------------- */
 
@@ -361,7 +367,7 @@ static double product_tol(enum nt_dtype dt) { return is_packed(dt) || float_exac
  * thirty times larger; for the packed formats position 0's second block is all zero (inv = 0)
  * and position 1's first block too small for 127 / amax to be finite. Stride padding and rows
  * past n hold NaN: read, they would show in the output. With `invariance`, CUDA also runs every
- * position as a pass of 1, which must give the same bits. */
+ * position as a pass of 1, and packed products on the reference kernel: the same bits. */
 static void matmul_case(enum nt_dtype dt, int rows, int cols, int n, int pass_n, int strided, int with_bias,
                         enum nt_act act, int invariance) {
     new_case();
@@ -403,8 +409,19 @@ static void matmul_case(enum nt_dtype dt, int rows, int cols, int n, int pass_n,
     }
     char w1[240];
     snprintf(w1, sizeof w1, "%s: one arithmetic per position", what);
-    compare(w1, "cuda pass of 64", y[GPU], "cuda passes of 1", back(GPU, y1.p[GPU], (size_t)pass_n * ys * 4), n,
-            rows, (size_t)ys, TOL_EXACT);
+    compare(w1, "cuda pass", y[GPU], "cuda passes of 1", back(GPU, y1.p[GPU], (size_t)pass_n * ys * 4), n, rows,
+            (size_t)ys, TOL_EXACT);
+    if (!is_packed(dt)) return;
+    /* the fast packed kernels against the reference kernel, the whole pass at once */
+    struct twin yr = twin_poison((size_t)pass_n * ys * 4);
+    nt_cuda_packed_reference(1);
+    const struct nt_pass *p = begin(GPU, pass_n, 0, cols, NULL);
+    be->ops->matmul(be, p, n, &W[GPU], F(bias, GPU), act, F(xt, GPU), xs, F(yr, GPU), ys);
+    end(GPU);
+    nt_cuda_packed_reference(0);
+    snprintf(w1, sizeof w1, "%s: reference kernel", what);
+    compare(w1, "cuda pass", y[GPU], "cuda reference", back(GPU, yr.p[GPU], (size_t)pass_n * ys * 4), n, rows,
+            (size_t)ys, TOL_EXACT);
 }
 
 static void test_matmul(void) {
@@ -428,7 +445,8 @@ static void test_matmul(void) {
             for (int i = 0; i < 4; i++) {
                 if (rows * cols > 1000000 && (i == 1 || i == 2)) continue; /* the big one: n = 1, 64 */
                 /* bias on odd i, relu^2 from i = 2, strides on i = 1 and 3; n = 64 fills the pass */
-                matmul_case(dt, rows, cols, ns[i], 64, i & 1, i & 1, i >= 2 ? NT_ACT_RELU2 : NT_ACT_NONE, ns[i] == 64);
+                matmul_case(dt, rows, cols, ns[i], 64, i & 1, i & 1, i >= 2 ? NT_ACT_RELU2 : NT_ACT_NONE,
+                            ns[i] == 64 || (ns[i] > 1 && is_packed(dt)));
             }
             group_end();
         }
@@ -1112,6 +1130,8 @@ int main(int argc, char **argv) {
     static const struct experts_cfg ecfg[] = {
         {"q4tp-128", 128, 6, 256, 96, NT_DTYPE_Q4TP},
         {"q4tp-wide", 8, 2, 2688, 224, NT_DTYPE_Q4TP},
+        {"q4tp-dense", 16, 4, 256, 96, NT_DTYPE_Q4TP}, /* n = 64: tensor-core items */
+        {"q8_2f", 16, 4, 256, 128, NT_DTYPE_Q8_2F},
         {"q8_2f-short-blocks", 32, 4, 100, 68, NT_DTYPE_Q8_2F},
         {"bf16", 16, 4, 100, 44, NT_DTYPE_BF16},
         {"f32-tails", 8, 3, 37, 21, NT_DTYPE_F32},

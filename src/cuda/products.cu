@@ -1,0 +1,388 @@
+/* products.cu - the packed products of the CUDA backend: q8_2f and q4tp weights times int8
+ * activations, plain (one matrix, the pass's positions) and grouped (moe_experts' work items).
+ *
+ * THE ARITHMETIC (the CUDA backend's own; the CPU's, matmul_q.c, sums 8 lane chains instead).
+ * The activations of a position are quantized per block of 32 columns exactly as the CPU does
+ * (for q8_2f after the column field: x'[c] = x[c] cs[c]): d = amax / 127, q = rint(x / d * ...),
+ * see k_quantize. Then for output (row r, position t):
+ *     isum_b = sum over the block's columns of w[r][c] q[t][c]     (exact int32)
+ *     s_b    = d[t][b]  (q8_2f)      or  scale(r, b) * d[t][b]  (q4tp, one f32 multiply)
+ *     acc    = fma((float)isum_b, s_b, acc)   for b = 0, 1, ..., nb - 1 in order, acc from 0
+ *     y      = rs[r] * acc (q8_2f) or acc (q4tp); + bias[r]; relu^2
+ * The integer sum of a block is exact in any order, so the dp4a kernels (any lane split) and
+ * the tensor-core kernel (mma m16n8k32: one block of 32 columns is one k step) produce the same
+ * isum_b, and all three kernels then run the same float chain: the same bits whatever the pass
+ * size (DESIGN.md: one arithmetic per position). Against the CPU this differs only in the order
+ * of the float additions (tests/gpu/test_ops.c: TOL_PACKED).
+ *
+ * LAYOUT OF THE QUANTIZED ACTIVATIONS (pass scratch, pk_qx_stride bytes per row): nb blocks of
+ * 32 int8, then nb f32 d values. q8_2f: column order. q4tp: per 8-column word j of a block, its
+ * even columns then its odd ones (8j, 8j+2, 8j+4, 8j+6, 8j+1, 8j+3, 8j+5, 8j+7): the order in
+ * which a q4tp weight word splits into its low and high nibbles with one mask each, so a word's
+ * 8 weights meet their activations as two dp4a / two mma k-slices without any byte shuffling.
+ *
+ * THE KERNELS.
+ * k_gemv (items of 1 or 4 positions: decode, short passes): a block of 256 threads owns RB whole
+ * rows, contiguous in memory; every thread issues all its GV_CHUNKS 16-byte weight loads before
+ * using any (~32 KB in flight per block, the whole matrix in flight at once for most shapes),
+ * computes the block sums with dp4a into shared memory, then RB x P threads run the chains.
+ * k_mma (items of 32 positions: prefill): 4 warps x 16 rows x 32 positions; per block of 32
+ * columns each warp runs 4 mma.m16n8k32.s8 with a zero accumulator and folds the int32 results
+ * into f32 accumulators with the block's scales.
+ * k_packed_ref: one warp per (row, position); any shape (q8_2f with cols % 32 != 0, rows too
+ * wide for k_gemv). Slow and plain: it also states the arithmetic in its simplest form.
+ */
+extern "C" {
+#include "cuda_backend.h"
+}
+#include "cuda_util.cuh"
+#include "products.cuh"
+
+#include <string.h>
+
+/* ---- quantized activations ---------------------------------------------------------------- */
+
+/* Where column c of a block (0..31) goes in the quantized row: q4tp's nibble order (above). */
+__device__ __forceinline__ int qx_slot(int dtype, int c) {
+    if (dtype != NT_DTYPE_Q4TP) return c;
+    int o = c & 7;
+    return (c & ~7) + ((o & 1) << 2) + (o >> 1);
+}
+
+/* One warp per (row, block of 32 columns), lane = column: matmul_q.c's step 1. */
+__global__ void k_quantize(struct pk_product a) {
+    int64_t i = blockIdx.x;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int64_t nb = (a.cols + 31) / 32, b = (int64_t)blockIdx.y * 8 + warp;
+    if (b >= nb) return; /* whole warps: the reduction below is warp-local */
+    const uint8_t *W = a.W;
+    int64_t xrow = i;
+    if (a.grouped) {
+        int ts = a.entries[i];
+        W = a.Wtab[a.idx[ts]];
+        if (a.xmode == 1) xrow = ts / a.k;
+    }
+    int64_t c = 32 * b + lane;
+    float v = 0.0f;
+    if (c < a.cols) {
+        v = a.x[xrow * a.x_stride + c];
+        if (a.dtype == NT_DTYPE_Q8_2F) v = __fmul_rn(v, f16f(ld16(W + d_q8_cs_off(a.rows, a.cols) + 2 * c)));
+    }
+    float amax = warp_max(fabsf(v));
+    float d = __fdiv_rn(amax, 127.0f);
+    float inv = __fdiv_rn(127.0f, amax);
+    if (!(inv < INFINITY)) inv = 0.0f;
+    float r = rintf(__fmul_rn(v, inv));
+    r = fminf(fmaxf(r, -127.0f), 127.0f);
+    uint8_t *dst = a.qx + i * (int64_t)pk_qx_stride(a.cols);
+    dst[32 * b + qx_slot(a.dtype, lane)] = (uint8_t)(int8_t)(c < a.cols ? (int)r : 0);
+    if (lane == 0) ((float *)(dst + 32 * nb))[b] = d;
+}
+
+/* ---- what a block works on ------------------------------------------------------------------ */
+
+/* The work item of this block: its matrix, first entry (gi of position 0), positions P. */
+struct pk_item {
+    const uint8_t *W;
+    int base, t0, P;
+};
+
+__device__ __forceinline__ bool pk_item_of(const struct pk_product &a, int it, struct pk_item *o) {
+    o->W = a.W;
+    o->base = 0;
+    o->t0 = it * a.group;
+    int cnt = a.n;
+    if (a.grouped) {
+        if (it >= *a.n_items) return false;
+        int e = a.items[it] >> 16;
+        o->t0 = (a.items[it] & 0xffff) * a.group;
+        cnt = a.count[e];
+        o->base = a.start[e];
+        o->W = a.Wtab[e];
+    }
+    if (o->t0 >= cnt) return false;
+    o->P = min(a.group, cnt - o->t0);
+    return true;
+}
+
+/* The output of row r for the item's position p, chain value acc: the arithmetic's last line. */
+__device__ __forceinline__ void pk_store(const struct pk_product &a, const struct pk_item &it, int64_t r, int p,
+                                         float acc) {
+    float v = acc;
+    if (a.dtype == NT_DTYPE_Q8_2F) v = __fmul_rn(f16f(ld16(it.W + d_q8_rs_off(a.rows, a.cols) + 2 * r)), v);
+    if (a.bias) v = __fadd_rn(v, a.bias[r]);
+    if (a.act == NT_ACT_RELU2) {
+        v = v > 0.0f ? v : 0.0f;
+        v = __fmul_rn(v, v);
+    }
+    int gi = it.base + it.t0 + p;
+    int64_t yrow = a.grouped && a.ymode ? a.entries[gi] : gi;
+    a.y[yrow * a.y_stride + r] = v;
+}
+
+__device__ __forceinline__ const uint8_t *pk_qrow(const struct pk_product &a, const struct pk_item &it, int p) {
+    return a.qx + (int64_t)(it.base + it.t0 + p) * (int64_t)pk_qx_stride(a.cols);
+}
+
+/* q4tp word -> its even (low nibbles) and odd (high nibbles) weights as signed bytes. */
+__device__ __forceinline__ int q4_lo(uint32_t w) { return (int)__vsub4(w & 0x0F0F0F0Fu, 0x08080808u); }
+__device__ __forceinline__ int q4_hi(uint32_t w) { return (int)__vsub4((w >> 4) & 0x0F0F0F0Fu, 0x08080808u); }
+
+/* ---- k_gemv -------------------------------------------------------------------------------- */
+
+#define GV_THREADS 256
+#define GV_CHUNKS 8                            /* 16-byte weight loads per thread */
+#define GV_MAX_CHUNKS (GV_THREADS * GV_CHUNKS) /* per block: 32 KB */
+
+/* Chunks of 16 bytes per row: q8_2f half a block, q4tp one group (a block). */
+static int64_t chunks_per_row(int dtype, int64_t cols) { return dtype == NT_DTYPE_Q4TP ? cols / 32 : cols / 16; }
+
+template <int MAXP>
+__global__ void __launch_bounds__(GV_THREADS) k_gemv(struct pk_product a, int RB) {
+    /* block sums [position][row_local * nb + b]; q4tp group scales [row_local * nb + b] */
+    __shared__ int32_t isum[MAXP][GV_MAX_CHUNKS];
+    __shared__ float gscale[GV_MAX_CHUNKS];
+    struct pk_item it;
+    if (!pk_item_of(a, blockIdx.x, &it)) return;
+    int tid = threadIdx.x;
+    const bool q4 = a.dtype == NT_DTYPE_Q4TP;
+    int64_t cols = a.cols, nb = cols / 32, cpr = q4 ? nb : 2 * nb;
+    int64_t r0 = (int64_t)blockIdx.y * RB;
+    int nrows = (int)min((int64_t)RB, a.rows - r0);
+    int nch = nrows * (int)cpr;
+    const uint8_t *wb = it.W + r0 * (q4 ? nb * 16 : cols); /* the block's rows: contiguous */
+
+    uint4 wv[GV_CHUNKS];
+#pragma unroll
+    for (int j = 0; j < GV_CHUNKS; j++) {
+        int c = tid + GV_THREADS * j;
+        wv[j] = c < nch ? __ldg((const uint4 *)(wb + 16 * (int64_t)c)) : make_uint4(0, 0, 0, 0);
+    }
+    if (q4) {
+#pragma unroll
+        for (int j = 0; j < GV_CHUNKS; j++) {
+            int c = tid + GV_THREADS * j;
+            if (c < nch) gscale[c] = q4_group_scale(it.W, a.rows, cols, r0 + c / cpr, c % cpr);
+        }
+    }
+    for (int p = 0; p < it.P; p++) {
+        const uint8_t *q = pk_qrow(a, it, p);
+#pragma unroll
+        for (int j = 0; j < GV_CHUNKS; j++) {
+            int c = tid + GV_THREADS * j;
+            int cc = c < nch ? c : 0;
+            int s;
+            if (q4) {
+                const uint4 *qp = (const uint4 *)(q + 32 * (int64_t)(cc % cpr));
+                uint4 qa = __ldg(qp), qb = __ldg(qp + 1);
+                s = __dp4a(q4_lo(wv[j].x), (int)qa.x, 0);
+                s = __dp4a(q4_hi(wv[j].x), (int)qa.y, s);
+                s = __dp4a(q4_lo(wv[j].y), (int)qa.z, s);
+                s = __dp4a(q4_hi(wv[j].y), (int)qa.w, s);
+                s = __dp4a(q4_lo(wv[j].z), (int)qb.x, s);
+                s = __dp4a(q4_hi(wv[j].z), (int)qb.y, s);
+                s = __dp4a(q4_lo(wv[j].w), (int)qb.z, s);
+                s = __dp4a(q4_hi(wv[j].w), (int)qb.w, s);
+                if (c < nch) isum[p][c] = s;
+            } else {
+                uint4 qa = __ldg((const uint4 *)(q + 16 * (int64_t)(cc % cpr)));
+                s = __dp4a((int)wv[j].x, (int)qa.x, 0);
+                s = __dp4a((int)wv[j].y, (int)qa.y, s);
+                s = __dp4a((int)wv[j].z, (int)qa.z, s);
+                s = __dp4a((int)wv[j].w, (int)qa.w, s);
+                s += __shfl_xor_sync(0xffffffffu, s, 1); /* the block's other half: thread c ^ 1 */
+                if (c < nch && !(c & 1)) isum[p][c >> 1] = s;
+            }
+        }
+    }
+    __syncthreads();
+    if (tid >= nrows * it.P) return;
+    int p = tid % it.P, rl = tid / it.P;
+    const float *dv = (const float *)(pk_qrow(a, it, p) + 32 * nb);
+    const int32_t *is = isum[p] + (int64_t)rl * nb;
+    const float *gs = gscale + (int64_t)rl * nb;
+    float acc = 0.0f;
+    if (q4) {
+#pragma unroll 4
+        for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(gs[b], __ldg(dv + b)), acc);
+    } else {
+#pragma unroll 4
+        for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __ldg(dv + b), acc);
+    }
+    pk_store(a, it, r0 + rl, p, acc);
+}
+
+/* ---- k_mma ----------------------------------------------------------------------------------- */
+
+#define MMA_WARPS 4
+#define MMA_ROWS (16 * MMA_WARPS)
+
+/* D = A B with A 16x32 s8 (row-major fragments), B 32x8 s8 (column-major), a zero accumulator. */
+__device__ __forceinline__ void mma_s8(int c[4], int a0, int a1, int a2, int a3, int b0, int b1) {
+#ifdef NT_CUDA_EMULATION
+    emu_mma_m16n8k32_s8(c, a0, a1, a2, a3, b0, b1);
+#else
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%10,%10,%10};\n"
+                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
+#endif
+}
+
+/* The fragments (PTX ISA, mma.m16n8k32 .s8): lane = 4 g + t; A registers 0..3 hold row g k 4t..,
+ * row g + 8 k 4t.., row g k 16 + 4t.., row g + 8 k 16 + 4t..; B registers 0, 1 hold column g
+ * k 4t.. and k 16 + 4t..; C holds (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1). Since a
+ * block's integer sum does not depend on the order of its columns, k slot 4t + i is given
+ * column 8t + i and slot 16 + 4t + i column 8t + 4 + i (in the quantized row's order): each lane
+ * then loads 8 contiguous bytes of a q8_2f row and of an activation row, or one word of a q4tp
+ * group (low nibbles: the first 4 slots, high: the next 4). */
+template <bool Q4>
+__global__ void __launch_bounds__(MMA_WARPS * 32) k_mma(struct pk_product a) {
+    struct pk_item it;
+    if (!pk_item_of(a, blockIdx.x, &it)) return;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int64_t cols = a.cols, nb = cols / 32, rows = a.rows;
+    int64_t rA = (int64_t)blockIdx.y * MMA_ROWS + 16 * warp + g, rB = rA + 8;
+    int64_t lA = min(rA, rows - 1), lB = min(rB, rows - 1); /* rows past the end: loaded, not stored */
+    const uint8_t *wA, *wB;
+    if (Q4) {
+        wA = it.W + lA * nb * 16 + 4 * t;
+        wB = it.W + lB * nb * 16 + 4 * t;
+    } else {
+        wA = it.W + lA * cols + 8 * t;
+        wB = it.W + lB * cols + 8 * t;
+    }
+    /* B rows: position 8j + g of the item (positions past P read position P - 1, never stored);
+     * scales: positions 8j + 2t and 8j + 2t + 1 */
+    const uint8_t *qb[4];
+    const float *dl[4][2];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        qb[j] = pk_qrow(a, it, min(8 * j + g, it.P - 1)) + 8 * t;
+        dl[j][0] = (const float *)(pk_qrow(a, it, min(8 * j + 2 * t, it.P - 1)) + 32 * nb);
+        dl[j][1] = (const float *)(pk_qrow(a, it, min(8 * j + 2 * t + 1, it.P - 1)) + 32 * nb);
+    }
+    float acc[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
+
+    for (int64_t b = 0; b < nb; b++) {
+        int a0, a1, a2, a3;
+        float sA = 1.0f, sB = 1.0f;
+        if (Q4) {
+            uint32_t xa = __ldg((const uint32_t *)(wA + 16 * b)), xb = __ldg((const uint32_t *)(wB + 16 * b));
+            a0 = q4_lo(xa), a2 = q4_hi(xa), a1 = q4_lo(xb), a3 = q4_hi(xb);
+            sA = q4_group_scale(it.W, rows, cols, lA, b);
+            sB = q4_group_scale(it.W, rows, cols, lB, b);
+        } else {
+            uint2 xa = __ldg((const uint2 *)(wA + 32 * b)), xb = __ldg((const uint2 *)(wB + 32 * b));
+            a0 = (int)xa.x, a2 = (int)xa.y, a1 = (int)xb.x, a3 = (int)xb.y;
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            uint2 xq = __ldg((const uint2 *)(qb[j] + 32 * b));
+            int c[4];
+            mma_s8(c, a0, a1, a2, a3, (int)xq.x, (int)xq.y);
+            float d0 = __ldg(dl[j][0] + b), d1 = __ldg(dl[j][1] + b);
+            if (Q4) {
+                acc[j][0] = __fmaf_rn((float)c[0], __fmul_rn(sA, d0), acc[j][0]);
+                acc[j][1] = __fmaf_rn((float)c[1], __fmul_rn(sA, d1), acc[j][1]);
+                acc[j][2] = __fmaf_rn((float)c[2], __fmul_rn(sB, d0), acc[j][2]);
+                acc[j][3] = __fmaf_rn((float)c[3], __fmul_rn(sB, d1), acc[j][3]);
+            } else {
+                acc[j][0] = __fmaf_rn((float)c[0], d0, acc[j][0]);
+                acc[j][1] = __fmaf_rn((float)c[1], d1, acc[j][1]);
+                acc[j][2] = __fmaf_rn((float)c[2], d0, acc[j][2]);
+                acc[j][3] = __fmaf_rn((float)c[3], d1, acc[j][3]);
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int64_t r = i < 2 ? rA : rB;
+            int p = 8 * j + 2 * t + (i & 1);
+            if (r < rows && p < it.P) pk_store(a, it, r, p, acc[j][i]);
+        }
+}
+
+/* ---- k_packed_ref ---------------------------------------------------------------------------- */
+
+#define REF_WARPS 4
+
+/* One warp per row, the item's positions in turn; lane = column of the block. */
+__global__ void __launch_bounds__(REF_WARPS * 32) k_packed_ref(struct pk_product a) {
+    struct pk_item it;
+    if (!pk_item_of(a, blockIdx.x, &it)) return;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int64_t r = (int64_t)blockIdx.y * REF_WARPS + warp;
+    if (r >= a.rows) return; /* whole warps */
+    const bool q4 = a.dtype == NT_DTYPE_Q4TP;
+    int64_t cols = a.cols, nb = (cols + 31) / 32;
+    for (int p = 0; p < it.P; p++) {
+        const uint8_t *q = pk_qrow(a, it, p);
+        const float *dv = (const float *)(q + 32 * nb);
+        float acc = 0.0f;
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t c = 32 * b + lane;
+            int w = 0;
+            if (c < cols) {
+                if (q4) {
+                    uint32_t word = *(const uint32_t *)(it.W + (r * nb + b) * 16 + 4 * (lane >> 3));
+                    w = (int)((word >> (4 * (lane & 7))) & 15) - 8;
+                } else {
+                    w = (int8_t)it.W[r * cols + c];
+                }
+            }
+            int xq = (int8_t)q[32 * b + qx_slot(a.dtype, lane)];
+            int isum = __reduce_add_sync(0xffffffffu, w * xq);
+            float s = q4 ? __fmul_rn(q4_group_scale(it.W, a.rows, cols, r, b), dv[b]) : dv[b];
+            acc = __fmaf_rn((float)isum, s, acc);
+        }
+        if (lane == 0) pk_store(a, it, r, p, acc);
+    }
+}
+
+/* ---- launch -------------------------------------------------------------------------------- */
+
+static int reference_only; /* nt_cuda_packed_reference */
+
+extern "C" void nt_cuda_packed_reference(int on) { reference_only = on; }
+
+void pk_run(const struct pk_product *a, int work) {
+    if (work <= 0) return;
+    int64_t nb = (a->cols + 31) / 32;
+    dim3 qgrid((unsigned)a->n, (unsigned)((nb + 7) / 8));
+    NT_LAUNCH(k_quantize, qgrid, 256, *a);
+    LAUNCHED();
+
+    const bool q4 = a->dtype == NT_DTYPE_Q4TP;
+    int64_t cpr = chunks_per_row(a->dtype, a->cols);
+    bool whole_blocks = !reference_only && (q4 || a->cols % 32 == 0);
+    if (whole_blocks && a->group == PK_MMA_N) {
+        int64_t row_blocks = (a->rows + MMA_ROWS - 1) / MMA_ROWS;
+        if (row_blocks > 65535) fatal("packed product: too many rows for one grid", NULL);
+        dim3 grid((unsigned)work, (unsigned)row_blocks);
+        if (q4) NT_LAUNCH(k_mma<true>, grid, MMA_WARPS * 32, *a);
+        else NT_LAUNCH(k_mma<false>, grid, MMA_WARPS * 32, *a);
+    } else if (whole_blocks && cpr <= GV_MAX_CHUNKS && a->group <= 4) {
+        int maxp = a->group == 1 ? 1 : 4;
+        int64_t rb = GV_MAX_CHUNKS / cpr;
+        if (rb > GV_THREADS / maxp) rb = GV_THREADS / maxp; /* one chain per thread */
+        if (rb > a->rows) rb = a->rows;
+        int64_t row_blocks = (a->rows + rb - 1) / rb;
+        if (row_blocks > 65535) fatal("packed product: too many rows for one grid", NULL);
+        dim3 grid((unsigned)work, (unsigned)row_blocks);
+        if (maxp == 1) NT_LAUNCH(k_gemv<1>, grid, GV_THREADS, *a, (int)rb);
+        else NT_LAUNCH(k_gemv<4>, grid, GV_THREADS, *a, (int)rb);
+    } else {
+        int64_t row_blocks = (a->rows + REF_WARPS - 1) / REF_WARPS;
+        if (row_blocks > 65535) fatal("packed product: too many rows for one grid", NULL);
+        dim3 grid((unsigned)work, (unsigned)row_blocks);
+        NT_LAUNCH(k_packed_ref, grid, REF_WARPS * 32, *a);
+    }
+    LAUNCHED();
+}

@@ -1,0 +1,60 @@
+/* products.cuh - the packed products of the CUDA backend (q8_2f, q4tp), plain and grouped.
+ *
+ * products.cu holds the kernels and says what their arithmetic is; backend_cuda.cu fills a
+ * pk_product and calls pk_run, which quantizes the activations into the pass scratch and launches
+ * the product kernel chosen by the work item size. */
+#ifndef NT_CUDA_PRODUCTS_CUH
+#define NT_CUDA_PRODUCTS_CUH
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Positions per work item: a pass of fewer positions (plain) or an expert with fewer entries on
+ * average (grouped) runs the dp4a kernels with items of 1 or 4; more runs the int8 tensor-core
+ * kernel with items of PK_MMA_N. Every kernel computes the same bits (products.cu). */
+#define PK_MMA_N 32
+#define PK_MMA_MIN_PLAIN 16  /* positions of a plain product from which the tensor cores run */
+#define PK_MMA_MIN_GROUPED 8 /* average entries per expert from which they run */
+
+/* One packed product y = act(W x + bias).
+ * Plain: W, positions 0 .. n - 1, x row t, y row t.
+ * Grouped (moe_experts): the work items (expert e, group g) of k_moe_plan, packed e << 16 | g,
+ * the expert's entries start[e] .. start[e] + count[e] - 1 (gi), the item's `group` of them from
+ * g * group; matrix Wtab[e]; x row entries[gi] / k (xmode 1) or gi (xmode 2); y row entries[gi]
+ * (ymode 1) or gi (ymode 0). The quantized activations are written in row gi (grouped) or t. */
+struct pk_product {
+    const uint8_t *W;
+    const uint8_t *const *Wtab;
+    int dtype;
+    int64_t rows, cols;
+    const float *bias;
+    int act;
+    const float *x;
+    int64_t x_stride;
+    float *y;
+    int64_t y_stride;
+    uint8_t *qx; /* room for n (plain) or nk (grouped) rows of pk_qx_stride(cols) bytes */
+    int n;       /* plain: positions; grouped: entries (n k) */
+    int group;   /* positions per work item: pk_group_plain / pk_group_grouped */
+    int grouped, k, xmode, ymode;
+    const int32_t *idx, *count, *start, *items, *n_items, *entries;
+};
+
+/* Bytes of one position's quantized activations: ceil(cols / 32) blocks of 32 int8 (a short
+ * last block padded with 0), then one f32 scale per block; a multiple of 16. */
+__host__ __device__ static inline size_t pk_qx_stride(int64_t cols) {
+    size_t nb = (size_t)((cols + 31) / 32);
+    return (nb * 32 + nb * 4 + 15) / 16 * 16;
+}
+
+static inline int pk_group_plain(int n) { return n >= PK_MMA_MIN_PLAIN ? PK_MMA_N : n > 1 ? 4 : 1; }
+/* Grouped: one position's experts are distinct, so a pass of one has one entry per expert. */
+static inline int pk_group_grouped(int n, int k, int E) {
+    return n == 1 ? 1 : (int64_t)n * k >= (int64_t)PK_MMA_MIN_GROUPED * E ? PK_MMA_N : 4;
+}
+
+/* Quantizes the activations and runs the product; work = the number of work items (plain:
+ * ceil(n / group); grouped: a bound on the items, the kernel reads their number). */
+void pk_run(const struct pk_product *a, int work);
+
+#endif

@@ -1,0 +1,321 @@
+/* cuda_emu.h - runs CUDA kernels on the host, so machines without a GPU (CI) execute them.
+ *
+ * Force-included (g++ -include) ahead of a .cu file compiled as C++20 with NT_CUDA_EMULATION:
+ * the CUDA keywords become plain C++, every CUDA thread of a block is a host thread, and the
+ * block-wide and warp-wide operations (__syncthreads, __syncwarp, shuffles, ballots, integer
+ * reductions, mma.m16n8k32.s8) meet through barriers. Blocks run one after another, so a
+ * kernel's __shared__ arrays (function statics here) belong to the running block. Float
+ * intrinsics map to the IEEE operation they name (__fmaf_rn: fma), integer SIMD intrinsics to
+ * their definitions in the CUDA Math API, and __ldg checks its pointer's alignment: a misaligned
+ * vector load, which faults on a GPU, aborts here.
+ *
+ * What it cannot show: speed, memory-model races a GPU would expose (threads here are ordered by
+ * the barriers exactly as CUDA orders them, and by nothing else), and whether the hardware's mma
+ * fragment layout is the one written below (it is the PTX ISA's, section "Matrix Fragments for
+ * mma.m16n8k32"). The GPU checks (tests/gpu/run.sh) remain the word on those.
+ */
+#ifndef NT_CUDA_EMU_H
+#define NT_CUDA_EMU_H
+
+#if !defined(__x86_64__)
+#error "cuda_emu.h switches fibers with x86-64 assembly"
+#endif
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static
+#define __launch_bounds__(...)
+#define __restrict__
+
+/* ---- types and the runtime's few calls -------------------------------------------------- */
+
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+struct uint2 {
+    unsigned x, y;
+};
+struct uint4 {
+    unsigned x, y, z, w;
+};
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+
+typedef int cudaError_t;
+typedef void *cudaStream_t;
+#define cudaSuccess 0
+#define cudaStreamPerThread ((cudaStream_t)0)
+static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+static inline const char *cudaGetErrorString(cudaError_t) { return "no error"; }
+
+struct __half {
+    uint16_t bits;
+};
+static inline __half __ushort_as_half(uint16_t u) { return __half{u}; }
+static inline float __half2float(__half h) {
+    uint32_t s = (uint32_t)(h.bits >> 15) << 31, e = (h.bits >> 10) & 31, m = h.bits & 1023, f;
+    if (e == 31) f = s | 0x7F800000u | (m << 13);
+    else if (e) f = s | ((e + 112) << 23) | (m << 13);
+    else if (!m) f = s;
+    else { /* subnormal: normalise */
+        e = 113;
+        while (!(m & 1024)) m <<= 1, e--;
+        f = s | (e << 23) | ((m & 1023) << 13);
+    }
+    float r;
+    memcpy(&r, &f, 4);
+    return r;
+}
+
+/* ---- threads of the running block ----------------------------------------------------------- */
+
+/* Each CUDA thread of a block is a fiber of the calling host thread; a barrier is
+ * where a fiber yields until every live thread of its block (or warp) has arrived. One OS thread
+ * and cooperative switches: cheap, deterministic, and a deadlock is detected, not hung on. */
+/* The switch: saves the callee-saved registers on the current stack, stores the stack pointer in
+ * *save, continues on stack `load` where the same layout was saved (x86-64 System V; ucontext's
+ * swapcontext would also work, but makes a system call per switch). Weak: every translation
+ * unit that includes this header emits the same bytes. */
+extern "C" void emu_switch(void **save, void *load);
+__asm__(".text\n.weak emu_switch\n.type emu_switch,@function\nemu_switch:\n"
+        "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+        "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+        "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n  ret\n");
+
+namespace emu {
+struct barrier {
+    unsigned expected, arrived;
+    uint64_t phase;
+};
+struct fiber {
+    void *sp;      /* its saved stack pointer while switched out */
+    barrier *wait; /* the barrier it waits at, or NULL */
+    uint64_t phase;
+    bool done;
+};
+struct block {
+    barrier all, warps[64];
+    uint64_t xchg[64][32][6]; /* per warp, per lane: what a collective operation exchanges */
+    fiber *f;
+    void *sched; /* the launch loop's saved stack pointer */
+};
+inline block *cur;
+inline unsigned tid;
+inline uint64_t *slot(unsigned lane) { return cur->xchg[tid >> 5][lane]; }
+inline void release_if_full(barrier &b) {
+    if (b.arrived && b.arrived == b.expected) b.arrived = 0, b.phase++;
+}
+inline void arrive_and_wait(barrier &b) {
+    b.arrived++;
+    if (b.arrived == b.expected) {
+        b.arrived = 0, b.phase++;
+        return;
+    }
+    fiber &me = cur->f[tid];
+    me.wait = &b;
+    me.phase = b.phase;
+    emu_switch(&me.sp, cur->sched);
+}
+inline void warp_wait() { arrive_and_wait(cur->warps[tid >> 5]); }
+} // namespace emu
+
+inline dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+static inline void __syncthreads(void) { emu::arrive_and_wait(emu::cur->all); }
+static inline void __syncwarp(unsigned = 0xffffffffu) { emu::warp_wait(); }
+
+/* Every lane puts v, all meet, each reads lane `from`, all meet again before the slots change. */
+template <class T> static inline T emu_exchange(T v, unsigned from) {
+    uint64_t b = 0;
+    memcpy(&b, &v, sizeof v);
+    emu::slot(emu::tid & 31)[0] = b;
+    emu::warp_wait();
+    b = emu::slot(from & 31)[0];
+    emu::warp_wait();
+    T r;
+    memcpy(&r, &b, sizeof r);
+    return r;
+}
+template <class T> static inline T __shfl_xor_sync(unsigned, T v, int o) { return emu_exchange(v, (emu::tid & 31) ^ o); }
+template <class T> static inline T __shfl_down_sync(unsigned, T v, unsigned o) {
+    unsigned l = emu::tid & 31;
+    return emu_exchange(v, l + o < 32 ? l + o : l);
+}
+template <class T> static inline T __shfl_sync(unsigned, T v, int src) { return emu_exchange(v, (unsigned)src); }
+static inline unsigned __ballot_sync(unsigned, int p) {
+    emu::slot(emu::tid & 31)[0] = p != 0;
+    emu::warp_wait();
+    unsigned m = 0;
+    for (unsigned l = 0; l < 32; l++) m |= (unsigned)emu::slot(l)[0] << l;
+    emu::warp_wait();
+    return m;
+}
+static inline int __reduce_add_sync(unsigned, int v) {
+    emu::slot(emu::tid & 31)[0] = (uint64_t)(uint32_t)v;
+    emu::warp_wait();
+    uint32_t s = 0;
+    for (unsigned l = 0; l < 32; l++) s += (uint32_t)emu::slot(l)[0];
+    emu::warp_wait();
+    return (int)s;
+}
+
+/* mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 with a zero accumulator (PTX ISA fragments):
+ * lane 4g + t holds A row g k 4t..4t+3 (a0), row g+8 k 4t.. (a1), row g k 16+4t.. (a2),
+ * row g+8 k 16+4t.. (a3); B column g k 4t.. (b0), k 16+4t.. (b1); D (g, 2t), (g, 2t+1),
+ * (g+8, 2t), (g+8, 2t+1). */
+static inline void emu_mma_m16n8k32_s8(int d[4], int a0, int a1, int a2, int a3, int b0, int b1) {
+    uint64_t *me = emu::slot(emu::tid & 31);
+    int mine[6] = {a0, a1, a2, a3, b0, b1};
+    for (int i = 0; i < 6; i++) me[i] = (uint64_t)(uint32_t)mine[i];
+    emu::warp_wait();
+    auto byte = [](uint64_t w, int k) { return (int)(int8_t)(uint8_t)(w >> (8 * (k & 3))); };
+    auto A = [&](int row, int k) {
+        int g = row & 7, t = (k & 15) >> 2, reg = (row >= 8) + 2 * (k >= 16);
+        return byte(emu::slot(4 * g + t)[reg], k);
+    };
+    auto B = [&](int k, int col) { return byte(emu::slot(4 * col + ((k & 15) >> 2))[4 + (k >= 16)], k); };
+    int g = (emu::tid & 31) >> 2, t = emu::tid & 3;
+    for (int i = 0; i < 4; i++) {
+        int row = g + 8 * (i >> 1), col = 2 * t + (i & 1), s = 0;
+        for (int k = 0; k < 32; k++) s += A(row, k) * B(k, col);
+        d[i] = s;
+    }
+    emu::warp_wait();
+}
+
+/* ---- intrinsics ------------------------------------------------------------------------------ */
+
+template <class T> static inline T __ldg(const T *p) {
+    if ((uintptr_t)p % sizeof(T)) {
+        fprintf(stderr, "cuda_emu: misaligned %zu-byte load at %p\n", sizeof(T), (const void *)p);
+        abort();
+    }
+    return *p;
+}
+static inline int __dp4a(int a, int b, int c) {
+    for (int i = 0; i < 4; i++) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+    return c;
+}
+static inline unsigned __vsub4(unsigned a, unsigned b) {
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (((a >> (8 * i)) - (b >> (8 * i))) & 0xFFu) << (8 * i);
+    return r;
+}
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    uint64_t v = (uint64_t)y << 32 | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xFF) << (8 * i);
+    return r;
+}
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __uint_as_float(unsigned u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline unsigned __float_as_uint(float f) {
+    unsigned u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+template <class T> static inline T atomicAdd(T *p, T v) { /* fibers switch only at barriers */
+    T o = *p;
+    *p = o + v;
+    return o;
+}
+using std::max;
+using std::min;
+
+/* ---- launch --------------------------------------------------------------------------------- */
+
+namespace emu {
+#define EMU_STACK (64 * 1024)
+inline std::vector<char *> stacks;
+inline void (*entry)(void); /* the running kernel with its arguments bound */
+inline void fiber_main(void) {
+    entry();
+    /* a returned thread no longer holds the others at a barrier */
+    block *b = cur;
+    b->f[tid].done = true;
+    b->all.expected--, release_if_full(b->all);
+    barrier &w = b->warps[tid >> 5];
+    w.expected--, release_if_full(w);
+    emu_switch(&b->f[tid].sp, b->sched); /* never resumed */
+}
+/* A fresh fiber's stack as emu_switch leaves a switched-out one: six zero registers, then
+ * fiber_main as the return address, placed so fiber_main starts with the alignment of a call. */
+inline void make_fiber(fiber &f, char *stack) {
+    f.wait = NULL;
+    f.done = false;
+    uintptr_t *sp = (uintptr_t *)((uintptr_t)(stack + EMU_STACK) & ~(uintptr_t)15);
+    *--sp = 0;
+    *--sp = (uintptr_t)fiber_main;
+    for (int i = 0; i < 6; i++) *--sp = 0;
+    f.sp = sp;
+}
+} // namespace emu
+
+/* Runs kernel k over grid x block, blocks in order, a fiber per CUDA thread. */
+template <class... P, class... A> static void emu_launch(void (*k)(P...), dim3 grid, dim3 block, A... args) {
+    unsigned nt = block.x * block.y * block.z, nw = (nt + 31) / 32;
+    if (nw > 64) {
+        fprintf(stderr, "cuda_emu: more than 2048 threads in a block\n");
+        abort();
+    }
+    gridDim = grid;
+    blockDim = block;
+    static emu::block b; /* large (the exchange slots): one, reused by every block in turn */
+    std::vector<emu::fiber> fibers(nt);
+    b.f = fibers.data();
+    while (emu::stacks.size() < nt) emu::stacks.push_back((char *)malloc(EMU_STACK));
+    auto run = [&] { k(args...); };
+    static thread_local decltype(&run) bound;
+    bound = &run;
+    emu::entry = [] { (*bound)(); };
+    for (unsigned bz = 0; bz < grid.z; bz++)
+        for (unsigned by = 0; by < grid.y; by++)
+            for (unsigned bx = 0; bx < grid.x; bx++) {
+                b.all = emu::barrier{nt, 0, 0};
+                for (unsigned w = 0; w < nw; w++) b.warps[w] = emu::barrier{w + 1 < nw ? 32 : nt - 32 * w, 0, 0};
+                emu::cur = &b;
+                for (unsigned i = 0; i < nt; i++) emu::make_fiber(fibers[i], emu::stacks[i]);
+                for (unsigned live = nt; live;) {
+                    bool moved = false;
+                    live = 0;
+                    for (unsigned i = 0; i < nt; i++) {
+                        emu::fiber &f = fibers[i];
+                        if (f.done) continue;
+                        live++;
+                        if (f.wait && f.wait->phase == f.phase) continue; /* still held */
+                        f.wait = NULL;
+                        emu::tid = i;
+                        threadIdx = dim3(i % block.x, i / block.x % block.y, i / (block.x * block.y));
+                        blockIdx = dim3(bx, by, bz);
+                        emu_switch(&b.sched, f.sp);
+                        moved = true;
+                    }
+                    if (live && !moved) {
+                        fprintf(stderr, "cuda_emu: deadlock: every live thread of block (%u,%u,%u) waits\n", bx, by, bz);
+                        abort();
+                    }
+                }
+            }
+}
+
+#define NT_LAUNCH(kernel, grid, block, ...) emu_launch(kernel, grid, block, __VA_ARGS__)
+
+#endif

@@ -162,10 +162,10 @@ asan: $(TESTS_ASAN) $(ASAN)/nemotron $(REL)/make_model $(REL)/fixtures/big.json
 # tests/emu: the CUDA packed products run on the host (tests/emu/cuda_emu.h stands in for the GPU),
 # so CI executes the kernels' code; built with the C++ compiler whether or not nvcc is here. Its
 # fiber switch is x86-64 assembly: other machines leave the test out.
-EMU_TEST := $(if $(filter x86_64,$(shell uname -m)),$(REL)/bin/test_cuda_emu)
+EMU_TEST := $(if $(filter x86_64,$(shell uname -m)),$(REL)/bin/test_cuda_emu $(REL)/bin/test_cuda_ops_emu $(REL)/emu/nemotron)
 EMU_FLAGS := -std=c++20 -O2 -g -pthread -ffp-contract=off -DNT_CUDA_EMULATION -Iinclude -Isrc -Itests \
              -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas $(if $(filter 1,$(WERROR)),-Werror) -MMD -MP
-$(REL)/emu/products.o: src/cuda/products.cu tests/emu/cuda_emu.h
+$(REL)/emu/%.o: src/cuda/%.cu tests/emu/cuda_emu.h
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_FLAGS) -include tests/emu/cuda_emu.h -x c++ -c $< -o $@
 
@@ -176,6 +176,24 @@ $(REL)/emu/test_cuda_emu.o: tests/emu/test_cuda_emu.cc tests/emu/cuda_emu.h
 # the CPU backend and the quantizers only (the library's CUDA objects define the same products)
 EMU_LIB := $(REL)/src/common.o $(REL)/src/model/safetensors.o $(filter $(REL)/src/cpu/% $(REL)/src/quant/%,$(LIB_SRC:%.c=$(REL)/%.o))
 $(REL)/bin/test_cuda_emu: $(REL)/emu/test_cuda_emu.o $(REL)/emu/products.o $(EMU_LIB)
+	@mkdir -p $(dir $@)
+	$(CXX) -pthread $^ -o $@ $(LDLIBS)
+
+# the nemotron command with the emulated CUDA backend: tests/cli/test_cuda_emu.sh runs whole
+# models on it (--device cuda) against the CPU backend
+EMU_CLI_LIB := $(filter-out $(REL)/src/backend_open.o,$(LIB_SRC:%.c=$(REL)/%.o))
+$(REL)/emu/backend_open.o: src/backend_open.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) -DNT_HAVE_CUDA -c $< -o $@
+$(REL)/emu/nemotron: $(TOOL_SRC:%.c=$(REL)/%.o) $(REL)/emu/backend_open.o $(REL)/emu/backend_cuda.o \
+                     $(REL)/emu/products.o $(EMU_CLI_LIB)
+	@mkdir -p $(dir $@)
+	$(CXX) -pthread $^ -o $@ $(LDLIBS)
+
+# tests/gpu/test_ops.c (every operation of the CUDA backend against the CPU) on the emulated
+# backend: the GPU test's own program, run by `make test` on any machine
+$(REL)/bin/test_cuda_ops_emu: $(REL)/tests/gpu/test_ops.o $(REL)/emu/backend_cuda.o $(REL)/emu/products.o \
+                              $(SUPPORT_REL) $(EMU_LIB)
 	@mkdir -p $(dir $@)
 	$(CXX) -pthread $^ -o $@ $(LDLIBS)
 
@@ -201,7 +219,8 @@ clean:
 
 -include $(LIB_OBJ_REL:.o=.d) $(LIB_OBJ_ASAN:.o=.d) $(SUPPORT_REL:.o=.d) $(SUPPORT_ASAN:.o=.d)
 -include $(TOOL_SRC:%.c=$(REL)/%.d) $(TOOL_SRC:%.c=$(ASAN)/%.d)
--include $(CUDA_OBJ:.o=.d) $(GPU_TEST_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d) $(REL)/emu/products.d $(REL)/emu/test_cuda_emu.d
+-include $(CUDA_OBJ:.o=.d) $(GPU_TEST_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d) $(REL)/emu/products.d $(REL)/emu/backend_cuda.d \
+            $(REL)/emu/test_cuda_emu.d
 -include $(TEST_SRC:tests/unit/%.c=$(REL)/tests/unit/%.d) $(TEST_SRC:tests/unit/%.c=$(ASAN)/tests/unit/%.d)
 
 # dev/: scratch benchmarks of single kernels (not part of the library or the tests)

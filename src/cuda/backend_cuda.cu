@@ -466,7 +466,7 @@ __global__ void k_embed(const int32_t *tokens, const uint8_t *emb, int dt, int64
 static void be_embed(struct nt_backend *be, const struct nt_pass *p, const struct nt_matrix *emb, float *h) {
     DEFER(OP_EMBED, U(emb->data), (uint64_t)emb->dtype, U(h));
     PROFILE(be, "embed");
-    k_embed<<<p->n, ELEM_THREADS, 0, ST>>>(tokens_of(p), (const uint8_t *)emb->data, emb->dtype,
+    NT_LAUNCH(k_embed, p->n, ELEM_THREADS, tokens_of(p), (const uint8_t *)emb->data, emb->dtype,
                                     emb->rows, (int)emb->cols, h);
     LAUNCHED();
 }
@@ -494,7 +494,7 @@ static void be_rmsnorm(struct nt_backend *be, const struct nt_pass *p, const flo
                        int H, float eps, float *y) {
     DEFER(OP_RMSNORM, U(h), U(w), (uint64_t)H, FLT(eps), U(y));
     PROFILE(be, "rmsnorm n=%d", p->n);
-    k_rmsnorm<<<p->n, ELEM_THREADS, 0, ST>>>((float *)h, NULL, w, H, eps, y); /* h only read when o is NULL */
+    NT_LAUNCH(k_rmsnorm, p->n, ELEM_THREADS, (float *)h, NULL, w, H, eps, y); /* h only read when o is NULL */
     LAUNCHED();
 }
 
@@ -502,7 +502,7 @@ static void be_add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float
                            const float *w, int H, float eps, float *y) {
     DEFER(OP_ADD_RMSNORM, U(h), U(o), U(w), (uint64_t)H, FLT(eps), U(y));
     PROFILE(be, "add_rmsnorm n=%d", p->n);
-    k_rmsnorm<<<p->n, ELEM_THREADS, 0, ST>>>(h, o, w, H, eps, y);
+    NT_LAUNCH(k_rmsnorm, p->n, ELEM_THREADS, h, o, w, H, eps, y);
     LAUNCHED();
 }
 
@@ -517,7 +517,7 @@ static void be_add(struct nt_backend *be, float *y, const float *x, size_t count
     if (!count) return;
     size_t blocks = (count + ELEM_THREADS - 1) / ELEM_THREADS;
     if (blocks > 65536) blocks = 65536;
-    k_add<<<(unsigned)blocks, ELEM_THREADS, 0, ST>>>(y, x, count);
+    NT_LAUNCH(k_add, (unsigned)blocks, ELEM_THREADS, y, x, count);
     LAUNCHED();
 }
 
@@ -569,7 +569,7 @@ static void be_argmax(struct nt_backend *be, int n, const float *logits, int voc
     DEFER(OP_ARGMAX, (uint64_t)n, U(logits), (uint64_t)vocab, U(out));
     PROFILE(be, "argmax n=%d", n);
     if (n <= 0) return;
-    k_argmax<<<n, 1024, 0, ST>>>(logits, vocab, out); /* 1024: a vocabulary of 131072 is 128 each */
+    NT_LAUNCH(k_argmax, n, 1024, logits, vocab, out); /* 1024: a vocabulary of 131072 is 128 each */
     LAUNCHED();
 }
 
@@ -686,7 +686,7 @@ static void launch_matmul(const struct mm_args *a, int work) {
     int64_t row_blocks = (a->rows + MM_WARPS - 1) / MM_WARPS;
     if (row_blocks > 65535) fatal("matmul: more than 262140 rows in one matrix", NULL);
     dim3 grid((unsigned)work, (unsigned)row_blocks);
-    k_matmul<<<grid, MM_WARPS * 32, 0, ST>>>(*a);
+    NT_LAUNCH(k_matmul, grid, MM_WARPS * 32, *a);
     LAUNCHED();
 }
 
@@ -760,7 +760,7 @@ static void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const 
     DEFER(OP_CONV, DIMS(d), U(w->conv_w), U(w->conv_b), U(zxd), U(ring), U(xbc));
     PROFILE(be, "mamba_conv n=%d", p->n);
     if (d->K < 1 || d->K > NT_MAX_CONV_KERNEL) fatal("mamba_conv: conv kernel out of range", NULL);
-    k_mamba_conv<<<(d->CD + 127) / 128, 128, 0, ST>>>(p->n, d->K, d->CD, d->I, d->zxd, w->conv_w, w->conv_b, zxd,
+    NT_LAUNCH(k_mamba_conv, (d->CD + 127) / 128, 128, p->n, d->K, d->CD, d->I, d->zxd, w->conv_w, w->conv_b, zxd,
                                                ring, xbc);
     LAUNCHED();
 }
@@ -831,7 +831,7 @@ static void be_mamba_scan(struct nt_backend *be, const struct nt_pass *p, const 
     dim3 grid(d->nh), block(SCAN_SPLIT * d->P);
 #define SCAN_CASE(v)                                                                               \
     case v:                                                                                        \
-        k_mamba_scan<v><<<grid, block, 0, ST>>>(p->n, d->nh, d->P, d->N, d->G, d->I, d->CD, d->zxd, d->dt_lo,   \
+        NT_LAUNCH(k_mamba_scan<v>, grid, block, p->n, d->nh, d->P, d->N, d->G, d->I, d->CD, d->zxd, d->dt_lo,   \
                                                  d->dt_hi, w->dt_bias, w->A_log, w->D, zxd, xbc, state, y); \
         break;
     switch (npt) {
@@ -865,7 +865,7 @@ static void be_mamba_gated_norm(struct nt_backend *be, const struct nt_pass *p, 
                                 const struct nt_mamba_weights *w, const float *y, const float *zxd, float *out) {
     DEFER(OP_GNORM, DIMS(d), U(w->norm_w), U(y), U(zxd), U(out));
     PROFILE(be, "mamba_gated_norm n=%d", p->n);
-    k_gated_norm<<<p->n * d->G, ELEM_THREADS, 0, ST>>>(d->I, d->G, d->zxd, d->eps, w->norm_w, y, zxd, out);
+    NT_LAUNCH(k_gated_norm, p->n * d->G, ELEM_THREADS, d->I, d->G, d->zxd, d->eps, w->norm_w, y, zxd, out);
     LAUNCHED();
 }
 
@@ -985,7 +985,7 @@ static void be_attention(struct nt_backend *be, const struct nt_pass *p, const s
     PROFILE(be, "attention n=%d", p->n);
     size_t kvw = (size_t)d->nkv * d->dh;
     size_t rows = (size_t)p->n * kvw;
-    k_kv_append<<<(unsigned)((rows + ELEM_THREADS - 1) / ELEM_THREADS), ELEM_THREADS, 0, ST>>>(
+    NT_LAUNCH(k_kv_append, (unsigned)((rows + ELEM_THREADS - 1) / ELEM_THREADS), ELEM_THREADS, 
         meta_of(p), rows, kvw, k, v, k_cache, v_cache);
     LAUNCHED();
     int rep = d->nq / d->nkv, hpb = rep % 4 == 0 ? 4 : rep % 2 == 0 ? 2 : 1;
@@ -993,7 +993,7 @@ static void be_attention(struct nt_backend *be, const struct nt_pass *p, const s
     int dpl = (d->dh + 31) / 32;
 #define ATT_CASE(v)                                                                                \
     case v:                                                                                        \
-        k_attention<v><<<grid, ATT_WARPS * 32, 0, ST>>>(meta_of(p), d->nq, d->nkv, d->dh, hpb, q, k_cache, v_cache, out); \
+        NT_LAUNCH(k_attention<v>, grid, ATT_WARPS * 32, meta_of(p), d->nq, d->nkv, d->dh, hpb, q, k_cache, v_cache, out); \
         break;
     switch (dpl) {
         ATT_CASE(1) ATT_CASE(2) ATT_CASE(3) ATT_CASE(4)
@@ -1085,7 +1085,7 @@ static void be_moe_route(struct nt_backend *be, const struct nt_pass *p, const s
     PROFILE(be, "moe_route n=%d", p->n);
     if (d->E > NT_MAX_EXPERTS || (d->n_group > 1 && d->n_group > NT_MAX_EXPERTS / 2))
         fatal("moe_route: too many experts or groups", NULL);
-    k_moe_route<<<p->n, ROUTE_THREADS, 0, ST>>>(d->E, d->k, d->n_group, d->topk_group, d->norm_topk_prob,
+    NT_LAUNCH(k_moe_route, p->n, ROUTE_THREADS, d->E, d->k, d->n_group, d->topk_group, d->norm_topk_prob,
                                          d->routed_scaling_factor, logits, score_bias, idx, wts);
     LAUNCHED();
 }
@@ -1136,7 +1136,7 @@ static size_t be_moe_scratch_floats(struct nt_backend *be, const struct nt_moe_d
 __global__ void __launch_bounds__(PLAN_THREADS) k_moe_plan(int E, int nk, int G, const int32_t *idx, int32_t *count,
                                                            int32_t *start, int32_t *items, int32_t *n_items,
                                                            int32_t *entries) {
-    extern __shared__ int32_t plan_sh[];
+    NT_DYNAMIC_SHARED(int32_t, plan_sh);
     int32_t *cnt = plan_sh, *st = plan_sh + E;
     for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
     __syncthreads();
@@ -1272,7 +1272,6 @@ static void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const
     const uint8_t *const *tdn = expert_table(cb(be), dn, E);
     if (up[0].rows != mi || up[0].cols != L || dn[0].rows != L || dn[0].cols != mi)
         fatal("moe_experts: expert shapes do not match the dims", up[0].name);
-    if (up[0].dtype != dn[0].dtype) fatal("moe_experts: up and down projections differ in dtype", up[0].name);
     uint8_t *base = (uint8_t *)(((uintptr_t)scratch + 255) & ~(uintptr_t)255);
     struct moe_layout ml = moe_layout(d, n);
     float *eo = (float *)(base + ml.eo), *inner = (float *)(base + ml.inner);
@@ -1287,10 +1286,11 @@ static void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const
     lists.items = (const int32_t *)(base + ml.items);
     lists.n_items = (const int32_t *)(base + ml.n_items);
     lists.entries = (const int32_t *)(base + ml.entries);
-    lists.group = is_packed(up[0].dtype) ? pk_group_grouped(n, k, E) : MM_P;
+    /* one list of items serves both products: k_matmul's items hold MM_P entries */
+    lists.group = is_packed(up[0].dtype) && is_packed(dn[0].dtype) ? pk_group_grouped(n, k, E) : MM_P;
 
     /* the entry lists, on the device (E <= NT_MAX_EXPERTS: 32 KB of shared memory at most) */
-    k_moe_plan<<<1, PLAN_THREADS, 2 * (size_t)E * sizeof(int32_t), ST>>>(
+    NT_LAUNCH_SMEM(k_moe_plan, 1, PLAN_THREADS, 2 * (size_t)E * sizeof(int32_t), 
         E, nk, lists.group, idx, (int32_t *)lists.count, (int32_t *)lists.start, (int32_t *)lists.items,
         (int32_t *)lists.n_items, (int32_t *)lists.entries);
     LAUNCHED();
@@ -1301,7 +1301,7 @@ static void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const
     grouped_product(&lists, tdn, dn[0].dtype, L, mi, NT_ACT_NONE, inner, 2, eo, 1, base + ml.qdn, items);
 
     size_t tot = (size_t)n * L;
-    k_moe_combine<<<(unsigned)((tot + ELEM_THREADS - 1) / ELEM_THREADS), ELEM_THREADS, 0, ST>>>(n, k, L, wts, eo, y);
+    NT_LAUNCH(k_moe_combine, (unsigned)((tot + ELEM_THREADS - 1) / ELEM_THREADS), ELEM_THREADS, n, k, L, wts, eo, y);
     LAUNCHED();
 }
 
@@ -1336,7 +1336,7 @@ static double be_read_bandwidth(struct nt_backend *be) {
     for (int rep = 0; rep < 6; rep++) { /* the first is a warm-up */
         float ms = 0;
         CK(cudaEventRecord(t0, ST));
-        k_read<<<sms * 8, 512, 0, ST>>>((const uint4 *)buf, bytes / 16, (uint32_t *)((uint8_t *)buf + bytes));
+        NT_LAUNCH(k_read, sms * 8, 512, (const uint4 *)buf, bytes / 16, (uint32_t *)((uint8_t *)buf + bytes));
         LAUNCHED();
         CK(cudaEventRecord(t1, ST));
         CK(cudaEventSynchronize(t1));
@@ -1389,8 +1389,9 @@ extern "C" nemotron_status nt_cuda_backend_new(int device, struct nt_backend **o
     struct cudaDeviceProp prop;
     if ((e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess || (e = cudaSetDevice(device)) != cudaSuccess)
         return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED, "cuda: device %d: %s", device, cudaGetErrorString(e));
-    if (prop.major * 10 + prop.minor < 61)
-        return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED, "cuda: device %d (%s) is sm_%d%d; dp4a needs sm_61 or newer",
+    if (prop.major < 9)
+        return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED,
+                       "cuda: device %d (%s) is sm_%d%d; this build holds code for sm_90 (Hopper) and newer",
                        device, prop.name, prop.major, prop.minor);
     struct cuda_backend *b = (struct cuda_backend *)calloc(1, sizeof *b);
     if (!b) return nt_fail(err, NEMOTRON_ERR_NOMEM, "cuda: out of host memory");

@@ -15,8 +15,8 @@ extern "C" {
 #endif
 
 /* Creates the backend on CUDA device `device` (0 = the first) into *out. On failure *out is NULL
- * and err says why: no such device or no driver, a device older than sm_61 (the packed products
- * use dp4a) (UNSUPPORTED, ARG), or out of memory (NOMEM). */
+ * and err says why: no such device or no driver, a device older than sm_90 (the build holds
+ * sm_90 code and its PTX) (UNSUPPORTED, ARG), or out of memory (NOMEM). */
 nemotron_status nt_cuda_backend_new(int device, struct nt_backend **out, struct nt_err *err);
 
 /* How far a packed product may be from the CPU backend's, relative L2 over a position's outputs.

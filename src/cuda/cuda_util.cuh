@@ -42,9 +42,12 @@ static void fatal(const char *msg, const char *name) {
  * run concurrently, and one thread's pass is ordered without events. */
 #define ST cudaStreamPerThread
 
-/* kernel<<<grid, block, 0, ST>>>(args): a macro, so the host emulation can run the launch. */
+/* kernel<<<grid, block, smem, ST>>>(args) and the dynamic shared array: macros, so the host
+ * emulation (tests/emu/cuda_emu.h) can stand in for them. */
 #ifndef NT_LAUNCH
 #define NT_LAUNCH(kernel, grid, block, ...) kernel<<<grid, block, 0, ST>>>(__VA_ARGS__)
+#define NT_LAUNCH_SMEM(kernel, grid, block, smem, ...) kernel<<<grid, block, smem, ST>>>(__VA_ARGS__)
+#define NT_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 #endif
 
 static inline size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }

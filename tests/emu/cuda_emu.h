@@ -26,6 +26,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <functional>
+#include <type_traits>
 #include <vector>
 
 #define __global__
@@ -50,12 +53,110 @@ struct uint4 {
 };
 static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 
+/* The runtime: device memory is host memory (256-byte aligned, as cudaMalloc's), the stream
+ * runs everything at once, and a stream capture records launches and copies as closures that a
+ * graph launch replays, in order: what a CUDA graph does, seen from the kernels. */
 typedef int cudaError_t;
 typedef void *cudaStream_t;
 #define cudaSuccess 0
+#define cudaErrorMemoryAllocation 2
 #define cudaStreamPerThread ((cudaStream_t)0)
+enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
+enum cudaStreamCaptureMode { cudaStreamCaptureModeThreadLocal = 1 };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+struct cudaDeviceProp {
+    char name[256];
+    int major, minor;
+    size_t totalGlobalMem;
+};
+namespace emu {
+typedef std::vector<std::function<void(void)>> program;
+inline program *capturing; /* the capture in progress, or NULL */
+inline void run_or_record(std::function<void(void)> f) {
+    if (capturing) capturing->push_back(std::move(f));
+    else f();
+}
+} // namespace emu
+typedef emu::program *cudaGraph_t;
+typedef emu::program *cudaGraphExec_t;
+typedef struct emu_event {
+    double t;
+} *cudaEvent_t;
+
 static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
-static inline const char *cudaGetErrorString(cudaError_t) { return "no error"; }
+static inline const char *cudaGetErrorString(cudaError_t e) { return e ? "emulated failure" : "no error"; }
+static inline cudaError_t cudaGetDeviceCount(int *n) { return *n = 1, cudaSuccess; }
+static inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "host emulation");
+    p->major = 9;
+    p->totalGlobalMem = (size_t)1 << 34;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr, int) { return *v = 2, cudaSuccess; }
+static inline cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
+    *free_b = *total = (size_t)1 << 34;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMalloc(void **p, size_t bytes) {
+    *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+static inline cudaError_t cudaFree(void *p) { return free(p), cudaSuccess; }
+static inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) {
+    memcpy(d, s, n);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemset(void *d, int v, size_t n) {
+    memset(d, v, n);
+    return cudaSuccess;
+}
+/* A captured host-to-device copy reads its source at replay in CUDA too (pageable sources are
+ * staged at capture: copy the bytes now, as the staging does). */
+static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) {
+    if (!emu::capturing) return memcpy(d, s, n), cudaSuccess;
+    std::vector<unsigned char> staged((const unsigned char *)s, (const unsigned char *)s + n);
+    emu::capturing->push_back([d, staged] { memcpy(d, staged.data(), staged.size()); });
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) {
+    emu::run_or_record([=] { memset(d, v, n); });
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+static inline cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
+    emu::capturing = new emu::program;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {
+    *g = emu::capturing;
+    emu::capturing = NULL;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long) {
+    *e = new emu::program(*g);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t) {
+    for (auto &f : *e) f();
+    return cudaSuccess;
+}
+static inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) { return delete e, cudaSuccess; }
+static inline cudaError_t cudaGraphDestroy(cudaGraph_t g) { return delete g, cudaSuccess; }
+static inline double emu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+static inline cudaError_t cudaEventCreate(cudaEvent_t *e) { return *e = new emu_event{0}, cudaSuccess; }
+static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { return delete e, cudaSuccess; }
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) { return e->t = emu_now(), cudaSuccess; }
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    *ms = (float)(b->t - a->t);
+    return cudaSuccess;
+}
 
 struct __half {
     uint16_t bits;
@@ -222,6 +323,7 @@ static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 static inline float __uint_as_float(unsigned u) {
     float f;
     memcpy(&f, &u, 4);
@@ -246,6 +348,7 @@ namespace emu {
 #define EMU_STACK (64 * 1024)
 inline std::vector<char *> stacks;
 inline void (*entry)(void); /* the running kernel with its arguments bound */
+inline void *dyn_smem;       /* the running block's dynamic shared memory */
 inline void fiber_main(void) {
     entry();
     /* a returned thread no longer holds the others at a barrier */
@@ -269,8 +372,12 @@ inline void make_fiber(fiber &f, char *stack) {
 }
 } // namespace emu
 
-/* Runs kernel k over grid x block, blocks in order, a fiber per CUDA thread. */
-template <class... P, class... A> static void emu_launch(void (*k)(P...), dim3 grid, dim3 block, A... args) {
+/* Runs kernel k over grid x block, blocks in order, a fiber per CUDA thread; smem bytes of
+ * dynamic shared memory (NT_DYNAMIC_SHARED). Under a capture the launch is recorded instead. */
+template <class... P, class... A> static void emu_run(void (*k)(P...), dim3 grid, dim3 block, size_t smem, A... args) {
+    static std::vector<char> dyn;
+    if (dyn.size() < smem) dyn.resize(smem);
+    emu::dyn_smem = dyn.data();
     unsigned nt = block.x * block.y * block.z, nw = (nt + 31) / 32;
     if (nw > 64) {
         fprintf(stderr, "cuda_emu: more than 2048 threads in a block\n");
@@ -316,6 +423,14 @@ template <class... P, class... A> static void emu_launch(void (*k)(P...), dim3 g
             }
 }
 
-#define NT_LAUNCH(kernel, grid, block, ...) emu_launch(kernel, grid, block, __VA_ARGS__)
+/* (the arguments take the kernel's parameter types at the call, as in a <<< >>> launch) */
+template <class... P>
+static void emu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, std::type_identity_t<P>... args) {
+    emu::run_or_record([=] { emu_run(k, grid, block, smem, args...); });
+}
+
+#define NT_LAUNCH(kernel, grid, block, ...) emu_launch(kernel, dim3(grid), dim3(block), 0, __VA_ARGS__)
+#define NT_LAUNCH_SMEM(kernel, grid, block, smem, ...) emu_launch(kernel, dim3(grid), dim3(block), smem, __VA_ARGS__)
+#define NT_DYNAMIC_SHARED(type, name) type *name = (type *)emu::dyn_smem
 
 #endif

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# test_cuda_emu.sh - whole models on the CUDA backend run by the host emulation (build/emu/nemotron,
+# tests/emu/cuda_emu.h), against the CPU backend: what tests/gpu/run.sh checks on a GPU, here on
+# any machine, so every change to src/cuda is run in CI.
+#
+# usage (from the repository root, as tests/run.sh does): bash tests/cli/test_cuda_emu.sh build/nemotron
+#
+# Checks that
+#   - the logits of every transformers fixture match the CPU's: float weights within 1e-4
+#     relative (fixed-tree norms and attention against serial sums); the default packed mix within
+#     a quarter of the quantization's own difference (tests/gpu/run.sh says why);
+#   - 64 greedy tokens of the demo model equal the CPU's, bf16 and default mix;
+#   - within CUDA, a 64-token prompt in one pass, in passes of 7 and in passes of 1 gives
+#     bit-identical logits (one arithmetic per position), and greedy tokens after a prefill equal
+#     decode-only ones.
+# Skipped (with a line saying so) where the emulated binary is not built: the ASan build, or a
+# machine that is not x86-64. Needs python3 with numpy.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+bin=${1:-build/nemotron}
+emu=$(dirname "$bin")/emu/nemotron
+checks=0
+failed=0
+pass() { checks=$((checks + 1)); }
+fail() { checks=$((checks + 1)); failed=$((failed + 1)); echo "FAIL cuda-emu: $*" >&2; }
+summary() { printf '%-28s %d checks, %d failed\n' cuda-emu "$checks" "$failed"; [ "$failed" -eq 0 ]; }
+if [ ! -x "$emu" ]; then
+    printf '%-28s skipped: %s not built (release build on x86-64 only)\n' cuda-emu "$emu"
+    exit 0
+fi
+
+source tests/support/python_numpy.sh
+if [ -z "$py" ]; then
+    fail "no python3 with numpy (run scripts/setup.sh)"
+    summary
+    exit 1
+fi
+work=$(mktemp -d /tmp/nemotron-test-cuda-emu.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+ids_of() { $py -c "import numpy as n,sys; print(','.join(map(str, n.fromfile(sys.argv[1], n.int32)[:int(sys.argv[2])])))" "$@"; }
+
+# fixtures: float weights, then the default mix (held against its own quantization difference)
+for dir in tests/fixtures/*/; do
+    f=$(basename "$dir")
+    [ -f "$dir/ids.i32" ] || continue
+    ids=$(ids_of "$dir/ids.i32" 1000)
+    if "$bin" logits -m "$dir" --tokens "$ids" -o "$work/$f.cpu.npy" >/dev/null 2>"$work/err" &&
+        "$emu" logits -m "$dir" --tokens "$ids" -o "$work/$f.cuda.npy" --device cuda >/dev/null 2>>"$work/err" &&
+        $py tests/gpu/compare.py "$f" "$work/$f.cpu.npy" "$work/$f.cuda.npy" 1e-4 >"$work/cmp" 2>&1; then
+        pass
+    else
+        fail "fixture $f, float weights: $(cat "$work/err" "$work/cmp" 2>/dev/null | tail -2)"
+    fi
+    if "$bin" convert "$dir" -o "$work/$f.nemo" --quant default >/dev/null 2>"$work/err" &&
+        "$bin" logits -m "$work/$f.nemo" --tokens "$ids" -o "$work/$f.qcpu.npy" >/dev/null 2>>"$work/err" &&
+        "$emu" logits -m "$work/$f.nemo" --tokens "$ids" -o "$work/$f.qcuda.npy" --device cuda >/dev/null 2>>"$work/err" &&
+        $py tests/gpu/compare.py "$f packed" "$work/$f.qcpu.npy" "$work/$f.qcuda.npy" 0.25 "$work/$f.cpu.npy" \
+            >"$work/cmp" 2>&1; then
+        pass
+    else
+        fail "fixture $f, default mix: $(cat "$work/err" "$work/cmp" 2>/dev/null | tail -2)"
+    fi
+done
+
+# the demo model: greedy tokens, CPU == CUDA, bf16 and the default mix
+demo=models/nemotron-h-kjv
+prompt=1170,290,2281
+"$bin" convert $demo -o "$work/demo.nemo" --quant default >/dev/null 2>&1 || fail "convert the demo model"
+for m in $demo "$work/demo.nemo"; do
+    if "$bin" generate -m "$m" --tokens $prompt -n 64 --ignore-eos >"$work/g.cpu" 2>/dev/null &&
+        "$emu" generate -m "$m" --tokens $prompt -n 64 --ignore-eos --device cuda >"$work/g.cuda" 2>/dev/null &&
+        cmp -s <(head -1 "$work/g.cpu") <(head -1 "$work/g.cuda"); then
+        pass
+    else
+        fail "greedy 64 tokens of $m differ: cpu $(head -1 "$work/g.cpu" | cut -c1-80) cuda $(head -1 "$work/g.cuda" | cut -c1-80)"
+    fi
+done
+
+# within CUDA: passes of 64, 7 and 1 give the same bits; greedy after prefill == decode-only
+text=$(for i in $(seq 0 63); do printf '%d,' $(((i * 7919) % 4000 + 10)); done)
+text=${text%,}
+for m in $demo "$work/demo.nemo"; do
+    for p in 64 7 1; do
+        "$emu" logits -m "$m" --tokens "$text" -o "$work/p$p.npy" --device cuda --pass $p >/dev/null 2>&1 ||
+            fail "logits --pass $p on $m"
+    done
+    for p in 64 7; do
+        if cmp -s "$work/p1.npy" "$work/p$p.npy"; then pass; else fail "$m: logits of passes of $p differ from passes of 1"; fi
+    done
+    "$emu" generate -m "$m" --tokens "$text" -n 16 --ignore-eos --device cuda --pass 64 >"$work/g64" 2>/dev/null
+    "$emu" generate -m "$m" --tokens "$text" -n 16 --ignore-eos --device cuda --pass 1 >"$work/g1" 2>/dev/null
+    if [ -s "$work/g64" ] && cmp -s <(head -1 "$work/g64") <(head -1 "$work/g1"); then
+        pass
+    else
+        fail "$m: greedy tokens after a prefill of 64 differ from decode-only"
+    fi
+done
+summary

@@ -69,6 +69,12 @@ CUDA_LIBS  := -L$(CUDART_DIR) -lcudart_static -ldl -lrt -lpthread -lstdc++
 endif
 endif
 
+# The CUDA backend run on the host (tests/emu, below), built with the C++ compiler whether or not
+# nvcc is here, so `make test` executes the kernels' code everywhere. Its fiber switch is x86-64
+# assembly: other machines leave it out.
+EMU_TEST := $(if $(filter x86_64,$(shell uname -m)),$(REL)/bin/test_cuda_emu $(REL)/bin/test_cuda_ops_emu \
+              $(REL)/emu/nemotron)
+
 LIB_OBJ_REL  := $(LIB_SRC:%.c=$(REL)/%.o) $(CUDA_LINKED)
 LIB_OBJ_ASAN := $(LIB_SRC:%.c=$(ASAN)/%.o)
 TESTS_REL    := $(TEST_SRC:tests/unit/%.c=$(REL)/bin/%)
@@ -159,10 +165,8 @@ test: $(TESTS_REL) $(EMU_TEST) $(REL)/nemotron $(CUDA_OBJ) $(REL)/make_model $(R
 asan: $(TESTS_ASAN) $(ASAN)/nemotron $(REL)/make_model $(REL)/fixtures/big.json
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(ASAN)
 
-# tests/emu: the CUDA packed products run on the host (tests/emu/cuda_emu.h stands in for the GPU),
-# so CI executes the kernels' code; built with the C++ compiler whether or not nvcc is here. Its
-# fiber switch is x86-64 assembly: other machines leave the test out.
-EMU_TEST := $(if $(filter x86_64,$(shell uname -m)),$(REL)/bin/test_cuda_emu $(REL)/bin/test_cuda_ops_emu $(REL)/emu/nemotron)
+# tests/emu: the CUDA backend run on the host (tests/emu/cuda_emu.h stands in for the GPU), so CI
+# executes the kernels' code: its unit test, gpu_test_ops and the nemotron command on it.
 EMU_FLAGS := -std=c++20 -O2 -g -pthread -ffp-contract=off -DNT_CUDA_EMULATION -Iinclude -Isrc -Itests \
              -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas $(if $(filter 1,$(WERROR)),-Werror) -MMD -MP
 $(REL)/emu/%.o: src/cuda/%.cu tests/emu/cuda_emu.h

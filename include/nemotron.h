@@ -40,8 +40,11 @@ extern "C" {
 #define NEMOTRON_VERSION_MINOR 1
 #define NEMOTRON_VERSION_PATCH 0
 
-/* The most positions one pass may hold: each weight is read once for up to this many. */
-#define NEMOTRON_PASS_MAX 64
+/* The most positions one pass may hold: each weight is read once for up to this many. A session
+ * picks its pass size up to this (nemotron_session_params.pass_max); by default the backend's:
+ * 64 on the CPU (larger passes gain nothing there), 512 on CUDA (its tensor-core products and
+ * expert lists want long passes; a 420-position prompt is then one pass). */
+#define NEMOTRON_PASS_MAX 1024
 
 typedef enum nemotron_status {
     NEMOTRON_OK = 0,
@@ -110,7 +113,7 @@ int nemotron_model_eos_ids(const nemotron_model *model, int32_t *ids, int n_max)
 
 typedef struct nemotron_session_params {
     int n_ctx;              /* positions the session can hold; <= 0: 4096 */
-    int pass_max;           /* positions per pass, 1..NEMOTRON_PASS_MAX; <= 0: NEMOTRON_PASS_MAX */
+    int pass_max;           /* positions per pass, 1..NEMOTRON_PASS_MAX; <= 0: the backend's */
 } nemotron_session_params;
 
 nemotron_session_params nemotron_session_default_params(void);
@@ -137,6 +140,7 @@ const float *nemotron_session_logits(const nemotron_session *session);
 int32_t nemotron_session_argmax(const nemotron_session *session);
 int nemotron_session_pos(const nemotron_session *session);  /* positions held */
 int nemotron_session_n_ctx(const nemotron_session *session);
+int nemotron_session_pass_max(const nemotron_session *session); /* positions per pass */
 void nemotron_session_reset(nemotron_session *session);     /* back to position 0 */
 
 

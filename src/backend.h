@@ -155,6 +155,7 @@ struct nt_backend_ops {
 struct nt_backend {
     const struct nt_backend_ops *ops;
     int n_threads;            /* host threads the backend's operations use */
+    int pass_default;         /* the pass size sessions take when they do not choose one */
     char device[128];         /* what it runs on, for people: "cpu", "cuda:0 (NVIDIA H200)" */
     char alloc_error[256];    /* why the last alloc/upload returned NULL: the bytes asked for and
                                * the bytes free ("" when none failed); the loader quotes it */

@@ -141,9 +141,24 @@ static int64_t widest_input(const struct nt_forward *f) {
     return w;
 }
 
+/* The widest vector one position has in a pass (its row of any activation buffer). */
+static int64_t widest_row(const struct nt_forward *f) {
+    int64_t widths[] = {widest_input(f), f->V, f->mamba.zxd, (int64_t)f->nq * f->dh, f->moe.E};
+    int64_t w = 0;
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        if (widths[i] > w) w = widths[i];
+    return w;
+}
+
 nemotron_status nt_acts_alloc(const struct nt_forward *f, int n, struct nt_acts *a,
                               struct nt_err *err) {
     memset(a, 0, sizeof *a);
+    /* kernels index a pass's rows with int position x width products */
+    if ((int64_t)n * widest_row(f) > INT32_MAX)
+        return nt_fail(err, NEMOTRON_ERR_ARG,
+                       "a pass of %d positions times the widest per-position vector (%lld) is more than "
+                       "2^31 - 1 elements: choose a smaller pass size",
+                       n, (long long)widest_row(f));
     a->pass_max = n;
     const struct nt_mamba_dims *m = &f->mamba;
     const struct nt_moe_dims *e = &f->moe;

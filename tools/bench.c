@@ -125,7 +125,7 @@ struct result {
 
 static int run(const struct args *a, nemotron_session *s, const int32_t *tok, struct result *r) {
     nemotron_status st;
-    int full = a->n_prompt < NEMOTRON_PASS_MAX ? a->n_prompt : NEMOTRON_PASS_MAX;
+    int pass = nemotron_session_pass_max(s), full = a->n_prompt < pass ? a->n_prompt : pass;
     r->pass_s = 0;
     /* a warm-up, as llama-bench does: the first touch of the mapped weights and of the session's
      * buffers (page faults) is not what a repetition measures */
@@ -198,7 +198,7 @@ int cmd_bench(const struct args *a) {
     if (!rc && (!r.pp.v || !r.tg.v)) rc = cli_fail("bench", "out of memory", NEMOTRON_ERR_NOMEM);
     if (!rc) {
         int vocab = nemotron_model_vocab_size(m);
-        int len = a->n_prompt > NEMOTRON_PASS_MAX ? a->n_prompt : NEMOTRON_PASS_MAX;
+        int pass = nemotron_session_pass_max(s), len = a->n_prompt > pass ? a->n_prompt : pass;
         tok = malloc((size_t)len * sizeof *tok);
         if (!tok) rc = cli_fail("bench", "out of memory", NEMOTRON_ERR_NOMEM);
         else fill_tokens(tok, len, vocab);
@@ -216,7 +216,7 @@ int cmd_bench(const struct args *a) {
         double decode_bw = wbytes * r.tg.mean, share = bw > 0 ? decode_bw / bw : 0;
         double share_best = bw > 0 ? wbytes * r.tg.best / bw : 0;
         double pass_ratio = r.pass_s * r.tg.best;     /* the pass in single-position passes */
-        int full = a->n_prompt < NEMOTRON_PASS_MAX ? a->n_prompt : NEMOTRON_PASS_MAX;
+        int full = a->n_prompt < nemotron_session_pass_max(s) ? a->n_prompt : nemotron_session_pass_max(s);
         if (a->json) {
             printf("{\"model\": ");
             print_json_string(a->model);

@@ -447,6 +447,7 @@ struct nt_backend *nt_cpu_backend_new(int n_threads) {
     b->base.ops = &cpu_ops;
     b->n_threads = n_threads > 0 ? n_threads : nt_physical_cores();
     b->base.n_threads = b->n_threads;
+    b->base.pass_default = 64; /* weights stream from host memory: 64 positions already amortise them */
     snprintf(b->base.device, sizeof b->base.device, "cpu");
     const char *force = getenv("NEMOTRON_CPU");
     b->simd = nt_cpu_simd_available() && !(force && strcmp(force, "scalar") == 0);

@@ -1397,6 +1397,7 @@ extern "C" nemotron_status nt_cuda_backend_new(int device, struct nt_backend **o
     if (!b) return nt_fail(err, NEMOTRON_ERR_NOMEM, "cuda: out of host memory");
     b->base.ops = &cuda_ops;
     b->base.n_threads = 1;
+    b->base.pass_default = 512; /* tensor-core tiles and per-expert lists fill with long passes */
     snprintf(b->base.device, sizeof b->base.device, "cuda:%d (%.100s)", device, prop.name);
     b->device = device;
     const char *graphs = getenv("NEMOTRON_CUDA_GRAPHS"), *prof = getenv("NEMOTRON_CUDA_PROFILE");

@@ -13,7 +13,7 @@
 #define NT_DEFAULT_N_CTX 4096
 
 nemotron_session_params nemotron_session_default_params(void) {
-    nemotron_session_params p = {.n_ctx = NT_DEFAULT_N_CTX, .pass_max = NEMOTRON_PASS_MAX};
+    nemotron_session_params p = {.n_ctx = NT_DEFAULT_N_CTX, .pass_max = 0};
     return p;
 }
 
@@ -22,10 +22,11 @@ static nemotron_status create(nemotron_session *s, nemotron_model *m, const nemo
         return nt_fail(&s->err, NEMOTRON_ERR_ARG, "the model handle holds no loaded model");
     s->model = m;
     s->n_ctx = p->n_ctx > 0 ? p->n_ctx : NT_DEFAULT_N_CTX;
-    s->pass_max = p->pass_max > 0 ? p->pass_max : NEMOTRON_PASS_MAX;
+    s->pass_max = p->pass_max > 0 ? p->pass_max : m->fwd.be->pass_default;
     if (s->pass_max > NEMOTRON_PASS_MAX)
         return nt_fail(&s->err, NEMOTRON_ERR_ARG, "pass_max %d is larger than NEMOTRON_PASS_MAX (%d)",
                        s->pass_max, NEMOTRON_PASS_MAX);
+    if (s->pass_max < 1) s->pass_max = 1; /* a backend that names none */
     nemotron_status st = nt_state_alloc(&m->fwd, s->n_ctx, &s->state, &s->err);
     if (st) return st;
     if ((st = nt_acts_alloc(&m->fwd, s->pass_max, &s->acts, &s->err))) return st;
@@ -116,6 +117,7 @@ int32_t nemotron_session_argmax(const nemotron_session *s) {
 
 int nemotron_session_pos(const nemotron_session *s) { return s->pos; }
 int nemotron_session_n_ctx(const nemotron_session *s) { return s->n_ctx; }
+int nemotron_session_pass_max(const nemotron_session *s) { return s->pass_max; }
 
 void nemotron_session_reset(nemotron_session *s) {
     if (!s->ready) return;

@@ -42,8 +42,9 @@
 #define CAP_FFN (1 << 20)       /* dense, expert and shared-expert widths */
 #define CAP_EXPERTS 4096        /* n_routed_experts and the counts that select among them */
 #define CAP_CHUNK 65536         /* chunk_size: does not change the math; bounded anyway */
-/* Any one position's vector (q, k/v, in_proj output) is at most 2^24 wide, so a width times
- * the 64 positions of a pass (NEMOTRON_PASS_MAX) still fits an int. */
+/* Any one position's vector (q, k/v, in_proj output) is at most 2^24 wide. A pass's position
+ * count times the widest vector must fit an int; nt_acts_alloc refuses a pass size for which it
+ * would not (2^24 x 64 does; real models are far narrower, 2^17 x 1024 fits). */
 #define CAP_WIDTH (1 << 24)
 /* The session's conv ring keeps the last K-1 inputs of every conv channel, and the conv code
  * may hold a window of K taps in a small fixed array; the ring is meant to stay small. Every

@@ -10,7 +10,7 @@
 #   - `generate -n 5 --ignore-eos` prints 5 comma-separated ids in [0, 256), the first being the
 #     argmax of the last row that `logits` wrote;
 #   - bad input (unknown command or option, missing -m or --tokens, malformed token lists, a
-#     token outside the vocabulary, -n abc, --pass 65, a model directory that does not exist,
+#     token outside the vocabulary, -n abc, --pass 1025, a model directory that does not exist,
 #     a truncated model, an output directory that does not exist) exits non-zero with a
 #     message on stderr naming the problem, and leaves no output file and no temporary file,
 #     and an OUT.npy that was there before untouched.
@@ -184,7 +184,7 @@ expect_fail "token = vocab" "outside the vocabulary" logits -m "$model" --tokens
 expect_fail "token = vocab (generate)" "outside the vocabulary" generate -m "$model" --tokens $VOCAB -n 2
 expect_fail "-n abc" "-n" generate -m "$model" --tokens 1 -n abc
 expect_fail "-n -1" "-n" generate -m "$model" --tokens 1 -n -1
-expect_fail "--pass 65" "--pass" logits -m "$model" --tokens 1 --pass 65 -o "$o"
+expect_fail "--pass 1025" "--pass" logits -m "$model" --tokens 1 --pass 1025 -o "$o"
 expect_fail "--pass 0" "--pass" logits -m "$model" --tokens 1 --pass 0 -o "$o"
 expect_fail "--ctx too small" "context" logits -m "$model" --tokens 1,2,3 --ctx 2 -o "$o"
 expect_fail "model dir does not exist" "$work/no-such-model" logits -m "$work/no-such-model" --tokens 1 -o "$o"

@@ -9,10 +9,10 @@
 #   - the logits of every transformers fixture match the CPU's: float weights within 1e-4
 #     relative (fixed-tree norms and attention against serial sums); the default packed mix within
 #     a quarter of the quantization's own difference (tests/gpu/run.sh says why);
-#   - 64 greedy tokens of the demo model equal the CPU's, bf16 and default mix;
-#   - within CUDA, a 64-token prompt in one pass, in passes of 7 and in passes of 1 gives
-#     bit-identical logits (one arithmetic per position), and greedy tokens after a prefill equal
-#     decode-only ones.
+#   - 32 greedy tokens of the demo model equal the CPU's, bf16 and default mix;
+#   - within CUDA, a 72-token prompt of the default-mix demo in one pass (tensor-core products),
+#     in passes of 7 and of 1 (dp4a products) gives bit-identical logits (one arithmetic per
+#     position). tests/gpu/run.sh checks more of this on a GPU, where it is fast.
 # Skipped (with a line saying so) where the emulated binary is not built: the ASan build, or a
 # machine that is not x86-64. Needs python3 with numpy.
 set -u
@@ -62,37 +62,30 @@ for dir in tests/fixtures/*/; do
     fi
 done
 
-# the demo model: greedy tokens, CPU == CUDA, bf16 and the default mix
+# the demo model: 32 greedy tokens, CPU == CUDA, bf16 and the default mix
 demo=models/nemotron-h-kjv
 prompt=1170,290,2281
 "$bin" convert $demo -o "$work/demo.nemo" --quant default >/dev/null 2>&1 || fail "convert the demo model"
 for m in $demo "$work/demo.nemo"; do
-    if "$bin" generate -m "$m" --tokens $prompt -n 64 --ignore-eos >"$work/g.cpu" 2>/dev/null &&
-        "$emu" generate -m "$m" --tokens $prompt -n 64 --ignore-eos --device cuda >"$work/g.cuda" 2>/dev/null &&
+    if "$bin" generate -m "$m" --tokens $prompt -n 32 --ignore-eos >"$work/g.cpu" 2>/dev/null &&
+        "$emu" generate -m "$m" --tokens $prompt -n 32 --ignore-eos --device cuda >"$work/g.cuda" 2>/dev/null &&
         cmp -s <(head -1 "$work/g.cpu") <(head -1 "$work/g.cuda"); then
         pass
     else
-        fail "greedy 64 tokens of $m differ: cpu $(head -1 "$work/g.cpu" | cut -c1-80) cuda $(head -1 "$work/g.cuda" | cut -c1-80)"
+        fail "greedy 32 tokens of $m differ: cpu $(head -1 "$work/g.cpu" | cut -c1-80) cuda $(head -1 "$work/g.cuda" | cut -c1-80)"
     fi
 done
 
-# within CUDA: passes of 64, 7 and 1 give the same bits; greedy after prefill == decode-only
-text=$(for i in $(seq 0 63); do printf '%d,' $(((i * 7919) % 4000 + 10)); done)
+# within CUDA, the default mix (the packed products have CUDA's own arithmetic): one pass of 72
+# (the default pass size, 512, holds them; its tensor-core kernels), passes of 7 and of 1 (dp4a
+# kernels) give the same bits
+text=$(for i in $(seq 0 71); do printf '%d,' $(((i * 7919) % 4000 + 10)); done)
 text=${text%,}
-for m in $demo "$work/demo.nemo"; do
-    for p in 64 7 1; do
-        "$emu" logits -m "$m" --tokens "$text" -o "$work/p$p.npy" --device cuda --pass $p >/dev/null 2>&1 ||
-            fail "logits --pass $p on $m"
-    done
-    for p in 64 7; do
-        if cmp -s "$work/p1.npy" "$work/p$p.npy"; then pass; else fail "$m: logits of passes of $p differ from passes of 1"; fi
-    done
-    "$emu" generate -m "$m" --tokens "$text" -n 16 --ignore-eos --device cuda --pass 64 >"$work/g64" 2>/dev/null
-    "$emu" generate -m "$m" --tokens "$text" -n 16 --ignore-eos --device cuda --pass 1 >"$work/g1" 2>/dev/null
-    if [ -s "$work/g64" ] && cmp -s <(head -1 "$work/g64") <(head -1 "$work/g1"); then
-        pass
-    else
-        fail "$m: greedy tokens after a prefill of 64 differ from decode-only"
-    fi
+for p in 512 7 1; do
+    "$emu" logits -m "$work/demo.nemo" --tokens "$text" -o "$work/p$p.npy" --device cuda --pass $p >/dev/null 2>&1 ||
+        fail "logits --pass $p"
+done
+for p in 512 7; do
+    if cmp -s "$work/p1.npy" "$work/p$p.npy"; then pass; else fail "logits of passes of $p differ from passes of 1"; fi
 done
 summary

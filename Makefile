@@ -203,7 +203,15 @@ $(REL)/bin/test_cuda_ops_emu: $(REL)/tests/gpu/test_ops.o $(REL)/emu/backend_cud
 
 # tests/gpu: programs that need a GPU (run by tests/gpu/run.sh on a GPU machine, never by `test`)
 GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
-gpu-test: cpu $(GPU_TEST_SRC:tests/gpu/test_%.c=$(REL)/bin/gpu_test_%)
+GPU_BENCH_SRC := $(wildcard tests/gpu/bench_*.c)
+gpu-test: cpu $(GPU_TEST_SRC:tests/gpu/test_%.c=$(REL)/bin/gpu_test_%) $(GPU_BENCH_SRC:tests/gpu/bench_%.c=$(REL)/bin/gpu_bench_%)
+
+# (their objects are kept: the emulated builds link them too)
+.SECONDARY: $(GPU_TEST_SRC:%.c=$(REL)/%.o) $(GPU_BENCH_SRC:%.c=$(REL)/%.o)
+
+$(REL)/bin/gpu_bench_%: $(REL)/tests/gpu/bench_%.o $(REL)/libnemotron.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS) $(CUDA_LIBS)
 
 $(REL)/bin/gpu_test_%: $(REL)/tests/gpu/test_%.o $(SUPPORT_REL) $(REL)/libnemotron.a
 	@mkdir -p $(dir $@)
@@ -223,7 +231,7 @@ clean:
 
 -include $(LIB_OBJ_REL:.o=.d) $(LIB_OBJ_ASAN:.o=.d) $(SUPPORT_REL:.o=.d) $(SUPPORT_ASAN:.o=.d)
 -include $(TOOL_SRC:%.c=$(REL)/%.d) $(TOOL_SRC:%.c=$(ASAN)/%.d)
--include $(CUDA_OBJ:.o=.d) $(GPU_TEST_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d) $(REL)/emu/products.d $(REL)/emu/backend_cuda.d \
+-include $(CUDA_OBJ:.o=.d) $(GPU_TEST_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d) $(GPU_BENCH_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d) $(REL)/emu/products.d $(REL)/emu/backend_cuda.d \
             $(REL)/emu/test_cuda_emu.d
 -include $(TEST_SRC:tests/unit/%.c=$(REL)/tests/unit/%.d) $(TEST_SRC:tests/unit/%.c=$(ASAN)/tests/unit/%.d)
 

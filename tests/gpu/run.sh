@@ -14,7 +14,8 @@
 #   4. passes:    within CUDA, prefill-then-decode (--pass 64) against decode-only (--pass 1):
 #                 same greedy tokens, logits compared (bit-identical is the goal; said which);
 #   5. sanitizer: compute-sanitizer memcheck and racecheck on the demo model;
-#   6. --bench:   nemotron bench on a synthetic Nemotron-3-Nano-30B-A3B in the default mix.
+#   6. --bench:   nemotron bench on a synthetic Nemotron-3-Nano-30B-A3B in the default mix, the
+#                 heavy operations alone (build/bin/gpu_bench_ops) and a per-operation profile.
 # Prints one line per check and a summary; exits non-zero if any check failed. Work files go to
 # /tmp/nemotron-gpu; OUT_DIR (default: that) receives summary.txt and logs.tgz (every log).
 set -uo pipefail
@@ -136,6 +137,8 @@ if [ $bench = 1 ]; then
         check "bench-nano-p$p" $bin bench -m $nano --device cuda -p $p -n 128 -r 3
         cat "$log/bench-nano-p$p.log"
     done
+    # each heavy operation alone at Nano's shapes (graph replays): time, GB/s, Tops/s
+    [ -x build/bin/gpu_bench_ops ] && build/bin/gpu_bench_ops 2>&1 | tee "$log/bench-ops.log"
     # where the time goes: every operation of eager passes timed (a 64-position pass, decode)
     NEMOTRON_CUDA_PROFILE=1 $bin bench -m $nano --device cuda -p 64 -n 8 -r 1 >"$log/profile.log" 2>&1
     head -40 "$log/profile.log"

@@ -1,0 +1,232 @@
+/* bench_ops.c - times the CUDA backend's heavy operations alone, at Nemotron-3-Nano-30B-A3B's
+ * shapes in the default mix, so a kernel can be tuned in one GPU session: per operation and pass
+ * size, the time per call, the weight bytes it reads and what that is in GB/s, and for passes of
+ * many positions the int8 / float operations per second.
+ *
+ *   gpu_bench_ops [--quick]     (--quick: small shapes, to check the program itself)
+ *
+ * Each measurement runs the operation R times inside one pass, as forward.c runs a layer's
+ * operations: the first pass of the program runs eagerly, the second is captured into a CUDA
+ * graph, and the timed passes replay it, so launch costs are what a real pass pays. The weights
+ * are random bytes with valid scales (the values do not change a kernel's time). This is a
+ * developer's tool; `nemotron bench` is the engine's benchmark (docs/PERF.md).
+ */
+#include "cuda/cuda_backend.h"
+#include "model/weights.h"
+#include "quant/quant.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static struct nt_backend *be;
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rnd(void) {
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return rng * 0x2545F4914F6CDD1Dull;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void die(const char *what) {
+    fprintf(stderr, "gpu_bench_ops: %s%s%s\n", what, be && be->alloc_error[0] ? ": " : "",
+            be ? be->alloc_error : "");
+    exit(1);
+}
+
+static void *dev_bytes(const void *host, size_t bytes) {
+    const void *p = be->ops->upload(be, host, bytes);
+    if (!p) die("no device memory");
+    return (void *)p;
+}
+
+static void *dev_floats(size_t n, float lo, float hi) {
+    float *h = malloc(n * sizeof *h);
+    if (!h) die("out of host memory");
+    for (size_t i = 0; i < n; i++) h[i] = lo + (hi - lo) * (float)((rnd() >> 40) / 16777216.0);
+    void *d = dev_bytes(h, n * sizeof *h);
+    free(h);
+    return d;
+}
+
+/* A matrix of random bytes whose scales are valid numbers (f16 1.0, q4tp rows base -6 step 0.1). */
+static struct nt_matrix random_matrix(enum nt_dtype dt, int64_t rows, int64_t cols) {
+    size_t bytes = dt == NT_DTYPE_F32 ? (size_t)(rows * cols * 4) : (size_t)nt_matrix_bytes(dt, rows, cols);
+    uint8_t *h = malloc(bytes);
+    if (!h) die("out of host memory");
+    for (size_t i = 0; i < bytes; i += 8) {
+        uint64_t r = rnd();
+        memcpy(h + i, &r, bytes - i < 8 ? bytes - i : 8);
+    }
+    if (dt == NT_DTYPE_F32)
+        for (size_t i = 0; i < (size_t)(rows * cols); i++) ((float *)h)[i] = (float)((rnd() >> 40) / 16777216.0) - 0.5f;
+    if (dt == NT_DTYPE_Q8_2F)
+        for (uint64_t i = nt_q8_2f_rs_offset(rows, cols); i + 1 < bytes; i += 2) h[i] = 0x00, h[i + 1] = 0x3C;
+    if (dt == NT_DTYPE_Q4TP)
+        for (int64_t r = 0; r < rows; r++) {
+            uint32_t pr = 0xC600u | (uint32_t)0x2E66u << 16; /* f16 -6.0, f16 0.1 */
+            memcpy(h + nt_q4tp_params_offset(rows, cols) + 4 * (uint64_t)r, &pr, 4);
+        }
+    struct nt_matrix m = {.dtype = dt, .rows = rows, .cols = cols, .data = dev_bytes(h, bytes), .name = "bench"};
+    free(h);
+    return m;
+}
+
+/* The pass program: R calls of `op`; two untimed passes (eager, captured), then timed replays
+ * until at least 0.2 s. Returns seconds per call. */
+struct pass_ctx {
+    struct nt_pass p;
+    void *sink;
+};
+static double time_op(int n, int64_t max_cols, int R, void (*op)(const struct nt_pass *, void *), void *arg) {
+    struct pass_ctx c;
+    memset(&c, 0, sizeof c);
+    int32_t *tok = calloc((size_t)n, sizeof *tok);
+    c.p.n = n;
+    c.p.tokens = tok;
+    c.p.scratch = be->ops->alloc(be, be->ops->pass_scratch_bytes(be, max_cols, n));
+    c.sink = be->ops->alloc(be, 256);
+    if (!tok || !c.p.scratch || !c.sink) die("no memory for a pass");
+    double t0 = 0;
+    int timed = 0;
+    for (int pass = 0;; pass++) {
+        if (pass == 2) t0 = now();
+        be->ops->begin_pass(be, &c.p);
+        for (int r = 0; r < R; r++) op(&c.p, arg);
+        be->ops->end_pass(be, &c.p);
+        if (pass >= 2) timed++;
+        if (pass >= 2 && (timed & 3) == 0) {
+            int32_t x;
+            be->ops->to_host(be, &x, c.sink, sizeof x); /* waits for the stream */
+            if (now() - t0 > 0.2) break;
+        }
+        if (pass < 2) {
+            int32_t x;
+            be->ops->to_host(be, &x, c.sink, sizeof x);
+        }
+    }
+    double s = (now() - t0) / ((double)timed * R);
+    be->ops->release(be, c.p.scratch);
+    be->ops->release(be, c.sink);
+    free(tok);
+    return s;
+}
+
+struct mm_case {
+    struct nt_matrix W;
+    float *x, *y;
+};
+static void mm_op(const struct nt_pass *p, void *arg) {
+    struct mm_case *c = arg;
+    be->ops->matmul(be, p, p->n, &c->W, NULL, NT_ACT_NONE, c->x, (int)c->W.cols, c->y, (int)c->W.rows);
+}
+
+struct moe_case {
+    struct nt_moe_dims d;
+    struct nt_moe_weights w;
+    float *x, *wts, *scratch, *y;
+    int32_t *idx;
+};
+static void moe_op(const struct nt_pass *p, void *arg) {
+    struct moe_case *c = arg;
+    be->ops->moe_experts(be, p, &c->d, &c->w, c->x, c->idx, c->wts, c->scratch, c->y);
+}
+
+static void row(const char *op, int n, double s, double bytes, double ops) {
+    printf("%-34s %5d %10.2f %9.1f %9.1f %9.2f\n", op, n, s * 1e6, bytes / 1e6, bytes / s / 1e9, ops / s / 1e12);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+    int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    struct nt_err err;
+    memset(&err, 0, sizeof err);
+    if (nt_cuda_backend_new(0, &be, &err) != NEMOTRON_OK) {
+        printf("gpu_bench_ops: %s\n", err.msg);
+        return 77;
+    }
+    printf("gpu_bench_ops on %s%s\n", be->device, quick ? " (--quick: small shapes)" : "");
+    printf("%-34s %5s %10s %9s %9s %9s\n", "operation", "n", "us/call", "MB read", "GB/s", "Tops/s");
+    int sc = quick ? 16 : 1; /* --quick divides every dimension */
+    static const struct {
+        const char *name;
+        enum nt_dtype dt;
+        int rows, cols;
+    } mm[] = {
+        {"mamba in_proj q8_2f", NT_DTYPE_Q8_2F, 10304, 2688}, {"mamba out_proj q8_2f", NT_DTYPE_Q8_2F, 2688, 4096},
+        {"shared up q8_2f", NT_DTYPE_Q8_2F, 3712, 2688},      {"shared down q8_2f", NT_DTYPE_Q8_2F, 2688, 3712},
+        {"attention q q8_2f", NT_DTYPE_Q8_2F, 4096, 2688},    {"router f32", NT_DTYPE_F32, 128, 2688},
+        {"lm_head q8_2f", NT_DTYPE_Q8_2F, 131072, 2688},
+    };
+    static const int ns[] = {1, 4, 64, 512};
+    for (size_t i = 0; i < sizeof mm / sizeof mm[0]; i++) {
+        struct mm_case c;
+        int rows = mm[i].rows / sc, cols = mm[i].cols / sc / 32 * 32;
+        c.W = random_matrix(mm[i].dt, rows, cols);
+        c.x = dev_floats((size_t)512 * cols, -1.0f, 1.0f);
+        c.y = be->ops->alloc(be, (size_t)512 * rows * sizeof(float));
+        if (!c.y) die("no device memory");
+        double bytes = mm[i].dt == NT_DTYPE_F32 ? 4.0 * rows * cols : (double)nt_matrix_bytes(mm[i].dt, rows, cols);
+        for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) {
+            int n = ns[j];
+            if (rows >= 100000 / sc && n > 64) continue; /* lm_head: one row of logits per pass */
+            double s = time_op(n, cols, 10, mm_op, &c);
+            row(mm[i].name, n, s, bytes, 2.0 * rows * cols * n);
+        }
+        be->ops->release(be, c.y);
+    }
+    /* routed experts: E 128, k 6, L 2688, mi 1856, q4tp; random distinct choices per position */
+    struct moe_case c;
+    memset(&c, 0, sizeof c);
+    c.d = (struct nt_moe_dims){.E = 128, .k = 6, .L = 2688 / sc / 32 * 32, .mi = 1856 / sc / 32 * 32,
+                               .n_group = 1, .topk_group = 1, .norm_topk_prob = 1, .routed_scaling_factor = 1};
+    struct nt_matrix *up = calloc(128, sizeof *up), *dn = calloc(128, sizeof *dn);
+    if (!up || !dn) die("out of host memory");
+    for (int e = 0; e < 128; e++) {
+        up[e] = random_matrix(NT_DTYPE_Q4TP, c.d.mi, c.d.L);
+        dn[e] = random_matrix(NT_DTYPE_Q4TP, c.d.L, c.d.mi);
+    }
+    c.w.expert_up = up;
+    c.w.expert_down = dn;
+    double expert_bytes = (double)nt_matrix_bytes(NT_DTYPE_Q4TP, c.d.mi, c.d.L) * 2;
+    for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) {
+        int n = ns[j], nk = n * 6;
+        int32_t *idx = malloc((size_t)nk * 4);
+        int touched[128] = {0}, distinct = 0;
+        for (int t = 0; t < n; t++)
+            for (int s = 0; s < 6; s++) {
+                int e, dup;
+                do {
+                    e = (int)(rnd() % 128);
+                    dup = 0;
+                    for (int s2 = 0; s2 < s; s2++) dup |= idx[t * 6 + s2] == e;
+                } while (dup);
+                idx[t * 6 + s] = e;
+                distinct += !touched[e]++;
+            }
+        c.idx = dev_bytes(idx, (size_t)nk * 4);
+        c.x = dev_floats((size_t)n * c.d.L, -1.0f, 1.0f);
+        c.wts = dev_floats((size_t)nk, 0.05f, 0.3f);
+        c.scratch = be->ops->alloc(be, be->ops->moe_scratch_floats(be, &c.d, n) * sizeof(float));
+        c.y = be->ops->alloc(be, (size_t)n * c.d.L * sizeof(float));
+        if (!c.scratch || !c.y) die("no device memory");
+        double s = time_op(n, c.d.L > c.d.mi ? c.d.L : c.d.mi, 4, moe_op, &c);
+        char name[64];
+        snprintf(name, sizeof name, "experts q4tp (%d of 128 touched)", distinct);
+        row(name, n, s, distinct * expert_bytes, 4.0 * nk * c.d.L * c.d.mi);
+        be->ops->release(be, c.scratch);
+        be->ops->release(be, c.y);
+        free(idx);
+    }
+    be->ops->destroy(be);
+    return 0;
+}

@@ -81,14 +81,6 @@ static struct cuda_backend *cb(struct nt_backend *be) { return (struct cuda_back
 
 /* ---- small device helpers ------------------------------------------------------------------ */
 
-__device__ __forceinline__ float load_w(const uint8_t *W, int64_t i, int dt) {
-    switch (dt) {
-    case NT_DTYPE_BF16: return bf16f(((const uint16_t *)W)[i]);
-    case NT_DTYPE_F16: return f16f(((const uint16_t *)W)[i]);
-    default: return ((const float *)W)[i];
-    }
-}
-
 __device__ __forceinline__ float silu_d(float x) { return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x))); }
 __device__ __forceinline__ float softplus_d(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
@@ -575,99 +567,6 @@ static void be_argmax(struct nt_backend *be, int n, const float *logits, int voc
 
 /* ---- products ------------------------------------------------------------------------------ */
 
-/* Float weights (f32, f16, bf16): matmul.c's AVX2 chain, y[t][r] = act(W[r] . x[t] + bias[r]) for
- * one warp = one row x up to MM_P positions; the packed formats are products.cu's. The grid:
- * x = the group of MM_P positions, fastest, so the blocks that read one block of rows run
- * together and all but the first find the rows in L2; y = the block of MM_WARPS rows.
- * grouped: x is a work item (expert e, group g) of moe_plan: the expert's positions are the
- * entries start[e] .. start[e] + count[e] - 1 (gi), the item's MM_P of them from g * MM_P; x row
- * entries[gi] / k (xmode 1) or gi, y row entries[gi] (ymode 1) or gi. */
-struct mm_args {
-    const uint8_t *W;
-    const uint8_t *const *Wtab;
-    int dtype;
-    int64_t rows, cols;
-    const float *bias;
-    int act;
-    const float *x;
-    int64_t x_stride;
-    float *y;
-    int64_t y_stride;
-    int n;
-    int grouped, k, xmode, ymode;
-    const int32_t *count, *start, *items, *n_items, *entries;
-};
-
-#define MM_WARPS 4
-#define MM_P 4
-#define MM_CHUNK 1024 /* columns staged per step */
-
-/* lane l of position p's 8 lanes fmas columns l, l + 8, ... below cols & ~7 (the AVX2 lanes),
- * then the fixed lane tree; the tail columns are added by lane 0 in order. A row is staged in
- * chunks of MM_CHUNK columns, the next chunk's loads in flight while this one's chains run. */
-__global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(struct mm_args a) {
-    __shared__ float wf[MM_WARPS][MM_CHUNK];
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int64_t r = (int64_t)blockIdx.y * MM_WARPS + warp;
-    if (r >= a.rows) return; /* whole warps: everything below syncs per warp only */
-    const uint8_t *W = a.W;
-    int cnt = a.n, base = 0, t0 = blockIdx.x * MM_P;
-    if (a.grouped) {
-        int it = blockIdx.x;
-        if (it >= *a.n_items) return;
-        int e = a.items[it] >> 16;
-        t0 = (a.items[it] & 0xffff) * MM_P;
-        cnt = a.count[e];
-        base = a.start[e];
-        W = a.Wtab[e];
-    }
-    if (t0 >= cnt) return;
-    int P = min(MM_P, cnt - t0);
-    int p = lane >> 3, l = lane & 7;
-    bool chain = p < P;
-    int gi = base + t0 + (chain ? p : 0);
-    int64_t xrow = (a.grouped && a.xmode) ? a.entries[gi] / a.k : gi;
-    int64_t yrow = (a.grouped && a.ymode) ? a.entries[gi] : gi;
-    int64_t cols = a.cols, c8 = cols & ~(int64_t)7;
-    const float *xp = a.x + xrow * a.x_stride;
-    float *sm = wf[warp];
-    float acc = 0.0f;
-    float nx[MM_CHUNK / 32];
-#pragma unroll
-    for (int j = 0; j < MM_CHUNK / 32; j++) {
-        int64_t c = lane + 32 * j;
-        nx[j] = c < c8 ? load_w(W, r * cols + c, a.dtype) : 0.0f;
-    }
-    for (int64_t c0 = 0; c0 < c8; c0 += MM_CHUNK) {
-        int len = (int)min((int64_t)MM_CHUNK, c8 - c0);
-#pragma unroll
-        for (int j = 0; j < MM_CHUNK / 32; j++) {
-            sm[lane + 32 * j] = nx[j];
-            int64_t c = c0 + MM_CHUNK + lane + 32 * j;
-            nx[j] = c < c8 ? load_w(W, r * cols + c, a.dtype) : 0.0f;
-        }
-        __syncwarp();
-        if (chain)
-#pragma unroll 8
-            for (int j = l; j < len; j += 8) acc = __fmaf_rn(sm[j], xp[c0 + j], acc);
-        __syncwarp();
-    }
-
-    /* the fixed lane tree ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) */
-    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 4));
-    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 2));
-    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 1));
-    if (!chain || l != 0) return;
-    float v = acc;
-    for (int64_t c = c8; c < cols; c++) v = __fadd_rn(v, __fmul_rn(load_w(W, r * cols + c, a.dtype), xp[c]));
-    if (a.bias) v = __fadd_rn(v, a.bias[r]);
-    if (a.act == NT_ACT_RELU2) {
-        v = v > 0.0f ? v : 0.0f;
-        v = __fmul_rn(v, v);
-    }
-    a.y[yrow * a.y_stride + r] = v;
-}
-
 static int is_packed(int dt) { return dt == NT_DTYPE_Q8_2F || dt == NT_DTYPE_Q4TP; }
 
 /* The alignment the kernels' loads assume (16 bytes: the packed kernels load uint4): uploads are
@@ -681,15 +580,6 @@ static void check_matrix(const struct nt_matrix *W) {
     if (a % need) fatal("matmul: weight data not aligned for its dtype", W->name);
 }
 
-/* work: position groups of a plain product, or the bound on the items of a grouped one */
-static void launch_matmul(const struct mm_args *a, int work) {
-    int64_t row_blocks = (a->rows + MM_WARPS - 1) / MM_WARPS;
-    if (row_blocks > 65535) fatal("matmul: more than 262140 rows in one matrix", NULL);
-    dim3 grid((unsigned)work, (unsigned)row_blocks);
-    NT_LAUNCH(k_matmul, grid, MM_WARPS * 32, *a);
-    LAUNCHED();
-}
-
 static void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, const struct nt_matrix *W,
                       const float *bias, enum nt_act act, const float *x, int x_stride, float *y,
                       int y_stride) {
@@ -698,26 +588,7 @@ static void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, con
     PROFILE(be, "matmul %s %lldx%lld n=%d", dtype_name(W->dtype), (long long)W->rows, (long long)W->cols, n);
     if (n <= 0) return;
     check_matrix(W);
-    if (is_packed(W->dtype)) {
-        struct pk_product a;
-        memset(&a, 0, sizeof a);
-        a.W = (const uint8_t *)W->data;
-        a.dtype = W->dtype;
-        a.rows = W->rows;
-        a.cols = W->cols;
-        a.bias = bias;
-        a.act = act;
-        a.x = x;
-        a.x_stride = x_stride;
-        a.y = y;
-        a.y_stride = y_stride;
-        a.qx = qx_of(p);
-        a.n = n;
-        a.group = pk_group_plain(n);
-        pk_run(&a, (n + a.group - 1) / a.group);
-        return;
-    }
-    struct mm_args a;
+    struct pk_product a;
     memset(&a, 0, sizeof a);
     a.W = (const uint8_t *)W->data;
     a.dtype = W->dtype;
@@ -729,8 +600,10 @@ static void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, con
     a.x_stride = x_stride;
     a.y = y;
     a.y_stride = y_stride;
+    a.qx = qx_of(p);
     a.n = n;
-    launch_matmul(&a, (n + MM_P - 1) / MM_P);
+    a.group = pk_group_plain(W->dtype, n);
+    pk_run(&a, (n + a.group - 1) / a.group);
 }
 
 /* ---- Mamba-2 ------------------------------------------------------------------------------- */
@@ -1214,38 +1087,12 @@ static const uint8_t *const *expert_table(struct cuda_backend *b, const struct n
     return t->dev;
 }
 
-/* One grouped product of moe_experts: `a` holds the lists and the item size; packed experts go
- * to products.cu, float ones to k_matmul (items of MM_P). xmode 1: x row entries[gi] / k (the
- * position), 2: row gi; ymode 1: y row entries[gi], 0: row gi. */
+/* One grouped product of moe_experts on the lists in `lists`: xmode 1: x row entries[gi] / k
+ * (the position), 2: row gi; ymode 1: y row entries[gi], 0: row gi. */
 static void grouped_product(const struct pk_product *lists, const uint8_t *const *tab, int dtype, int64_t rows,
                             int64_t cols, int act, const float *x, int xmode, float *y, int ymode, uint8_t *qx,
                             int items) {
-    if (is_packed(dtype)) {
-        struct pk_product a = *lists;
-        a.Wtab = tab;
-        a.dtype = dtype;
-        a.rows = rows;
-        a.cols = cols;
-        a.act = act;
-        a.x = x;
-        a.x_stride = cols;
-        a.xmode = xmode;
-        a.y = y;
-        a.y_stride = rows;
-        a.ymode = ymode;
-        a.qx = qx;
-        pk_run(&a, items);
-        return;
-    }
-    struct mm_args a;
-    memset(&a, 0, sizeof a);
-    a.grouped = 1;
-    a.k = lists->k;
-    a.count = lists->count;
-    a.start = lists->start;
-    a.items = lists->items;
-    a.n_items = lists->n_items;
-    a.entries = lists->entries;
+    struct pk_product a = *lists;
     a.Wtab = tab;
     a.dtype = dtype;
     a.rows = rows;
@@ -1253,11 +1100,12 @@ static void grouped_product(const struct pk_product *lists, const uint8_t *const
     a.act = act;
     a.x = x;
     a.x_stride = cols;
-    a.xmode = xmode == 1;
+    a.xmode = xmode;
     a.y = y;
     a.y_stride = rows;
     a.ymode = ymode;
-    launch_matmul(&a, items);
+    a.qx = qx;
+    pk_run(&a, items);
 }
 
 static void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
@@ -1286,8 +1134,7 @@ static void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const
     lists.items = (const int32_t *)(base + ml.items);
     lists.n_items = (const int32_t *)(base + ml.n_items);
     lists.entries = (const int32_t *)(base + ml.entries);
-    /* one list of items serves both products: k_matmul's items hold MM_P entries */
-    lists.group = is_packed(up[0].dtype) && is_packed(dn[0].dtype) ? pk_group_grouped(n, k, E) : MM_P;
+    lists.group = pk_group_grouped(up[0].dtype, dn[0].dtype, n, k, E);
 
     /* the entry lists, on the device (E <= NT_MAX_EXPERTS: 32 KB of shared memory at most) */
     NT_LAUNCH_SMEM(k_moe_plan, 1, PLAN_THREADS, 2 * (size_t)E * sizeof(int32_t), 

@@ -60,6 +60,15 @@ __device__ __forceinline__ uint16_t ld16(const uint8_t *p) { return *(const uint
 /* Two bytes at any address (q4tp group codes are packed at 5 bits). */
 __device__ __forceinline__ uint32_t ld16b(const uint8_t *p) { return (uint32_t)p[0] | ((uint32_t)p[1] << 8); }
 
+/* Element i of a float-weight matrix of dtype dt, as f32. */
+__device__ __forceinline__ float load_w(const uint8_t *W, int64_t i, int dt) {
+    switch (dt) {
+    case NT_DTYPE_BF16: return bf16f(((const uint16_t *)W)[i]);
+    case NT_DTYPE_F16: return f16f(((const uint16_t *)W)[i]);
+    default: return ((const float *)W)[i];
+    }
+}
+
 __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
@@ -74,31 +83,12 @@ __device__ __forceinline__ int64_t d_q4_codes_off(int64_t rows, int64_t cols) {
     return d_q4_params_off(rows, cols) + 4 * rows;
 }
 
-/* nt_q4tp_scale (quant.h), operation for operation. */
-__device__ __forceinline__ float q4_scale_d(float base, float step, int code) {
-    float t = __fmaf_rn((float)code, step, base);
-    if (!(t > -126.0f)) t = -126.0f;
-    if (t > 126.0f) t = 126.0f;
-    float i = rintf(t);
-    float f = __fsub_rn(t, i);
-    float p = NT_EXP2_C7;
-    p = __fmaf_rn(p, f, NT_EXP2_C6);
-    p = __fmaf_rn(p, f, NT_EXP2_C5);
-    p = __fmaf_rn(p, f, NT_EXP2_C4);
-    p = __fmaf_rn(p, f, NT_EXP2_C3);
-    p = __fmaf_rn(p, f, NT_EXP2_C2);
-    p = __fmaf_rn(p, f, NT_EXP2_C1);
-    p = __fmaf_rn(p, f, 1.0f);
-    float pow2 = __uint_as_float((uint32_t)((int)i + 127) << 23);
-    return __fmul_rn(p, pow2);
-}
-
 /* The scale of group g of q4tp row r (W: the payload, R rows, C columns). */
 __device__ __forceinline__ float q4_group_scale(const uint8_t *W, int64_t R, int64_t C, int64_t r, int64_t g) {
     uint32_t pr = *(const uint32_t *)(W + d_q4_params_off(R, C) + 4 * r);
     const uint8_t *codes = W + d_q4_codes_off(R, C) + r * d_q4_cstride(C);
     int code = (int)((ld16b(codes + ((5 * g) >> 3)) >> ((5 * g) & 7)) & 31);
-    return q4_scale_d(f16f((uint16_t)(pr & 0xffff)), f16f((uint16_t)(pr >> 16)), code);
+    return nt_q4tp_scale(f16f((uint16_t)(pr & 0xffff)), f16f((uint16_t)(pr >> 16)), code);
 }
 
 #endif

@@ -1,5 +1,10 @@
-/* products.cu - the packed products of the CUDA backend: q8_2f and q4tp weights times int8
- * activations, plain (one matrix, the pass's positions) and grouped (moe_experts' work items).
+/* products.cu - the products of the CUDA backend: q8_2f and q4tp weights times int8 activations,
+ * and float weights (f32, f16, bf16) times f32 activations; plain (one matrix, the pass's
+ * positions) and grouped (moe_experts' work items).
+ *
+ * FLOAT WEIGHTS follow the CPU's arithmetic exactly (matmul.c's AVX2 lanes: lane l of 8 fmas
+ * columns l, l + 8, ... below cols & ~7, a fixed tree joins the lanes, the tail columns are added
+ * in order): k_float_product gives the CPU's bits.
  *
  * THE ARITHMETIC (the CUDA backend's own; the CPU's, matmul_q.c, sums 8 lane chains instead).
  * The activations of a position are quantized per block of 32 columns exactly as the CPU does
@@ -309,6 +314,59 @@ __global__ void __launch_bounds__(MMA_WARPS * 32) k_mma(struct pk_product a) {
         }
 }
 
+/* ---- k_float_product -------------------------------------------------------------------------- */
+
+#define FP_WARPS 4
+#define FP_CHUNK 1024 /* columns of a row staged per step */
+
+/* One warp = one row x up to PK_FLOAT_GROUP positions (8 lanes each). A row is staged in chunks of
+ * FP_CHUNK columns through shared memory, the next chunk's loads in flight while this one's chains
+ * run. */
+__global__ void __launch_bounds__(FP_WARPS * 32) k_float_product(struct pk_product a) {
+    __shared__ float wf[FP_WARPS][FP_CHUNK];
+    struct pk_item it;
+    if (!pk_item_of(a, blockIdx.x, &it)) return;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int64_t r = (int64_t)blockIdx.y * FP_WARPS + warp;
+    if (r >= a.rows) return; /* whole warps: everything below syncs per warp only */
+    int p = lane >> 3, l = lane & 7;
+    bool chain = p < it.P;
+    int gi = it.base + it.t0 + (chain ? p : 0);
+    int64_t xrow = a.grouped && a.xmode == 1 ? a.entries[gi] / a.k : gi;
+    int64_t cols = a.cols, c8 = cols & ~(int64_t)7;
+    const float *xp = a.x + xrow * a.x_stride;
+    const uint8_t *W = it.W;
+    float *sm = wf[warp];
+    float acc = 0.0f;
+    float nx[FP_CHUNK / 32];
+#pragma unroll
+    for (int j = 0; j < FP_CHUNK / 32; j++) {
+        int64_t c = lane + 32 * j;
+        nx[j] = c < c8 ? load_w(W, r * cols + c, a.dtype) : 0.0f;
+    }
+    for (int64_t c0 = 0; c0 < c8; c0 += FP_CHUNK) {
+        int len = (int)min((int64_t)FP_CHUNK, c8 - c0);
+#pragma unroll
+        for (int j = 0; j < FP_CHUNK / 32; j++) {
+            sm[lane + 32 * j] = nx[j];
+            int64_t c = c0 + FP_CHUNK + lane + 32 * j;
+            nx[j] = c < c8 ? load_w(W, r * cols + c, a.dtype) : 0.0f;
+        }
+        __syncwarp();
+        if (chain)
+#pragma unroll 8
+            for (int j = l; j < len; j += 8) acc = __fmaf_rn(sm[j], xp[c0 + j], acc);
+        __syncwarp();
+    }
+    /* the fixed lane tree ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) */
+    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 4));
+    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 2));
+    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 1));
+    if (!chain || l != 0) return;
+    for (int64_t c = c8; c < cols; c++) acc = __fadd_rn(acc, __fmul_rn(load_w(W, r * cols + c, a.dtype), xp[c]));
+    pk_store(a, it, r, p, acc);
+}
+
 /* ---- k_packed_ref ---------------------------------------------------------------------------- */
 
 #define REF_WARPS 4
@@ -354,6 +412,14 @@ extern "C" void nt_cuda_packed_reference(int on) { reference_only = on; }
 
 void pk_run(const struct pk_product *a, int work) {
     if (work <= 0) return;
+    if (!pk_packed(a->dtype)) {
+        if (a->group != PK_FLOAT_GROUP) fatal("float product: items must hold PK_FLOAT_GROUP positions", NULL);
+        int64_t row_blocks = (a->rows + FP_WARPS - 1) / FP_WARPS;
+        if (row_blocks > 65535) fatal("product: too many rows for one grid", NULL);
+        NT_LAUNCH(k_float_product, dim3((unsigned)work, (unsigned)row_blocks), FP_WARPS * 32, *a);
+        LAUNCHED();
+        return;
+    }
     int64_t nb = (a->cols + 31) / 32;
     dim3 qgrid((unsigned)a->n, (unsigned)((nb + 7) / 8));
     NT_LAUNCH(k_quantize, qgrid, 256, *a);
@@ -364,7 +430,7 @@ void pk_run(const struct pk_product *a, int work) {
     bool whole_blocks = !reference_only && (q4 || a->cols % 32 == 0);
     if (whole_blocks && a->group == PK_MMA_N) {
         int64_t row_blocks = (a->rows + MMA_ROWS - 1) / MMA_ROWS;
-        if (row_blocks > 65535) fatal("packed product: too many rows for one grid", NULL);
+        if (row_blocks > 65535) fatal("product: too many rows for one grid", NULL);
         dim3 grid((unsigned)work, (unsigned)row_blocks);
         if (q4) NT_LAUNCH(k_mma<true>, grid, MMA_WARPS * 32, *a);
         else NT_LAUNCH(k_mma<false>, grid, MMA_WARPS * 32, *a);
@@ -374,13 +440,13 @@ void pk_run(const struct pk_product *a, int work) {
         if (rb > GV_THREADS / maxp) rb = GV_THREADS / maxp; /* one chain per thread */
         if (rb > a->rows) rb = a->rows;
         int64_t row_blocks = (a->rows + rb - 1) / rb;
-        if (row_blocks > 65535) fatal("packed product: too many rows for one grid", NULL);
+        if (row_blocks > 65535) fatal("product: too many rows for one grid", NULL);
         dim3 grid((unsigned)work, (unsigned)row_blocks);
         if (maxp == 1) NT_LAUNCH(k_gemv<1>, grid, GV_THREADS, *a, (int)rb);
         else NT_LAUNCH(k_gemv<4>, grid, GV_THREADS, *a, (int)rb);
     } else {
         int64_t row_blocks = (a->rows + REF_WARPS - 1) / REF_WARPS;
-        if (row_blocks > 65535) fatal("packed product: too many rows for one grid", NULL);
+        if (row_blocks > 65535) fatal("product: too many rows for one grid", NULL);
         dim3 grid((unsigned)work, (unsigned)row_blocks);
         NT_LAUNCH(k_packed_ref, grid, REF_WARPS * 32, *a);
     }

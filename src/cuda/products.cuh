@@ -1,22 +1,28 @@
-/* products.cuh - the packed products of the CUDA backend (q8_2f, q4tp), plain and grouped.
+/* products.cuh - the products of the CUDA backend (packed q8_2f, q4tp and float weights), plain
+ * and grouped.
  *
  * products.cu holds the kernels and says what their arithmetic is; backend_cuda.cu fills a
- * pk_product and calls pk_run, which quantizes the activations into the pass scratch and launches
- * the product kernel chosen by the work item size. */
+ * pk_product and calls pk_run, which (packed weights) quantizes the activations into the pass
+ * scratch and launches the product kernel chosen by the work item size. */
 #ifndef NT_CUDA_PRODUCTS_CUH
 #define NT_CUDA_PRODUCTS_CUH
 
 #include <stddef.h>
 #include <stdint.h>
 
+extern "C" {
+#include "../backend.h"
+}
+
 /* Positions per work item: a pass of fewer positions (plain) or an expert with fewer entries on
  * average (grouped) runs the dp4a kernels with items of 1 or 4; more runs the int8 tensor-core
  * kernel with items of PK_MMA_N. Every kernel computes the same bits (products.cu). */
 #define PK_MMA_N 32
+#define PK_FLOAT_GROUP 4     /* float weights: items of 4 positions (k_float_product) */
 #define PK_MMA_MIN_PLAIN 16  /* positions of a plain product from which the tensor cores run */
 #define PK_MMA_MIN_GROUPED 8 /* average entries per expert from which they run */
 
-/* One packed product y = act(W x + bias).
+/* One product y = act(W x + bias).
  * Plain: W, positions 0 .. n - 1, x row t, y row t.
  * Grouped (moe_experts): the work items (expert e, group g) of k_moe_plan, packed e << 16 | g,
  * the expert's entries start[e] .. start[e] + count[e] - 1 (gi), the item's `group` of them from
@@ -33,7 +39,7 @@ struct pk_product {
     int64_t x_stride;
     float *y;
     int64_t y_stride;
-    uint8_t *qx; /* room for n (plain) or nk (grouped) rows of pk_qx_stride(cols) bytes */
+    uint8_t *qx; /* packed: room for n (plain) or nk (grouped) rows of pk_qx_stride(cols) bytes */
     int n;       /* plain: positions; grouped: entries (n k) */
     int group;   /* positions per work item: pk_group_plain / pk_group_grouped */
     int grouped, k, xmode, ymode;
@@ -47,9 +53,15 @@ __host__ __device__ static inline size_t pk_qx_stride(int64_t cols) {
     return (nb * 32 + nb * 4 + 15) / 16 * 16;
 }
 
-static inline int pk_group_plain(int n) { return n >= PK_MMA_MIN_PLAIN ? PK_MMA_N : n > 1 ? 4 : 1; }
-/* Grouped: one position's experts are distinct, so a pass of one has one entry per expert. */
-static inline int pk_group_grouped(int n, int k, int E) {
+static inline bool pk_packed(int dtype) { return dtype == NT_DTYPE_Q8_2F || dtype == NT_DTYPE_Q4TP; }
+static inline int pk_group_plain(int dtype, int n) {
+    if (!pk_packed(dtype)) return PK_FLOAT_GROUP;
+    return n >= PK_MMA_MIN_PLAIN ? PK_MMA_N : n > 1 ? 4 : 1;
+}
+/* Grouped: one list of items serves the up and the down product, so both must take its size.
+ * One position's experts are distinct, so a pass of one has one entry per expert. */
+static inline int pk_group_grouped(int up_dtype, int down_dtype, int n, int k, int E) {
+    if (!pk_packed(up_dtype) || !pk_packed(down_dtype)) return PK_FLOAT_GROUP;
     return n == 1 ? 1 : (int64_t)n * k >= (int64_t)PK_MMA_MIN_GROUPED * E ? PK_MMA_N : 4;
 }
 

@@ -67,7 +67,13 @@ uint64_t nt_matrix_bytes(enum nt_dtype fmt, int64_t rows, int64_t cols);
 #define NT_EXP2_C6 0.000154035303933816099f
 #define NT_EXP2_C7 0.0000152527338040598403f
 
-static inline float nt_q4tp_scale(float base, float step, int code) {
+/* Compiled for the GPU too (src/cuda): one definition of the arithmetic for every backend. */
+#ifdef __CUDACC__
+#define NT_HOST_DEVICE __host__ __device__
+#else
+#define NT_HOST_DEVICE
+#endif
+NT_HOST_DEVICE static inline float nt_q4tp_scale(float base, float step, int code) {
     float t = fmaf((float)code, step, base);
     if (!(t > -126.0f)) t = -126.0f;
     if (t > 126.0f) t = 126.0f;

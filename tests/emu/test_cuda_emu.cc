@@ -179,7 +179,7 @@ static void plain_case(struct nt_backend *cpu, enum nt_dtype dt, int rows, int c
     float *yc = (float *)dmem(yb, 1), *yg = (float *)dmem(yb, 1), *y1 = (float *)dmem(yb, 1);
     float *yr = (float *)dmem(yb, 1);
     cpu_product(cpu, &W, bias, act, n, x, xs, yc, ys);
-    cuda_product(&W, bias, act, n, x, xs, yg, ys, pk_group_plain(n));
+    cuda_product(&W, bias, act, n, x, xs, yg, ys, pk_group_plain(dt, n));
     compare(what, yc, yg, n, rows, (size_t)ys, NT_CUDA_PACKED_TOL);
     untouched(what, yg, n, rows, (size_t)ys, n + 1);
     for (int t = 0; t < n; t++) cuda_product(&W, bias, act, 1, x + (size_t)t * xs, xs, y1 + (size_t)t * ys, ys, 1);
@@ -187,7 +187,7 @@ static void plain_case(struct nt_backend *cpu, enum nt_dtype dt, int rows, int c
     snprintf(w2, sizeof w2, "%s: positions alone", what);
     compare(w2, yg, y1, n, rows, (size_t)ys, 0);
     nt_cuda_packed_reference(1);
-    cuda_product(&W, bias, act, n, x, xs, yr, ys, pk_group_plain(n));
+    cuda_product(&W, bias, act, n, x, xs, yr, ys, pk_group_plain(dt, n));
     nt_cuda_packed_reference(0);
     snprintf(w2, sizeof w2, "%s: reference kernel", what);
     compare(w2, yg, yr, n, rows, (size_t)ys, 0);
@@ -197,7 +197,7 @@ static void plain_case(struct nt_backend *cpu, enum nt_dtype dt, int rows, int c
 /* moe_experts' products for chosen expert indices: the lists as k_moe_plan makes them, then up
  * (x gathered by position, relu^2) and down (to each entry's own row) as grouped products. */
 static void grouped_case(struct nt_backend *cpu, enum nt_dtype dt, int E, int k, int L, int mi, int n) {
-    int nk = n * k, group = pk_group_grouped(n, k, E);
+    int nk = n * k, group = pk_group_grouped(dt, dt, n, k, E);
     char what[160];
     snprintf(what, sizeof what, "experts %s E %d k %d L %d mi %d n=%d (items of %d)", nt_dtype_name(dt), E, k, L, mi,
              n, group);

@@ -9,10 +9,11 @@
  * their definitions in the CUDA Math API, and __ldg checks its pointer's alignment: a misaligned
  * vector load, which faults on a GPU, aborts here.
  *
- * What it cannot show: speed, memory-model races a GPU would expose (threads here are ordered by
- * the barriers exactly as CUDA orders them, and by nothing else), and whether the hardware's mma
- * fragment layout is the one written below (it is the PTX ISA's, section "Matrix Fragments for
- * mma.m16n8k32"). The GPU checks (tests/gpu/run.sh) remain the word on those.
+ * Each scheduling round runs the block's threads in another order, so a read of another thread's
+ * write that no barrier orders goes wrong in some round. What it cannot show: speed, the memory
+ * model between blocks, and whether the hardware's mma fragment layout is the one written below
+ * (it is the PTX ISA's, section "Matrix Fragments for mma.m16n8k32"). The GPU checks
+ * (tests/gpu/run.sh) remain the word on those.
  */
 #ifndef NT_CUDA_EMU_H
 #define NT_CUDA_EMU_H
@@ -359,6 +360,12 @@ inline void fiber_main(void) {
     w.expected--, release_if_full(w);
     emu_switch(&b->f[tid].sp, b->sched); /* never resumed */
 }
+/* The scheduler's order: a fixed sequence, so a run reproduces. */
+inline uint64_t order_state = 0x853c49e6748fea9bull;
+inline uint64_t order_rng() {
+    order_state = order_state * 6364136223846793005ull + 1442695040888963407ull;
+    return order_state >> 11;
+}
 /* A fresh fiber's stack as emu_switch leaves a switched-out one: six zero registers, then
  * fiber_main as the return address, placed so fiber_main starts with the alignment of a call. */
 inline void make_fiber(fiber &f, char *stack) {
@@ -403,7 +410,14 @@ template <class... P, class... A> static void emu_run(void (*k)(P...), dim3 grid
                 for (unsigned live = nt; live;) {
                     bool moved = false;
                     live = 0;
-                    for (unsigned i = 0; i < nt; i++) {
+                    /* each round runs the threads in another order (a rotation, either way), so
+                     * a kernel that reads what another thread wrote without a barrier between
+                     * sees it missing in some round instead of by luck of a fixed order */
+                    uint64_t pick = emu::order_rng();
+                    unsigned rot = (unsigned)(pick % nt);
+                    bool down = (pick >> 32) & 1;
+                    for (unsigned j = 0; j < nt; j++) {
+                        unsigned i = ((down ? nt - 1 - j : j) + rot) % nt;
                         emu::fiber &f = fibers[i];
                         if (f.done) continue;
                         live++;

@@ -33,7 +33,7 @@
  * computes the block sums with dp4a into shared memory, then RB x P threads run the chains.
  * k_mma (items of 32 positions: prefill): 4 warps x 16 rows x 32 positions; per block of 32
  * columns each warp runs 4 mma.m16n8k32.s8 with a zero accumulator and folds the int32 results
- * into f32 accumulators with the block's scales.
+ * into f32 accumulators with the block's scales; activations and scales come from shared memory.
  * k_packed_ref: one warp per (row, position); any shape (q8_2f with cols % 32 != 0, rows too
  * wide for k_gemv). Slow and plain: it also states the arithmetic in its simplest form.
  */
@@ -234,20 +234,32 @@ __device__ __forceinline__ void mma_s8(int c[4], int a0, int a1, int a2, int a3,
 #endif
 }
 
+#define MMA_KC 4                       /* blocks of 32 columns staged per step */
+#define MMA_BSTRIDE (MMA_KC * 32 + 32) /* bytes per staged position: 40 words, so the 8 rows a
+                                        * fragment load reads fall on distinct banks */
+
 /* The fragments (PTX ISA, mma.m16n8k32 .s8): lane = 4 g + t; A registers 0..3 hold row g k 4t..,
  * row g + 8 k 4t.., row g k 16 + 4t.., row g + 8 k 16 + 4t..; B registers 0, 1 hold column g
  * k 4t.. and k 16 + 4t..; C holds (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1). Since a
  * block's integer sum does not depend on the order of its columns, k slot 4t + i is given
  * column 8t + i and slot 16 + 4t + i column 8t + 4 + i (in the quantized row's order): each lane
  * then loads 8 contiguous bytes of a q8_2f row and of an activation row, or one word of a q4tp
- * group (low nibbles: the first 4 slots, high: the next 4). */
+ * group (low nibbles: the first 4 slots, high: the next 4).
+ * Per step of MMA_KC blocks the item's 32 activation rows, their d values and (q4tp) the group
+ * scales of the block's 64 rows are staged in shared memory once for the 4 warps; each warp
+ * reads its weight fragments straight from memory (every weight byte is used once per block),
+ * the next block's while this one's mma run. */
 template <bool Q4>
 __global__ void __launch_bounds__(MMA_WARPS * 32) k_mma(struct pk_product a) {
+    __shared__ __align__(16) uint8_t sb[PK_MMA_N][MMA_BSTRIDE];
+    __shared__ float sd[PK_MMA_N][MMA_KC];
+    __shared__ float ss[MMA_ROWS][MMA_KC];
     struct pk_item it;
     if (!pk_item_of(a, blockIdx.x, &it)) return;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     int64_t cols = a.cols, nb = cols / 32, rows = a.rows;
-    int64_t rA = (int64_t)blockIdx.y * MMA_ROWS + 16 * warp + g, rB = rA + 8;
+    int64_t row0 = (int64_t)blockIdx.y * MMA_ROWS;
+    int64_t rA = row0 + 16 * warp + g, rB = rA + 8;
     int64_t lA = min(rA, rows - 1), lB = min(rB, rows - 1); /* rows past the end: loaded, not stored */
     const uint8_t *wA, *wB;
     if (Q4) {
@@ -257,50 +269,77 @@ __global__ void __launch_bounds__(MMA_WARPS * 32) k_mma(struct pk_product a) {
         wA = it.W + lA * cols + 8 * t;
         wB = it.W + lB * cols + 8 * t;
     }
-    /* B rows: position 8j + g of the item (positions past P read position P - 1, never stored);
-     * scales: positions 8j + 2t and 8j + 2t + 1 */
-    const uint8_t *qb[4];
-    const float *dl[4][2];
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        qb[j] = pk_qrow(a, it, min(8 * j + g, it.P - 1)) + 8 * t;
-        dl[j][0] = (const float *)(pk_qrow(a, it, min(8 * j + 2 * t, it.P - 1)) + 32 * nb);
-        dl[j][1] = (const float *)(pk_qrow(a, it, min(8 * j + 2 * t + 1, it.P - 1)) + 32 * nb);
-    }
     float acc[4][4];
 #pragma unroll
     for (int j = 0; j < 4; j++)
 #pragma unroll
         for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
 
-    for (int64_t b = 0; b < nb; b++) {
-        int a0, a1, a2, a3;
-        float sA = 1.0f, sB = 1.0f;
-        if (Q4) {
-            uint32_t xa = __ldg((const uint32_t *)(wA + 16 * b)), xb = __ldg((const uint32_t *)(wB + 16 * b));
-            a0 = q4_lo(xa), a2 = q4_hi(xa), a1 = q4_lo(xb), a3 = q4_hi(xb);
-            sA = q4_group_scale(it.W, rows, cols, lA, b);
-            sB = q4_group_scale(it.W, rows, cols, lB, b);
-        } else {
-            uint2 xa = __ldg((const uint2 *)(wA + 32 * b)), xb = __ldg((const uint2 *)(wB + 32 * b));
-            a0 = (int)xa.x, a2 = (int)xa.y, a1 = (int)xb.x, a3 = (int)xb.y;
+    /* the weight fragments of block b: q8_2f 8 bytes of each row, q4tp one word */
+    uint2 na, nbw;
+    if (Q4) {
+        na.x = __ldg((const uint32_t *)wA), nbw.x = __ldg((const uint32_t *)wB);
+        na.y = nbw.y = 0;
+    } else {
+        na = __ldg((const uint2 *)wA), nbw = __ldg((const uint2 *)wB);
+    }
+    for (int64_t b0 = 0; b0 < nb; b0 += MMA_KC) {
+        int kc = (int)min((int64_t)MMA_KC, nb - b0);
+        __syncthreads(); /* the last step's reads of the stage are done */
+        /* positions past P stage position P - 1: computed, never stored */
+        for (int u = tid; u < PK_MMA_N * kc * 4; u += MMA_WARPS * 32) {
+            int pos = u / (kc * 4), w8 = u % (kc * 4);
+            const uint8_t *q = pk_qrow(a, it, min(pos, it.P - 1));
+            *(uint2 *)&sb[pos][8 * w8] = __ldg((const uint2 *)(q + 32 * b0 + 8 * w8));
         }
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            uint2 xq = __ldg((const uint2 *)(qb[j] + 32 * b));
-            int c[4];
-            mma_s8(c, a0, a1, a2, a3, (int)xq.x, (int)xq.y);
-            float d0 = __ldg(dl[j][0] + b), d1 = __ldg(dl[j][1] + b);
+        for (int u = tid; u < PK_MMA_N * kc; u += MMA_WARPS * 32) {
+            int pos = u / kc, j = u % kc;
+            sd[pos][j] = __ldg((const float *)(pk_qrow(a, it, min(pos, it.P - 1)) + 32 * nb) + b0 + j);
+        }
+        if (Q4)
+            for (int u = tid; u < MMA_ROWS * kc; u += MMA_WARPS * 32) {
+                int rl = u / kc, j = u % kc;
+                ss[rl][j] = q4_group_scale(it.W, rows, cols, min(row0 + rl, rows - 1), b0 + j);
+            }
+        __syncthreads();
+        for (int j = 0; j < kc; j++) {
+            int64_t b = b0 + j;
+            uint2 xa = na, xb = nbw;
+            if (b + 1 < nb) { /* the next block's fragments, in flight during this one's mma */
+                if (Q4) {
+                    na.x = __ldg((const uint32_t *)(wA + 16 * (b + 1)));
+                    nbw.x = __ldg((const uint32_t *)(wB + 16 * (b + 1)));
+                } else {
+                    na = __ldg((const uint2 *)(wA + 32 * (b + 1)));
+                    nbw = __ldg((const uint2 *)(wB + 32 * (b + 1)));
+                }
+            }
+            int a0, a1, a2, a3;
+            float sA = 1.0f, sB = 1.0f;
             if (Q4) {
-                acc[j][0] = __fmaf_rn((float)c[0], __fmul_rn(sA, d0), acc[j][0]);
-                acc[j][1] = __fmaf_rn((float)c[1], __fmul_rn(sA, d1), acc[j][1]);
-                acc[j][2] = __fmaf_rn((float)c[2], __fmul_rn(sB, d0), acc[j][2]);
-                acc[j][3] = __fmaf_rn((float)c[3], __fmul_rn(sB, d1), acc[j][3]);
+                a0 = q4_lo(xa.x), a2 = q4_hi(xa.x), a1 = q4_lo(xb.x), a3 = q4_hi(xb.x);
+                sA = ss[16 * warp + g][j];
+                sB = ss[16 * warp + g + 8][j];
             } else {
-                acc[j][0] = __fmaf_rn((float)c[0], d0, acc[j][0]);
-                acc[j][1] = __fmaf_rn((float)c[1], d1, acc[j][1]);
-                acc[j][2] = __fmaf_rn((float)c[2], d0, acc[j][2]);
-                acc[j][3] = __fmaf_rn((float)c[3], d1, acc[j][3]);
+                a0 = (int)xa.x, a2 = (int)xa.y, a1 = (int)xb.x, a3 = (int)xb.y;
+            }
+#pragma unroll
+            for (int jt = 0; jt < 4; jt++) {
+                uint2 xq = *(const uint2 *)&sb[8 * jt + g][32 * j + 8 * t];
+                int c[4];
+                mma_s8(c, a0, a1, a2, a3, (int)xq.x, (int)xq.y);
+                float d0 = sd[8 * jt + 2 * t][j], d1 = sd[8 * jt + 2 * t + 1][j];
+                if (Q4) {
+                    acc[jt][0] = __fmaf_rn((float)c[0], __fmul_rn(sA, d0), acc[jt][0]);
+                    acc[jt][1] = __fmaf_rn((float)c[1], __fmul_rn(sA, d1), acc[jt][1]);
+                    acc[jt][2] = __fmaf_rn((float)c[2], __fmul_rn(sB, d0), acc[jt][2]);
+                    acc[jt][3] = __fmaf_rn((float)c[3], __fmul_rn(sB, d1), acc[jt][3]);
+                } else {
+                    acc[jt][0] = __fmaf_rn((float)c[0], d0, acc[jt][0]);
+                    acc[jt][1] = __fmaf_rn((float)c[1], d1, acc[jt][1]);
+                    acc[jt][2] = __fmaf_rn((float)c[2], d0, acc[jt][2]);
+                    acc[jt][3] = __fmaf_rn((float)c[3], d1, acc[jt][3]);
+                }
             }
         }
     }

@@ -39,6 +39,7 @@
 #define __shared__ static
 #define __launch_bounds__(...)
 #define __restrict__
+#define __align__(n) __attribute__((aligned(n)))
 
 /* ---- types and the runtime's few calls -------------------------------------------------- */
 

@@ -13,7 +13,7 @@
  *     nemotron_session_params sp = nemotron_session_default_params();
  *     if (nemotron_session_new(model, &sp, &s) != NEMOTRON_OK) { ... nemotron_session_errmsg(s) ... }
  *     int32_t prompt[3] = {1, 2, 3}, next;
- *     nemotron_session_eval(s, prompt, 3, NULL);          // prefill: passes of up to 64 positions
+ *     nemotron_session_eval(s, prompt, 3, NULL);          // prefill: passes of the backend's size
  *     next = nemotron_session_argmax(s);                  // greedy token after the prompt
  *     nemotron_session_eval(s, &next, 1, NULL);           // decode: a pass of one position
  *     nemotron_session_free(s);

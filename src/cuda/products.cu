@@ -54,23 +54,15 @@ __device__ __forceinline__ int qx_slot(int dtype, int c) {
     return (c & ~7) + ((o & 1) << 2) + (o >> 1);
 }
 
-/* One warp per (row, block of 32 columns), lane = column: matmul_q.c's step 1. */
-__global__ void k_quantize(struct pk_product a) {
-    int64_t i = blockIdx.x;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int64_t nb = (a.cols + 31) / 32, b = (int64_t)blockIdx.y * 8 + warp;
-    if (b >= nb) return; /* whole warps: the reduction below is warp-local */
-    const uint8_t *W = a.W;
-    int64_t xrow = i;
-    if (a.grouped) {
-        int ts = a.entries[i];
-        W = a.Wtab[a.idx[ts]];
-        if (a.xmode == 1) xrow = ts / a.k;
-    }
-    int64_t c = 32 * b + lane;
+/* Block b of the quantized row dst (pk_qx_stride layout) from activation row x, by one whole
+ * warp, lane = column: matmul_q.c's step 1 (W: the matrix, whose column field q8_2f applies). */
+__device__ __forceinline__ void quantize_block(const struct pk_product &a, const uint8_t *W, const float *x,
+                                               int64_t b, uint8_t *dst) {
+    int lane = threadIdx.x & 31;
+    int64_t nb = (a.cols + 31) / 32, c = 32 * b + lane;
     float v = 0.0f;
     if (c < a.cols) {
-        v = a.x[xrow * a.x_stride + c];
+        v = x[c];
         if (a.dtype == NT_DTYPE_Q8_2F) v = __fmul_rn(v, f16f(ld16(W + d_q8_cs_off(a.rows, a.cols) + 2 * c)));
     }
     float amax = warp_max(fabsf(v));
@@ -79,9 +71,30 @@ __global__ void k_quantize(struct pk_product a) {
     if (!(inv < INFINITY)) inv = 0.0f;
     float r = rintf(__fmul_rn(v, inv));
     r = fminf(fmaxf(r, -127.0f), 127.0f);
-    uint8_t *dst = a.qx + i * (int64_t)pk_qx_stride(a.cols);
     dst[32 * b + qx_slot(a.dtype, lane)] = (uint8_t)(int8_t)(c < a.cols ? (int)r : 0);
     if (lane == 0) ((float *)(dst + 32 * nb))[b] = d;
+}
+
+/* The matrix and activation row of quantized row i (plain: row i; grouped: entry i's expert,
+ * and its position's row (xmode 1) or row i (xmode 2)). */
+__device__ __forceinline__ const float *quantize_source(const struct pk_product &a, int64_t i, const uint8_t **W) {
+    int64_t xrow = i;
+    *W = a.W;
+    if (a.grouped) {
+        int ts = a.entries[i];
+        *W = a.Wtab[a.idx[ts]];
+        if (a.xmode == 1) xrow = ts / a.k;
+    }
+    return a.x + xrow * a.x_stride;
+}
+
+/* One warp per (row, block of 32 columns). */
+__global__ void k_quantize(struct pk_product a) {
+    int64_t i = blockIdx.x, b = (int64_t)blockIdx.y * 8 + (threadIdx.x >> 5);
+    if (b >= (a.cols + 31) / 32) return; /* whole warps: the reduction is warp-local */
+    const uint8_t *W;
+    const float *x = quantize_source(a, i, &W);
+    quantize_block(a, W, x, b, a.qx + i * (int64_t)pk_qx_stride(a.cols));
 }
 
 /* ---- what a block works on ------------------------------------------------------------------ */
@@ -142,11 +155,16 @@ __device__ __forceinline__ int q4_hi(uint32_t w) { return (int)__vsub4((w >> 4) 
 /* Chunks of 16 bytes per row: q8_2f half a block, q4tp one group (a block). */
 static int64_t chunks_per_row(int dtype, int64_t cols) { return dtype == NT_DTYPE_Q4TP ? cols / 32 : cols / 16; }
 
-template <int MAXP>
+/* Items of one position may quantize their row themselves (FUSED: no k_quantize launch, the
+ * quantized row in shared memory; every block computes the same bytes): columns up to this. */
+#define GV_FUSED_COLS 8192
+
+template <int MAXP, bool FUSED>
 __global__ void __launch_bounds__(GV_THREADS) k_gemv(struct pk_product a, int RB) {
     /* block sums [position][row_local * nb + b]; q4tp group scales [row_local * nb + b] */
     __shared__ int32_t isum[MAXP][GV_MAX_CHUNKS];
     __shared__ float gscale[GV_MAX_CHUNKS];
+    __shared__ __align__(16) uint8_t sq[FUSED ? GV_FUSED_COLS + GV_FUSED_COLS / 8 : 16];
     struct pk_item it;
     if (!pk_item_of(a, blockIdx.x, &it)) return;
     int tid = threadIdx.x;
@@ -170,8 +188,14 @@ __global__ void __launch_bounds__(GV_THREADS) k_gemv(struct pk_product a, int RB
             if (c < nch) gscale[c] = q4_group_scale(it.W, a.rows, cols, r0 + c / cpr, c % cpr);
         }
     }
+    if (FUSED) { /* while the weights load: the item's one row, a warp per block of 32 columns */
+        const uint8_t *W;
+        const float *x = quantize_source(a, it.base + it.t0, &W);
+        for (int64_t b = tid >> 5; b < nb; b += GV_THREADS / 32) quantize_block(a, W, x, b, sq);
+        __syncthreads();
+    }
     for (int p = 0; p < it.P; p++) {
-        const uint8_t *q = pk_qrow(a, it, p);
+        const uint8_t *q = FUSED ? sq : pk_qrow(a, it, p);
 #pragma unroll
         for (int j = 0; j < GV_CHUNKS; j++) {
             int c = tid + GV_THREADS * j;
@@ -179,7 +203,7 @@ __global__ void __launch_bounds__(GV_THREADS) k_gemv(struct pk_product a, int RB
             int s;
             if (q4) {
                 const uint4 *qp = (const uint4 *)(q + 32 * (int64_t)(cc % cpr));
-                uint4 qa = __ldg(qp), qb = __ldg(qp + 1);
+                uint4 qa = qp[0], qb = qp[1]; /* global (L1) or the shared row */
                 s = __dp4a(q4_lo(wv[j].x), (int)qa.x, 0);
                 s = __dp4a(q4_hi(wv[j].x), (int)qa.y, s);
                 s = __dp4a(q4_lo(wv[j].y), (int)qa.z, s);
@@ -190,7 +214,7 @@ __global__ void __launch_bounds__(GV_THREADS) k_gemv(struct pk_product a, int RB
                 s = __dp4a(q4_hi(wv[j].w), (int)qb.w, s);
                 if (c < nch) isum[p][c] = s;
             } else {
-                uint4 qa = __ldg((const uint4 *)(q + 16 * (int64_t)(cc % cpr)));
+                uint4 qa = *(const uint4 *)(q + 16 * (int64_t)(cc % cpr));
                 s = __dp4a((int)wv[j].x, (int)qa.x, 0);
                 s = __dp4a((int)wv[j].y, (int)qa.y, s);
                 s = __dp4a((int)wv[j].z, (int)qa.z, s);
@@ -203,16 +227,16 @@ __global__ void __launch_bounds__(GV_THREADS) k_gemv(struct pk_product a, int RB
     __syncthreads();
     if (tid >= nrows * it.P) return;
     int p = tid % it.P, rl = tid / it.P;
-    const float *dv = (const float *)(pk_qrow(a, it, p) + 32 * nb);
+    const float *dv = (const float *)((FUSED ? sq : pk_qrow(a, it, p)) + 32 * nb);
     const int32_t *is = isum[p] + (int64_t)rl * nb;
     const float *gs = gscale + (int64_t)rl * nb;
     float acc = 0.0f;
     if (q4) {
 #pragma unroll 4
-        for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(gs[b], __ldg(dv + b)), acc);
+        for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(gs[b], dv[b]), acc);
     } else {
 #pragma unroll 4
-        for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __ldg(dv + b), acc);
+        for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], dv[b], acc);
     }
     pk_store(a, it, r0 + rl, p, acc);
 }
@@ -459,21 +483,24 @@ void pk_run(const struct pk_product *a, int work) {
         LAUNCHED();
         return;
     }
-    int64_t nb = (a->cols + 31) / 32;
-    dim3 qgrid((unsigned)a->n, (unsigned)((nb + 7) / 8));
-    NT_LAUNCH(k_quantize, qgrid, 256, *a);
-    LAUNCHED();
-
     const bool q4 = a->dtype == NT_DTYPE_Q4TP;
-    int64_t cpr = chunks_per_row(a->dtype, a->cols);
+    int64_t nb = (a->cols + 31) / 32, cpr = chunks_per_row(a->dtype, a->cols);
     bool whole_blocks = !reference_only && (q4 || a->cols % 32 == 0);
-    if (whole_blocks && a->group == PK_MMA_N) {
+    bool mma = whole_blocks && a->group == PK_MMA_N;
+    bool gemv = whole_blocks && !mma && cpr <= GV_MAX_CHUNKS && a->group <= 4;
+    bool fused = gemv && a->group == 1 && a->cols <= GV_FUSED_COLS;
+    if (!fused) {
+        dim3 qgrid((unsigned)a->n, (unsigned)((nb + 7) / 8));
+        NT_LAUNCH(k_quantize, qgrid, 256, *a);
+        LAUNCHED();
+    }
+    if (mma) {
         int64_t row_blocks = (a->rows + MMA_ROWS - 1) / MMA_ROWS;
         if (row_blocks > 65535) fatal("product: too many rows for one grid", NULL);
         dim3 grid((unsigned)work, (unsigned)row_blocks);
         if (q4) NT_LAUNCH(k_mma<true>, grid, MMA_WARPS * 32, *a);
         else NT_LAUNCH(k_mma<false>, grid, MMA_WARPS * 32, *a);
-    } else if (whole_blocks && cpr <= GV_MAX_CHUNKS && a->group <= 4) {
+    } else if (gemv) {
         int maxp = a->group == 1 ? 1 : 4;
         int64_t rb = GV_MAX_CHUNKS / cpr;
         if (rb > GV_THREADS / maxp) rb = GV_THREADS / maxp; /* one chain per thread */
@@ -481,8 +508,9 @@ void pk_run(const struct pk_product *a, int work) {
         int64_t row_blocks = (a->rows + rb - 1) / rb;
         if (row_blocks > 65535) fatal("product: too many rows for one grid", NULL);
         dim3 grid((unsigned)work, (unsigned)row_blocks);
-        if (maxp == 1) NT_LAUNCH(k_gemv<1>, grid, GV_THREADS, *a, (int)rb);
-        else NT_LAUNCH(k_gemv<4>, grid, GV_THREADS, *a, (int)rb);
+        if (fused) NT_LAUNCH((k_gemv<1, true>), grid, GV_THREADS, *a, (int)rb);
+        else if (maxp == 1) NT_LAUNCH((k_gemv<1, false>), grid, GV_THREADS, *a, (int)rb);
+        else NT_LAUNCH((k_gemv<4, false>), grid, GV_THREADS, *a, (int)rb);
     } else {
         int64_t row_blocks = (a->rows + REF_WARPS - 1) / REF_WARPS;
         if (row_blocks > 65535) fatal("product: too many rows for one grid", NULL);

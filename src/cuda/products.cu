@@ -6,10 +6,10 @@
  * columns l, l + 8, ... below cols & ~7, a fixed tree joins the lanes, the tail columns are added
  * in order): k_float_product gives the CPU's bits.
  *
- * THE ARITHMETIC (the CUDA backend's own; the CPU's, matmul_q.c, sums 8 lane chains instead).
- * The activations of a position are quantized per block of 32 columns exactly as the CPU does
- * (for q8_2f after the column field: x'[c] = x[c] cs[c]): d = amax / 127, q = rint(x / d * ...),
- * see k_quantize. Then for output (row r, position t):
+ * THE PACKED ARITHMETIC (the CUDA backend's own; the CPU's, matmul_q.c, sums 8 lane chains
+ * instead). The activations of a position are quantized per block of 32 columns exactly as the
+ * CPU does (for q8_2f after the column field: x'[c] = x[c] cs[c]): d = amax / 127,
+ * q = clamp(rint(x' * (127 / amax)), +-127), see quantize_block. Then for output (row r, position t):
  *     isum_b = sum over the block's columns of w[r][c] q[t][c]     (exact int32)
  *     s_b    = d[t][b]  (q8_2f)      or  scale(r, b) * d[t][b]  (q4tp, one f32 multiply)
  *     acc    = fma((float)isum_b, s_b, acc)   for b = 0, 1, ..., nb - 1 in order, acc from 0
@@ -18,7 +18,7 @@
  * the tensor-core kernel (mma m16n8k32: one block of 32 columns is one k step) produce the same
  * isum_b, and all three kernels then run the same float chain: the same bits whatever the pass
  * size (DESIGN.md: one arithmetic per position). Against the CPU this differs only in the order
- * of the float additions (tests/gpu/test_ops.c: TOL_PACKED).
+ * of the float additions (cuda_backend.h: NT_CUDA_PACKED_TOL).
  *
  * LAYOUT OF THE QUANTIZED ACTIVATIONS (pass scratch, pk_qx_stride bytes per row): nb blocks of
  * 32 int8, then nb f32 d values. q8_2f: column order. q4tp: per 8-column word j of a block, its
@@ -31,6 +31,8 @@
  * rows, contiguous in memory; every thread issues all its GV_CHUNKS 16-byte weight loads before
  * using any (~32 KB in flight per block, the whole matrix in flight at once for most shapes),
  * computes the block sums with dp4a into shared memory, then RB x P threads run the chains.
+ * Items of one position (decode) quantize their activation row themselves into shared memory
+ * while the weights load (no k_quantize launch).
  * k_mma (items of 32 positions: prefill): 4 warps x 16 rows x 32 positions; per block of 32
  * columns each warp runs 4 mma.m16n8k32.s8 with a zero accumulator and folds the int32 results
  * into f32 accumulators with the block's scales; activations and scales come from shared memory.

@@ -74,6 +74,7 @@ endif
 # assembly: other machines leave it out.
 EMU_TEST := $(if $(filter x86_64,$(shell uname -m)),$(REL)/bin/test_cuda_emu $(REL)/bin/test_cuda_ops_emu \
               $(REL)/emu/nemotron)
+EMU_TEST_ASAN := $(subst $(REL)/,$(ASAN)/,$(EMU_TEST))
 
 LIB_OBJ_REL  := $(LIB_SRC:%.c=$(REL)/%.o) $(CUDA_LINKED)
 LIB_OBJ_ASAN := $(LIB_SRC:%.c=$(ASAN)/%.o)
@@ -162,44 +163,54 @@ $(REL)/fixtures/big.json: tests/fixtures/tokenizer/big.json.xz
 test: $(TESTS_REL) $(EMU_TEST) $(REL)/nemotron $(CUDA_OBJ) $(REL)/make_model $(REL)/tests/header_cxx.o $(REL)/fixtures/big.json
 	@tests/run.sh $(REL)
 
-asan: $(TESTS_ASAN) $(ASAN)/nemotron $(REL)/make_model $(REL)/fixtures/big.json
+asan: $(TESTS_ASAN) $(EMU_TEST_ASAN) $(ASAN)/nemotron $(REL)/make_model $(REL)/fixtures/big.json
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(ASAN)
 
 # tests/emu: the CUDA backend run on the host (tests/emu/cuda_emu.h stands in for the GPU), so CI
-# executes the kernels' code: its unit test, gpu_test_ops and the nemotron command on it.
-EMU_FLAGS := -std=c++20 -O2 -g -pthread -ffp-contract=off -DNT_CUDA_EMULATION -Iinclude -Isrc -Itests \
-             -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas $(if $(filter 1,$(WERROR)),-Werror) -MMD -MP
-$(REL)/emu/%.o: src/cuda/%.cu tests/emu/cuda_emu.h
-	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_FLAGS) -include tests/emu/cuda_emu.h -x c++ -c $< -o $@
+# executes the kernels' code: its unit test, gpu_test_ops and the nemotron command on it; in the
+# ASan build too, where every kernel's memory access is checked. $(1): the build directory, $(2):
+# its flags.
+EMU_FLAGS = -std=c++20 -pthread -ffp-contract=off -DNT_CUDA_EMULATION -Iinclude -Isrc -Itests -Wall -Wextra \
+            -Wno-unused-parameter -Wno-unknown-pragmas $(if $(filter 1,$(WERROR)),-Werror) -MMD -MP \
+            -include tests/emu/cuda_emu.h
+EMU_REL_FLAGS  := -O2 -g
+EMU_ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+# the CPU backend and the quantizers (the library's CUDA objects define the same products), and
+# for the command the whole library but backend_open.o, which is built with the CUDA backend here
+EMU_LIB = $(1)/src/common.o $(1)/src/model/safetensors.o \
+          $(filter $(1)/src/cpu/% $(1)/src/quant/%,$(LIB_SRC:%.c=$(1)/%.o))
+EMU_CLI_LIB = $(filter-out $(1)/src/backend_open.o,$(LIB_SRC:%.c=$(1)/%.o))
 
-$(REL)/emu/test_cuda_emu.o: tests/emu/test_cuda_emu.cc tests/emu/cuda_emu.h
-	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_FLAGS) -include tests/emu/cuda_emu.h -c $< -o $@
+define EMU_RULES
+$(1)/emu/%.o: src/cuda/%.cu tests/emu/cuda_emu.h
+	@mkdir -p $$(dir $$@)
+	$$(CXX) $$(EMU_FLAGS) $(2) -x c++ -c $$< -o $$@
+$(1)/emu/test_cuda_emu.o: tests/emu/test_cuda_emu.cc tests/emu/cuda_emu.h
+	@mkdir -p $$(dir $$@)
+	$$(CXX) $$(EMU_FLAGS) $(2) -c $$< -o $$@
+$(1)/bin/test_cuda_emu: $(1)/emu/test_cuda_emu.o $(1)/emu/products.o $(call EMU_LIB,$(1))
+	@mkdir -p $$(dir $$@)
+	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
+# tests/gpu/test_ops.c (every operation of the CUDA backend against the CPU) on the emulation
+$(1)/bin/test_cuda_ops_emu: $(1)/tests/gpu/test_ops.o $(1)/emu/backend_cuda.o $(1)/emu/products.o \
+                            $(SUPPORT_SRC:%.c=$(1)/%.o) $(call EMU_LIB,$(1))
+	@mkdir -p $$(dir $$@)
+	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
+# the nemotron command on it: tests/cli/test_cuda_emu.sh runs whole models with --device cuda
+$(1)/emu/backend_open.o: src/backend_open.c
+	@mkdir -p $$(dir $$@)
+	$$(CC) $(3) -DNT_HAVE_CUDA -c $$< -o $$@
+$(1)/emu/nemotron: $(TOOL_SRC:%.c=$(1)/%.o) $(1)/emu/backend_open.o $(1)/emu/backend_cuda.o $(1)/emu/products.o \
+                   $(call EMU_CLI_LIB,$(1))
+	@mkdir -p $$(dir $$@)
+	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
+endef
+$(eval $(call EMU_RULES,$(REL),$(EMU_REL_FLAGS),$(CFLAGS_REL)))
+$(eval $(call EMU_RULES,$(ASAN),$(EMU_ASAN_FLAGS),$(CFLAGS_ASAN)))
 
-# the CPU backend and the quantizers only (the library's CUDA objects define the same products)
-EMU_LIB := $(REL)/src/common.o $(REL)/src/model/safetensors.o $(filter $(REL)/src/cpu/% $(REL)/src/quant/%,$(LIB_SRC:%.c=$(REL)/%.o))
-$(REL)/bin/test_cuda_emu: $(REL)/emu/test_cuda_emu.o $(REL)/emu/products.o $(EMU_LIB)
+$(ASAN)/tests/gpu/%.o: tests/gpu/%.c
 	@mkdir -p $(dir $@)
-	$(CXX) -pthread $^ -o $@ $(LDLIBS)
-
-# the nemotron command with the emulated CUDA backend: tests/cli/test_cuda_emu.sh runs whole
-# models on it (--device cuda) against the CPU backend
-EMU_CLI_LIB := $(filter-out $(REL)/src/backend_open.o,$(LIB_SRC:%.c=$(REL)/%.o))
-$(REL)/emu/backend_open.o: src/backend_open.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_REL) -DNT_HAVE_CUDA -c $< -o $@
-$(REL)/emu/nemotron: $(TOOL_SRC:%.c=$(REL)/%.o) $(REL)/emu/backend_open.o $(REL)/emu/backend_cuda.o \
-                     $(REL)/emu/products.o $(EMU_CLI_LIB)
-	@mkdir -p $(dir $@)
-	$(CXX) -pthread $^ -o $@ $(LDLIBS)
-
-# tests/gpu/test_ops.c (every operation of the CUDA backend against the CPU) on the emulated
-# backend: the GPU test's own program, run by `make test` on any machine
-$(REL)/bin/test_cuda_ops_emu: $(REL)/tests/gpu/test_ops.o $(REL)/emu/backend_cuda.o $(REL)/emu/products.o \
-                              $(SUPPORT_REL) $(EMU_LIB)
-	@mkdir -p $(dir $@)
-	$(CXX) -pthread $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS_ASAN) -c $< -o $@
 
 # tests/gpu: programs that need a GPU (run by tests/gpu/run.sh on a GPU machine, never by `test`)
 GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
@@ -231,8 +242,8 @@ clean:
 
 -include $(LIB_OBJ_REL:.o=.d) $(LIB_OBJ_ASAN:.o=.d) $(SUPPORT_REL:.o=.d) $(SUPPORT_ASAN:.o=.d)
 -include $(TOOL_SRC:%.c=$(REL)/%.d) $(TOOL_SRC:%.c=$(ASAN)/%.d)
--include $(CUDA_OBJ:.o=.d) $(GPU_TEST_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d) $(GPU_BENCH_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d) $(REL)/emu/products.d $(REL)/emu/backend_cuda.d \
-            $(REL)/emu/test_cuda_emu.d
+-include $(CUDA_OBJ:.o=.d) $(GPU_TEST_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d) $(GPU_BENCH_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d)
+-include $(foreach d,$(REL) $(ASAN),$(d)/emu/products.d $(d)/emu/backend_cuda.d $(d)/emu/test_cuda_emu.d)
 -include $(TEST_SRC:tests/unit/%.c=$(REL)/tests/unit/%.d) $(TEST_SRC:tests/unit/%.c=$(ASAN)/tests/unit/%.d)
 
 # dev/: scratch benchmarks of single kernels (not part of the library or the tests)

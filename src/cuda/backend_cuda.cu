@@ -60,7 +60,12 @@ struct pass_graph {
 /* Uploads are placed in slabs of this size (one cudaMalloc each), 256-byte aligned inside: a
  * model has thousands of expert matrices, and one allocation each would round every one up to
  * the driver's 2 MiB granularity (GBs lost on Nemotron-3-Nano). Larger uploads get their own. */
+#ifndef NT_CUDA_EMULATION
 #define SLAB_BYTES ((size_t)1 << 30)
+#else
+#define SLAB_BYTES ((size_t)0) /* the host emulation: every upload its own exact allocation, so
+                                * AddressSanitizer sees a kernel read past a tensor */
+#endif
 
 struct cuda_backend {
     struct nt_backend base;
@@ -159,7 +164,7 @@ static const void *be_upload(struct nt_backend *be, const void *host, size_t byt
     pthread_mutex_lock(&b->lock);
     if (need > SLAB_BYTES / 4) { /* large: its own allocation, the slab keeps filling */
         void *p = NULL;
-        if (cudaMalloc(&p, need) != cudaSuccess) set_oom(b, "upload", need);
+        if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) set_oom(b, "upload", need);
         else if (!keep_slab(b, p)) cudaFree(p), p = NULL, set_oom(b, "upload (host list)", need);
         dst = (uint8_t *)p;
     } else {

@@ -101,8 +101,9 @@ static inline cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
     *free_b = *total = (size_t)1 << 34;
     return cudaSuccess;
 }
+/* exactly `bytes` (256-aligned): under AddressSanitizer a read past the end is reported */
 static inline cudaError_t cudaMalloc(void **p, size_t bytes) {
-    *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (posix_memalign(p, 256, bytes ? bytes : 1)) *p = NULL;
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 static inline cudaError_t cudaFree(void *p) { return free(p), cudaSuccess; }
@@ -194,6 +195,16 @@ __asm__(".text\n.weak emu_switch\n.type emu_switch,@function\nemu_switch:\n"
         "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
         "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n  ret\n");
 
+/* AddressSanitizer must be told of every stack switch (or it takes the fibers' frames for
+ * overflows of the scheduler's stack). */
+#if defined(__SANITIZE_ADDRESS__)
+extern "C" void __sanitizer_start_switch_fiber(void **fake_stack_save, const void *bottom, size_t size);
+extern "C" void __sanitizer_finish_switch_fiber(void *fake_stack_save, const void **bottom_old, size_t *size_old);
+#define EMU_ASAN 1
+#else
+#define EMU_ASAN 0
+#endif
+
 namespace emu {
 struct barrier {
     unsigned expected, arrived;
@@ -201,6 +212,8 @@ struct barrier {
 };
 struct fiber {
     void *sp;      /* its saved stack pointer while switched out */
+    char *stack;   /* its stack (EMU_STACK bytes) */
+    void *fake;    /* AddressSanitizer's fake stack while switched out */
     barrier *wait; /* the barrier it waits at, or NULL */
     uint64_t phase;
     bool done;
@@ -210,6 +223,9 @@ struct block {
     uint64_t xchg[64][32][6]; /* per warp, per lane: what a collective operation exchanges */
     fiber *f;
     void *sched; /* the launch loop's saved stack pointer */
+    void *sched_fake;
+    const void *sched_bottom; /* the launch loop's stack, as AddressSanitizer reports it */
+    size_t sched_size;
 };
 inline block *cur;
 inline unsigned tid;
@@ -217,6 +233,7 @@ inline uint64_t *slot(unsigned lane) { return cur->xchg[tid >> 5][lane]; }
 inline void release_if_full(barrier &b) {
     if (b.arrived && b.arrived == b.expected) b.arrived = 0, b.phase++;
 }
+inline void to_scheduler(fiber &me, bool dying);
 inline void arrive_and_wait(barrier &b) {
     b.arrived++;
     if (b.arrived == b.expected) {
@@ -226,9 +243,30 @@ inline void arrive_and_wait(barrier &b) {
     fiber &me = cur->f[tid];
     me.wait = &b;
     me.phase = b.phase;
-    emu_switch(&me.sp, cur->sched);
+    to_scheduler(me, false);
 }
 inline void warp_wait() { arrive_and_wait(cur->warps[tid >> 5]); }
+#define EMU_STACK (64 * 1024)
+/* a fiber back to the launch loop (dying: its fake stack is released) and back again */
+inline void to_scheduler(fiber &me, bool dying) {
+#if EMU_ASAN
+    __sanitizer_start_switch_fiber(dying ? NULL : &me.fake, cur->sched_bottom, cur->sched_size);
+#endif
+    emu_switch(&me.sp, cur->sched);
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(me.fake, NULL, NULL);
+#endif
+}
+/* the launch loop into fiber f */
+inline void to_fiber(fiber &f) {
+#if EMU_ASAN
+    __sanitizer_start_switch_fiber(&cur->sched_fake, f.stack, EMU_STACK);
+#endif
+    emu_switch(&cur->sched, f.sp);
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(cur->sched_fake, &cur->sched_bottom, &cur->sched_size);
+#endif
+}
 } // namespace emu
 
 inline dim3 threadIdx, blockIdx, blockDim, gridDim;
@@ -347,11 +385,19 @@ using std::min;
 /* ---- launch --------------------------------------------------------------------------------- */
 
 namespace emu {
-#define EMU_STACK (64 * 1024)
-inline std::vector<char *> stacks;
+struct stack_pool { /* fiber stacks, kept for the next launch, released at exit */
+    std::vector<char *> v;
+    ~stack_pool() {
+        for (char *p : v) free(p);
+    }
+};
+inline stack_pool stacks;
 inline void (*entry)(void); /* the running kernel with its arguments bound */
 inline void *dyn_smem;       /* the running block's dynamic shared memory */
 inline void fiber_main(void) {
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(NULL, &cur->sched_bottom, &cur->sched_size);
+#endif
     entry();
     /* a returned thread no longer holds the others at a barrier */
     block *b = cur;
@@ -359,7 +405,7 @@ inline void fiber_main(void) {
     b->all.expected--, release_if_full(b->all);
     barrier &w = b->warps[tid >> 5];
     w.expected--, release_if_full(w);
-    emu_switch(&b->f[tid].sp, b->sched); /* never resumed */
+    to_scheduler(b->f[tid], true); /* never resumed */
 }
 /* The scheduler's order: a fixed sequence, so a run reproduces. */
 inline uint64_t order_state = 0x853c49e6748fea9bull;
@@ -372,6 +418,8 @@ inline uint64_t order_rng() {
 inline void make_fiber(fiber &f, char *stack) {
     f.wait = NULL;
     f.done = false;
+    f.stack = stack;
+    f.fake = NULL;
     uintptr_t *sp = (uintptr_t *)((uintptr_t)(stack + EMU_STACK) & ~(uintptr_t)15);
     *--sp = 0;
     *--sp = (uintptr_t)fiber_main;
@@ -396,7 +444,7 @@ template <class... P, class... A> static void emu_run(void (*k)(P...), dim3 grid
     static emu::block b; /* large (the exchange slots): one, reused by every block in turn */
     std::vector<emu::fiber> fibers(nt);
     b.f = fibers.data();
-    while (emu::stacks.size() < nt) emu::stacks.push_back((char *)malloc(EMU_STACK));
+    while (emu::stacks.v.size() < nt) emu::stacks.v.push_back((char *)malloc(EMU_STACK));
     auto run = [&] { k(args...); };
     static thread_local decltype(&run) bound;
     bound = &run;
@@ -407,7 +455,7 @@ template <class... P, class... A> static void emu_run(void (*k)(P...), dim3 grid
                 b.all = emu::barrier{nt, 0, 0};
                 for (unsigned w = 0; w < nw; w++) b.warps[w] = emu::barrier{w + 1 < nw ? 32 : nt - 32 * w, 0, 0};
                 emu::cur = &b;
-                for (unsigned i = 0; i < nt; i++) emu::make_fiber(fibers[i], emu::stacks[i]);
+                for (unsigned i = 0; i < nt; i++) emu::make_fiber(fibers[i], emu::stacks.v[i]);
                 for (unsigned live = nt; live;) {
                     bool moved = false;
                     live = 0;
@@ -427,7 +475,7 @@ template <class... P, class... A> static void emu_run(void (*k)(P...), dim3 grid
                         emu::tid = i;
                         threadIdx = dim3(i % block.x, i / block.x % block.y, i / (block.x * block.y));
                         blockIdx = dim3(bx, by, bz);
-                        emu_switch(&b.sched, f.sp);
+                        emu::to_fiber(f);
                         moved = true;
                     }
                     if (live && !moved) {

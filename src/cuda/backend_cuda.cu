@@ -1,21 +1,21 @@
 /* backend_cuda.cu - the CUDA backend: every operation of nt_backend_ops on one GPU.
  *
- * Resident memory is device memory (cudaMalloc); each upload is its own allocation, so every
- * matrix starts 256-byte aligned. Everything runs on the legacy default stream, so operations
- * are ordered with each other and with to_host (a synchronous copy) without further events.
+ * Resident memory is device memory: uploads are placed 256-byte aligned in 1 GiB slabs, other
+ * buffers are their own cudaMalloc. Every operation runs on the calling thread's default stream,
+ * so one session's operations are ordered with each other and with to_host without events.
  *
  * One arithmetic per position (DESIGN.md): every kernel computes an output element with a chain
  * of operations fixed by the element alone (its row, its own context length), never by n or by
  * which block of the grid it lands in. Where the CPU reference (src/cpu) specifies the chain
- * exactly - the packed products (matmul_q.c), the float products' AVX2 lanes (matmul.c), the
- * MoE combine - the kernels follow it operation for operation with explicit __f*_rn intrinsics
- * (and -fmad=false), so those results are the CPU's bits. Reductions the CPU runs as one long
+ * exactly - the float products' AVX2 lanes (matmul.c), the MoE combine - the kernels follow it
+ * operation for operation with explicit __f*_rn intrinsics (and -fmad=false), so those results
+ * are the CPU's bits. The packed products have the backend's own chain (products.cu: integer
+ * block sums, one float chain), the same in every kernel. Reductions the CPU runs as one long
  * serial sum (norms, attention dots) are fixed-shape block/warp trees here: equally deterministic,
  * different in the last bits. expf/log1pf are CUDA's (within 2 ulp of glibc's).
  *
- * Kernels are simple on purpose (correctness first): one warp per output row and up to 4
- * positions for the products, weights staged through shared memory in coalesced 512-byte chunks
- * and consumed by the 8 lane chains the arithmetic prescribes.
+ * The products live in products.cu; this file holds memory, pass programs (CUDA graphs), and the
+ * other operations.
  */
 extern "C" {
 #include "cuda_backend.h"

@@ -182,10 +182,11 @@ static inline float __half2float(__half h) {
 
 /* ---- threads of the running block ----------------------------------------------------------- */
 
-/* Each CUDA thread of a block is a fiber of the calling host thread; a barrier is
- * where a fiber yields until every live thread of its block (or warp) has arrived. One OS thread
- * and cooperative switches: cheap, deterministic, and a deadlock is detected, not hung on. */
-/* The switch: saves the callee-saved registers on the current stack, stores the stack pointer in
+/* Each CUDA thread of a block is a fiber of the calling host thread; a barrier is where a fiber
+ * yields until every live thread of its block (or warp) has arrived. One OS thread and
+ * cooperative switches: cheap, reproducible, and a deadlock is detected, not hung on.
+ *
+ * The switch: saves the callee-saved registers on the current stack, stores the stack pointer in
  * *save, continues on stack `load` where the same layout was saved (x86-64 System V; ucontext's
  * swapcontext would also work, but makes a system call per switch). Weak: every translation
  * unit that includes this header emits the same bytes. */

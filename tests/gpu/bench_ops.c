@@ -5,6 +5,9 @@
  *
  *   gpu_bench_ops [--quick]     (--quick: small shapes, to check the program itself)
  *
+ * Also attention (decode at a 2048-token context, the last 512-position pass of a 2048-token
+ * prompt) and Mamba's conv + scan, whose prefill cost grows with the prompt, not with the weights.
+ *
  * Each measurement runs the operation R times inside one pass, as forward.c runs a layer's
  * operations: the first pass of the program runs eagerly, the second is captured into a CUDA
  * graph, and the timed passes replay it, so launch costs are what a real pass pays. The weights
@@ -87,11 +90,13 @@ struct pass_ctx {
     struct nt_pass p;
     void *sink;
 };
-static double time_op(int n, int64_t max_cols, int R, void (*op)(const struct nt_pass *, void *), void *arg) {
+static double time_op(int n, int pos0, int64_t max_cols, int R, void (*op)(const struct nt_pass *, void *),
+                      void *arg) {
     struct pass_ctx c;
     memset(&c, 0, sizeof c);
     int32_t *tok = calloc((size_t)n, sizeof *tok);
     c.p.n = n;
+    c.p.pos0 = pos0;
     c.p.tokens = tok;
     c.p.scratch = be->ops->alloc(be, be->ops->pass_scratch_bytes(be, max_cols, n));
     c.sink = be->ops->alloc(be, 256);
@@ -141,6 +146,26 @@ static void moe_op(const struct nt_pass *p, void *arg) {
     be->ops->moe_experts(be, p, &c->d, &c->w, c->x, c->idx, c->wts, c->scratch, c->y);
 }
 
+struct attn_case {
+    struct nt_attn_dims d;
+    float *q, *k, *v, *kc, *vc, *out;
+};
+static void attn_op(const struct nt_pass *p, void *arg) {
+    struct attn_case *c = arg;
+    be->ops->attention(be, p, &c->d, c->q, c->k, c->v, c->kc, c->vc, c->out);
+}
+
+struct mamba_case {
+    struct nt_mamba_dims d;
+    struct nt_mamba_weights w;
+    float *zxd, *ring, *xbc, *state, *y;
+};
+static void mamba_op(const struct nt_pass *p, void *arg) {
+    struct mamba_case *c = arg;
+    be->ops->mamba_conv(be, p, &c->d, &c->w, c->zxd, c->ring, c->xbc);
+    be->ops->mamba_scan(be, p, &c->d, &c->w, c->zxd, c->xbc, c->state, c->y);
+}
+
 static void row(const char *op, int n, double s, double bytes, double ops) {
     printf("%-34s %5d %10.2f %9.1f %9.1f %9.2f\n", op, n, s * 1e6, bytes / 1e6, bytes / s / 1e9, ops / s / 1e12);
     fflush(stdout);
@@ -179,7 +204,7 @@ int main(int argc, char **argv) {
         for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) {
             int n = ns[j];
             if (rows >= 100000 / sc && n > 64) continue; /* lm_head: one row of logits per pass */
-            double s = time_op(n, cols, 10, mm_op, &c);
+            double s = time_op(n, 0, cols, 10, mm_op, &c);
             row(mm[i].name, n, s, bytes, 2.0 * rows * cols * n);
         }
         be->ops->release(be, c.y);
@@ -219,13 +244,66 @@ int main(int argc, char **argv) {
         c.scratch = be->ops->alloc(be, be->ops->moe_scratch_floats(be, &c.d, n) * sizeof(float));
         c.y = be->ops->alloc(be, (size_t)n * c.d.L * sizeof(float));
         if (!c.scratch || !c.y) die("no device memory");
-        double s = time_op(n, c.d.L > c.d.mi ? c.d.L : c.d.mi, 4, moe_op, &c);
+        double s = time_op(n, 0, c.d.L > c.d.mi ? c.d.L : c.d.mi, 4, moe_op, &c);
         char name[64];
         snprintf(name, sizeof name, "experts q4tp (%d of 128 touched)", distinct);
         row(name, n, s, distinct * expert_bytes, 4.0 * nk * c.d.L * c.d.mi);
         be->ops->release(be, c.scratch);
         be->ops->release(be, c.y);
         free(idx);
+    }
+    /* attention: Nano's 32 query heads over 2 kv heads of 128; decode at a 2048-token context,
+     * and the last 512-position pass of a 2048-token prompt */
+    {
+        int ctx = 2048 / sc;
+        struct attn_case a;
+        a.d = (struct nt_attn_dims){.nq = 32, .nkv = 2, .dh = 128, .n_ctx = ctx};
+        int qw = 32 * 128, kvw = 2 * 128, nmax = 512 / sc;
+        a.q = dev_floats((size_t)nmax * qw, -1.0f, 1.0f);
+        a.k = dev_floats((size_t)nmax * kvw, -1.0f, 1.0f);
+        a.v = dev_floats((size_t)nmax * kvw, -1.0f, 1.0f);
+        a.kc = dev_floats((size_t)ctx * kvw, -1.0f, 1.0f);
+        a.vc = dev_floats((size_t)ctx * kvw, -1.0f, 1.0f);
+        a.out = be->ops->alloc(be, (size_t)nmax * qw * sizeof(float));
+        if (!a.out) die("no device memory");
+        static const int an[] = {1, 512};
+        for (int j = 0; j < 2; j++) {
+            int n = an[j] / sc > 0 ? an[j] / sc : 1, pos0 = ctx - n;
+            double pairs = (double)n * (pos0 + (n + 1) / 2.0); /* (position, context row) pairs */
+            double s = time_op(n, pos0, qw, 4, attn_op, &a);
+            char name[64];
+            snprintf(name, sizeof name, "attention ctx %d", ctx);
+            row(name, n, s, (double)(pos0 + n) * 2 * kvw * 4, 4.0 * pairs * qw); /* the cache, once */
+        }
+    }
+    /* Mamba-2 conv and scan: 64 heads of 64, state 128, 8 groups (Nano) */
+    {
+        struct mamba_case m;
+        memset(&m, 0, sizeof m);
+        m.d = (struct nt_mamba_dims){.H = 2688, .nh = 64 / sc, .P = 64, .N = 128, .G = 8 / sc > 0 ? 8 / sc : 1,
+                                     .K = 4, .eps = 1e-5f, .dt_lo = 0.0f, .dt_hi = 1e30f};
+        m.d.I = m.d.nh * m.d.P;
+        m.d.CD = m.d.I + 2 * m.d.G * m.d.N;
+        m.d.zxd = m.d.I + m.d.CD + m.d.nh;
+        int nmax = 512;
+        m.w.conv_w = dev_floats((size_t)m.d.CD * m.d.K, -0.5f, 0.5f);
+        m.w.conv_b = dev_floats((size_t)m.d.CD, -0.1f, 0.1f);
+        m.w.dt_bias = dev_floats((size_t)m.d.nh, 0.5f, 2.0f);
+        m.w.A_log = dev_floats((size_t)m.d.nh, 0.0f, 1.0f);
+        m.w.D = dev_floats((size_t)m.d.nh, 0.5f, 1.5f);
+        m.zxd = dev_floats((size_t)nmax * m.d.zxd, -1.0f, 1.0f);
+        m.ring = dev_floats((size_t)(m.d.K - 1) * m.d.CD, -1.0f, 1.0f);
+        m.state = dev_floats((size_t)m.d.nh * m.d.N * m.d.P, -0.1f, 0.1f);
+        m.xbc = be->ops->alloc(be, (size_t)nmax * m.d.CD * sizeof(float));
+        m.y = be->ops->alloc(be, (size_t)nmax * m.d.I * sizeof(float));
+        if (!m.xbc || !m.y) die("no device memory");
+        static const int mn[] = {1, 64, 512};
+        for (int j = 0; j < 3; j++) {
+            int n = mn[j];
+            double s = time_op(n, 0, m.d.zxd, 4, mamba_op, &m);
+            double state_bytes = 4.0 * m.d.nh * m.d.N * m.d.P;
+            row("mamba conv + scan", n, s, 2 * state_bytes, 6.0 * n * state_bytes / 4);
+        }
     }
     be->ops->destroy(be);
     return 0;

@@ -137,6 +137,11 @@ if [ $bench = 1 ]; then
         check "bench-nano-p$p" $bin bench -m $nano --device cuda -p $p -n 128 -r 3
         cat "$log/bench-nano-p$p.log"
     done
+    # the pass size for prompts: 2048 positions in passes of 128 .. 1024 (the default is 512)
+    for pass in 128 256 1024; do
+        check "bench-nano-p2048-pass$pass" $bin bench -m $nano --device cuda -p 2048 -n 16 -r 2 --pass $pass
+        cat "$log/bench-nano-p2048-pass$pass.log"
+    done
     # each heavy operation alone at Nano's shapes (graph replays): time, GB/s, Tops/s
     [ -x build/bin/gpu_bench_ops ] && build/bin/gpu_bench_ops 2>&1 | tee "$log/bench-ops.log"
     # where the time goes: every operation of eager passes timed (a 64-position pass, decode)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh - every check of the CUDA backend, on a GPU machine, in one call.
 #
-#   tests/gpu/run.sh [OUT_DIR] [--bench]
+#   tests/gpu/run.sh [OUT_DIR] [--bench | --bench-only]
 #
 # Builds (make cpu gpu-test) unless a carried build is given in NEMOTRON_PREBUILT=1 (the device
 # machine may lack the -dev packages: then build/ is built on the development machine and
@@ -16,6 +16,7 @@
 #   5. sanitizer: compute-sanitizer memcheck and racecheck on the demo model;
 #   6. --bench:   nemotron bench on a synthetic Nemotron-3-Nano-30B-A3B in the default mix, the
 #                 heavy operations alone (build/bin/gpu_bench_ops) and a per-operation profile.
+# --bench-only runs step 6 alone (the checks and the benchmarks may not fit one 10-minute call).
 # Prints one line per check and a summary; exits non-zero if any check failed. Work files go to
 # /tmp/nemotron-gpu; OUT_DIR (default: that) receives summary.txt and logs.tgz (every log).
 set -uo pipefail
@@ -23,9 +24,11 @@ cd "$(dirname "$0")/../.."
 log=/tmp/nemotron-gpu
 out=$log
 bench=0
+checks=1
 for a in "$@"; do
     case $a in
     --bench) bench=1 ;;
+    --bench-only) bench=1 checks=0 ;;
     *) out=$a ;;
     esac
 done
@@ -72,6 +75,7 @@ ids_of() { python3 -c "import numpy as n,sys; print(','.join(map(str, n.fromfile
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$log/gpu.txt"
 
+if [ $checks = 1 ]; then
 # 1. every operation against the CPU
 [ -x build/bin/gpu_test_ops ] && check ops build/bin/gpu_test_ops
 
@@ -128,6 +132,8 @@ if command -v compute-sanitizer >/dev/null; then
             $bin generate -m "$log/demo.nemo" --tokens $prompt,300,290,1649 -n 4 --device cuda --pass 3
     done
 fi
+
+fi # checks
 
 # 6. speed on a synthetic Nemotron-3-Nano-30B-A3B (default mix)
 if [ $bench = 1 ]; then

@@ -1005,11 +1005,41 @@ static size_t be_moe_scratch_floats(struct nt_backend *be, const struct nt_moe_d
     return (moe_layout(d, n).total + 255) / sizeof(float) + 64; /* + 256 bytes: base alignment */
 }
 
-/* The per-expert entry lists in one block: counts (integer atomics: exact), their exclusive scan
+/* Exclusive prefix sums over the block of two counts per thread (a, b), in thread order; every
+ * thread gets its own offsets and the totals. Integers: exact in any order. */
+__device__ void block_scan2(int a, int b, int *pa, int *pb, int *ta, int *tb) {
+    __shared__ int wa[32], wb[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    int ia = a, ib = b; /* inclusive within the warp */
+    for (int o = 1; o < 32; o <<= 1) {
+        int xa = __shfl_up_sync(0xffffffffu, ia, o), xb = __shfl_up_sync(0xffffffffu, ib, o);
+        if (lane >= o) ia += xa, ib += xb;
+    }
+    if (lane == 31) wa[warp] = ia, wb[warp] = ib;
+    __syncthreads();
+    if (warp == 0) {
+        int va = lane < nw ? wa[lane] : 0, vb = lane < nw ? wb[lane] : 0;
+        for (int o = 1; o < 32; o <<= 1) {
+            int xa = __shfl_up_sync(0xffffffffu, va, o), xb = __shfl_up_sync(0xffffffffu, vb, o);
+            if (lane >= o) va += xa, vb += xb;
+        }
+        wa[lane] = va, wb[lane] = vb; /* inclusive over the warps */
+    }
+    __syncthreads();
+    int ba = warp ? wa[warp - 1] : 0, bb = warp ? wb[warp - 1] : 0;
+    *pa = ba + ia - a;
+    *pb = bb + ib - b;
+    *ta = wa[nw - 1];
+    *tb = wb[nw - 1];
+    __syncthreads(); /* wa, wb free again */
+}
+
+/* The per-expert entry lists in one block: counts (integer atomics: exact); their exclusive scan
  * and the work items of the grouped products, (expert, group of G of its entries) in
- * increasing order, packed e << 16 | g (one thread, in shared memory), then
- * entries[start[e] + rank] = ts in position order, one warp per expert with ballots over idx in
- * order. The lists depend only on idx, never on how the work is split. Shared: 2 E ints. */
+ * increasing order, packed e << 16 | g (each thread a contiguous run of experts, offsets from a
+ * block scan); then entries[start[e] + rank] = ts in position order, one warp per expert with
+ * ballots over idx in order. The lists depend only on idx, never on how the work is split.
+ * Shared: 2 E ints. */
 #define PLAN_THREADS 1024
 __global__ void __launch_bounds__(PLAN_THREADS) k_moe_plan(int E, int nk, int G, const int32_t *idx, int32_t *count,
                                                            int32_t *start, int32_t *items, int32_t *n_items,
@@ -1023,14 +1053,18 @@ __global__ void __launch_bounds__(PLAN_THREADS) k_moe_plan(int E, int nk, int G,
         if (e >= 0 && e < E) atomicAdd(&cnt[e], 1);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        int at = 0, ni = 0;
-        for (int e = 0; e < E; e++) {
+    {
+        int per = (E + blockDim.x - 1) / blockDim.x, e0 = threadIdx.x * per, e1 = min(e0 + per, E);
+        int my_entries = 0, my_items = 0;
+        for (int e = e0; e < e1; e++) my_entries += cnt[e], my_items += (cnt[e] + G - 1) / G;
+        int at, ni, total_entries, total_items;
+        block_scan2(my_entries, my_items, &at, &ni, &total_entries, &total_items);
+        for (int e = e0; e < e1; e++) {
             st[e] = at;
             at += cnt[e];
             for (int g = 0; g * G < cnt[e]; g++) items[ni++] = e << 16 | g;
         }
-        *n_items = ni;
+        if (threadIdx.x == 0) *n_items = total_items;
     }
     __syncthreads();
     for (int e = threadIdx.x; e < E; e += blockDim.x) {

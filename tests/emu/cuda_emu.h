@@ -293,6 +293,10 @@ template <class T> static inline T __shfl_down_sync(unsigned, T v, unsigned o) {
     return emu_exchange(v, l + o < 32 ? l + o : l);
 }
 template <class T> static inline T __shfl_sync(unsigned, T v, int src) { return emu_exchange(v, (unsigned)src); }
+template <class T> static inline T __shfl_up_sync(unsigned, T v, unsigned o) {
+    unsigned l = emu::tid & 31;
+    return emu_exchange(v, l >= o ? l - o : l);
+}
 static inline unsigned __ballot_sync(unsigned, int p) {
     emu::slot(emu::tid & 31)[0] = p != 0;
     emu::warp_wait();

@@ -160,6 +160,7 @@ static int64_t chunks_per_row(int dtype, int64_t cols) { return dtype == NT_DTYP
 /* Items of one position may quantize their row themselves (FUSED: no k_quantize launch, the
  * quantized row in shared memory; every block computes the same bytes): columns up to this. */
 #define GV_FUSED_COLS 8192
+#define GV_FUSED_BLOCKS 1024
 
 template <int MAXP, bool FUSED>
 __global__ void __launch_bounds__(GV_THREADS) k_gemv(struct pk_product a, int RB) {
@@ -490,7 +491,15 @@ void pk_run(const struct pk_product *a, int work) {
     bool whole_blocks = !reference_only && (q4 || a->cols % 32 == 0);
     bool mma = whole_blocks && a->group == PK_MMA_N;
     bool gemv = whole_blocks && !mma && cpr <= GV_MAX_CHUNKS && a->group <= 4;
-    bool fused = gemv && a->group == 1 && a->cols <= GV_FUSED_COLS;
+    int maxp = a->group == 1 ? 1 : 4;
+    int64_t rb = gemv ? GV_MAX_CHUNKS / cpr : 1;
+    if (rb > GV_THREADS / maxp) rb = GV_THREADS / maxp; /* one chain per thread */
+    if (rb > a->rows) rb = a->rows;
+    int64_t gemv_blocks = (a->rows + rb - 1) / rb;
+    /* Every block of a fused product reads the activation row again (from L2: 4-6 bytes per
+     * column against the 0.5-1 byte per column of each of its RB rows); worth a launch saved only
+     * while the blocks are few (not the lm_head's 11,000). */
+    bool fused = gemv && a->group == 1 && a->cols <= GV_FUSED_COLS && gemv_blocks <= GV_FUSED_BLOCKS;
     if (!fused) {
         dim3 qgrid((unsigned)a->n, (unsigned)((nb + 7) / 8));
         NT_LAUNCH(k_quantize, qgrid, 256, *a);
@@ -503,13 +512,8 @@ void pk_run(const struct pk_product *a, int work) {
         if (q4) NT_LAUNCH(k_mma<true>, grid, MMA_WARPS * 32, *a);
         else NT_LAUNCH(k_mma<false>, grid, MMA_WARPS * 32, *a);
     } else if (gemv) {
-        int maxp = a->group == 1 ? 1 : 4;
-        int64_t rb = GV_MAX_CHUNKS / cpr;
-        if (rb > GV_THREADS / maxp) rb = GV_THREADS / maxp; /* one chain per thread */
-        if (rb > a->rows) rb = a->rows;
-        int64_t row_blocks = (a->rows + rb - 1) / rb;
-        if (row_blocks > 65535) fatal("product: too many rows for one grid", NULL);
-        dim3 grid((unsigned)work, (unsigned)row_blocks);
+        if (gemv_blocks > 65535) fatal("product: too many rows for one grid", NULL);
+        dim3 grid((unsigned)work, (unsigned)gemv_blocks);
         if (fused) NT_LAUNCH((k_gemv<1, true>), grid, GV_THREADS, *a, (int)rb);
         else if (maxp == 1) NT_LAUNCH((k_gemv<1, false>), grid, GV_THREADS, *a, (int)rb);
         else NT_LAUNCH((k_gemv<4, false>), grid, GV_THREADS, *a, (int)rb);

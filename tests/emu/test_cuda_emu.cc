@@ -298,6 +298,7 @@ int main(int argc, char **argv) {
         {131, 256}, /* odd rows, more than one tensor-core row block */
         {40, 1856}, /* Nano's expert width as cols */
         {33, 100},  /* q8_2f: cols % 32 != 0, the reference kernel */
+        {20, 8224}, /* wider than a decode product quantizes itself: k_quantize, then k_gemv */
     };
     static const int ns[] = {1, 3, 17, 40};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)

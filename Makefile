@@ -46,7 +46,8 @@ endif
 ifneq ($(NVCC),)
 CUDA_ARCH  ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 # -fmad=false: no fused multiply-add unless a kernel writes one (__fmaf_rn), as -ffp-contract=off
-# on the host: the packed products reproduce the CPU's arithmetic bit for bit.
+# on the host: every chain of float operations is the one the source writes (the float products
+# are then the CPU's bits, and every kernel of the packed products runs the same chain).
 NVCCFLAGS  := -std=c++17 -O3 -lineinfo -fmad=false $(CUDA_ARCH) -Iinclude -Isrc \
               -Xcompiler "-Wall -Wno-unused-parameter $(if $(filter 1,$(WERROR)),-Werror)" \
               $(if $(filter 1,$(WERROR)),-Werror all-warnings) -MMD -MP
@@ -168,8 +169,8 @@ asan: $(TESTS_ASAN) $(EMU_TEST_ASAN) $(ASAN)/nemotron $(REL)/make_model $(REL)/f
 
 # tests/emu: the CUDA backend run on the host (tests/emu/cuda_emu.h stands in for the GPU), so CI
 # executes the kernels' code: its unit test, gpu_test_ops and the nemotron command on it; in the
-# ASan build too, where every kernel's memory access is checked. $(1): the build directory, $(2):
-# its flags.
+# ASan build too, where every kernel's memory access is checked. EMU_RULES' arguments: the build
+# directory, its C++ flags for the emulated objects, its C flags.
 EMU_FLAGS = -std=c++20 -pthread -ffp-contract=off -DNT_CUDA_EMULATION -Iinclude -Isrc -Itests -Wall -Wextra \
             -Wno-unused-parameter -Wno-unknown-pragmas $(if $(filter 1,$(WERROR)),-Werror) -MMD -MP \
             -include tests/emu/cuda_emu.h

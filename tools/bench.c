@@ -243,8 +243,9 @@ int cmd_bench(const struct args *a) {
             const char *name = base_name(a->model);
             print_row(name, size / 1073741824.0, params / 1e9, backend, threads, "pp", a->n_prompt, &r.pp);
             print_row(name, size / 1073741824.0, params / 1e9, backend, threads, "tg", a->n_gen, &r.tg);
-            printf("\n%d repetitions (mean ± standard deviation); layers %s; device %s\n", a->reps,
-                   nemotron_model_pattern(m), nemotron_model_device(m));
+            printf("\n%d repetitions (mean ± standard deviation); layers %s; device %s; prompts in passes of "
+                   "up to %d positions\n",
+                   a->reps, nemotron_model_pattern(m), nemotron_model_device(m), nemotron_session_pass_max(s));
             printf("memory read bandwidth (measured, best of 5): %.2f GB/s\n", bw / 1e9);
             printf("decode streams %.2f GB/s of weights (%.1f MB per position): %.1f%% of the measured "
                    "bandwidth (best repetition: %.1f%%)\n",

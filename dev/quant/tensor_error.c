@@ -117,32 +117,23 @@ static void measure(const struct nt_tensor *t, float alpha, struct totals *tot_a
     err2[FMT_Q4TP] = payload_err2(NT_DTYPE_Q4TP, pay, W, rows, cols);
     bits[FMT_Q4TP] = 8.0 * (double)nt_matrix_bytes(NT_DTYPE_Q4TP, rows, cols);
 
-    t0 = omp_get_wtime();
+    static const struct {
+        int fmt;
+        void (*roundtrip)(const float *, int64_t, int64_t, float *);
+    } baselines[] = {{FMT_BASE, nt_q4_baseline_roundtrip},
+                     {FMT_BASE_S, nt_q4_baseline_signed_roundtrip},
+                     {FMT_Q4_0, nt_q4_baseline_amax_roundtrip}};
+    for (size_t b = 0; b < sizeof baselines / sizeof baselines[0]; b++) {
+        int f = baselines[b].fmt;
+        t0 = omp_get_wtime();
 #pragma omp parallel for schedule(dynamic, 16)
-    for (int64_t r = 0; r < rows; r++) nt_q4_baseline_roundtrip(W + r * cols, 1, cols, deq + r * cols);
-    secs[FMT_BASE] = omp_get_wtime() - t0;
-    double e2 = 0;
-    for (size_t i = 0; i < n; i++) e2 += ((double)W[i] - deq[i]) * ((double)W[i] - deq[i]);
-    err2[FMT_BASE] = e2;
-    bits[FMT_BASE] = NT_Q4_BASELINE_BITS * (double)n;
-
-    t0 = omp_get_wtime();
-#pragma omp parallel for schedule(dynamic, 16)
-    for (int64_t r = 0; r < rows; r++) nt_q4_baseline_signed_roundtrip(W + r * cols, 1, cols, deq + r * cols);
-    secs[FMT_BASE_S] = omp_get_wtime() - t0;
-    e2 = 0;
-    for (size_t i = 0; i < n; i++) e2 += ((double)W[i] - deq[i]) * ((double)W[i] - deq[i]);
-    err2[FMT_BASE_S] = e2;
-    bits[FMT_BASE_S] = NT_Q4_BASELINE_BITS * (double)n;
-
-    t0 = omp_get_wtime();
-#pragma omp parallel for schedule(dynamic, 16)
-    for (int64_t r = 0; r < rows; r++) nt_q4_baseline_amax_roundtrip(W + r * cols, 1, cols, deq + r * cols);
-    secs[FMT_Q4_0] = omp_get_wtime() - t0;
-    e2 = 0;
-    for (size_t i = 0; i < n; i++) e2 += ((double)W[i] - deq[i]) * ((double)W[i] - deq[i]);
-    err2[FMT_Q4_0] = e2;
-    bits[FMT_Q4_0] = NT_Q4_BASELINE_BITS * (double)n;
+        for (int64_t r = 0; r < rows; r++) baselines[b].roundtrip(W + r * cols, 1, cols, deq + r * cols);
+        secs[f] = omp_get_wtime() - t0;
+        double e2 = 0;
+        for (size_t i = 0; i < n; i++) e2 += ((double)W[i] - deq[i]) * ((double)W[i] - deq[i]);
+        err2[f] = e2;
+        bits[f] = NT_Q4_BASELINE_BITS * (double)n;
+    }
 
     const char *kind = tensor_kind(t->name);
     char shape[48];

@@ -154,11 +154,12 @@ nemotron_status nt_acts_alloc(const struct nt_forward *f, int n, struct nt_acts 
                               struct nt_err *err) {
     memset(a, 0, sizeof *a);
     /* kernels index a pass's rows with int position x width products */
-    if ((int64_t)n * widest_row(f) > INT32_MAX)
+    int64_t widest = widest_row(f);
+    if ((int64_t)n * widest > INT32_MAX)
         return nt_fail(err, NEMOTRON_ERR_ARG,
                        "a pass of %d positions times the widest per-position vector (%lld) is more than "
                        "2^31 - 1 elements: choose a smaller pass size",
-                       n, (long long)widest_row(f));
+                       n, (long long)widest);
     a->pass_max = n;
     const struct nt_mamba_dims *m = &f->mamba;
     const struct nt_moe_dims *e = &f->moe;

@@ -45,8 +45,6 @@ extern "C" {
 #include "cuda_util.cuh"
 #include "products.cuh"
 
-#include <string.h>
-
 /* ---- quantized activations ---------------------------------------------------------------- */
 
 /* Where column c of a block (0..31) goes in the quantized row: q4tp's nibble order (above). */

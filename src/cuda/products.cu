@@ -77,14 +77,15 @@ __device__ __forceinline__ void quantize_block(const struct pk_product &a, const
 
 /* The matrix and activation row of quantized row i (plain: row i; grouped: entry i's expert,
  * and its position's row (xmode 1) or row i (xmode 2)). */
-__device__ __forceinline__ const float *quantize_source(const struct pk_product &a, int64_t i, const uint8_t **W) {
+__device__ __forceinline__ const float *quantize_source(const struct pk_product &a, int64_t i, const uint8_t **Wout) {
     int64_t xrow = i;
-    *W = a.W;
+    const uint8_t *W = a.W; /* in a scalar until the end: see pk_item_of */
     if (a.grouped) {
         int ts = a.entries[i];
-        *W = a.Wtab[a.idx[ts]];
+        W = a.Wtab[a.idx[ts]];
         if (a.xmode == 1) xrow = ts / a.k;
     }
+    *Wout = W;
     return a.x + xrow * a.x_stride;
 }
 
@@ -99,28 +100,33 @@ __global__ void k_quantize(struct pk_product a) {
 
 /* ---- what a block works on ------------------------------------------------------------------ */
 
-/* The work item of this block: its matrix, first entry (gi of position 0), positions P. */
+/* The work item of this block: its matrix, first entry (gi of position 0), positions P (0: the
+ * block has no work). Computed in scalars and returned whole. The earlier form - fields of an
+ * out-parameter written, W overwritten inside `if (a.grouped)` - was miscompiled by nvcc 13.0
+ * (V13.0.88): with pk_product larger than 128 bytes as a by-value kernel parameter, the PTX of
+ * every kernel stored a.W (NULL) in place of Wtab[e], so grouped products read weights at small
+ * addresses. The host emulation, compiled by g++, ran the source as written (docs/TESTING.md). */
 struct pk_item {
     const uint8_t *W;
     int base, t0, P;
 };
 
-__device__ __forceinline__ bool pk_item_of(const struct pk_product &a, int it, struct pk_item *o) {
-    o->W = a.W;
-    o->base = 0;
-    o->t0 = it * a.group;
-    int cnt = a.n;
+__device__ __forceinline__ struct pk_item pk_item_of(const struct pk_product &a, int it) {
+    const uint8_t *W = a.W;
+    int base = 0, t0 = it * a.group, cnt = a.n;
     if (a.grouped) {
-        if (it >= *a.n_items) return false;
-        int e = a.items[it] >> 16;
-        o->t0 = (a.items[it] & 0xffff) * a.group;
-        cnt = a.count[e];
-        o->base = a.start[e];
-        o->W = a.Wtab[e];
+        if (it < *a.n_items) {
+            int item = a.items[it], e = item >> 16;
+            t0 = (item & 0xffff) * a.group;
+            cnt = a.count[e];
+            base = a.start[e];
+            W = a.Wtab[e];
+        } else {
+            cnt = 0;
+        }
     }
-    if (o->t0 >= cnt) return false;
-    o->P = min(a.group, cnt - o->t0);
-    return true;
+    struct pk_item o = {W, base, t0, t0 < cnt ? min(a.group, cnt - t0) : 0};
+    return o;
 }
 
 /* The output of row r for the item's position p, chain value acc: the arithmetic's last line. */
@@ -166,8 +172,8 @@ __global__ void __launch_bounds__(GV_THREADS) k_gemv(struct pk_product a, int RB
     __shared__ int32_t isum[MAXP][GV_MAX_CHUNKS];
     __shared__ float gscale[GV_MAX_CHUNKS];
     __shared__ __align__(16) uint8_t sq[FUSED ? GV_FUSED_COLS + GV_FUSED_COLS / 8 : 16];
-    struct pk_item it;
-    if (!pk_item_of(a, blockIdx.x, &it)) return;
+    const struct pk_item it = pk_item_of(a, blockIdx.x);
+    if (!it.P) return;
     int tid = threadIdx.x;
     const bool q4 = a.dtype == NT_DTYPE_Q4TP;
     int64_t cols = a.cols, nb = cols / 32, cpr = q4 ? nb : 2 * nb;
@@ -279,8 +285,8 @@ __global__ void __launch_bounds__(MMA_WARPS * 32) k_mma(struct pk_product a) {
     __shared__ __align__(16) uint8_t sb[PK_MMA_N][MMA_BSTRIDE];
     __shared__ float sd[PK_MMA_N][MMA_KC];
     __shared__ float ss[MMA_ROWS][MMA_KC];
-    struct pk_item it;
-    if (!pk_item_of(a, blockIdx.x, &it)) return;
+    const struct pk_item it = pk_item_of(a, blockIdx.x);
+    if (!it.P) return;
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     int64_t cols = a.cols, nb = cols / 32, rows = a.rows;
     int64_t row0 = (int64_t)blockIdx.y * MMA_ROWS;
@@ -388,8 +394,8 @@ __global__ void __launch_bounds__(MMA_WARPS * 32) k_mma(struct pk_product a) {
  * run. */
 __global__ void __launch_bounds__(FP_WARPS * 32) k_float_product(struct pk_product a) {
     __shared__ float wf[FP_WARPS][FP_CHUNK];
-    struct pk_item it;
-    if (!pk_item_of(a, blockIdx.x, &it)) return;
+    const struct pk_item it = pk_item_of(a, blockIdx.x);
+    if (!it.P) return;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int64_t r = (int64_t)blockIdx.y * FP_WARPS + warp;
     if (r >= a.rows) return; /* whole warps: everything below syncs per warp only */
@@ -437,8 +443,8 @@ __global__ void __launch_bounds__(FP_WARPS * 32) k_float_product(struct pk_produ
 
 /* One warp per row, the item's positions in turn; lane = column of the block. */
 __global__ void __launch_bounds__(REF_WARPS * 32) k_packed_ref(struct pk_product a) {
-    struct pk_item it;
-    if (!pk_item_of(a, blockIdx.x, &it)) return;
+    const struct pk_item it = pk_item_of(a, blockIdx.x);
+    if (!it.P) return;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int64_t r = (int64_t)blockIdx.y * REF_WARPS + warp;
     if (r >= a.rows) return; /* whole warps */

@@ -176,11 +176,10 @@ EMU_FLAGS = -std=c++20 -pthread -ffp-contract=off -DNT_CUDA_EMULATION -Iinclude 
             -include tests/emu/cuda_emu.h
 EMU_REL_FLAGS  := -O2 -g
 EMU_ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
-# the CPU backend and the quantizers (the library's CUDA objects define the same products), and
-# for the command the whole library but backend_open.o, which is built with the CUDA backend here
-EMU_LIB = $(1)/src/common.o $(1)/src/model/safetensors.o \
-          $(filter $(1)/src/cpu/% $(1)/src/quant/%,$(LIB_SRC:%.c=$(1)/%.o))
-EMU_CLI_LIB = $(filter-out $(1)/src/backend_open.o,$(LIB_SRC:%.c=$(1)/%.o))
+# the library with the emulated CUDA backend: its .cu files compiled by the C++ compiler, and
+# backend_open.o built to offer it
+EMU_CUDA = $(CUDA_SRC:src/cuda/%.cu=$(1)/emu/%.o)
+EMU_LIBRARY = $(1)/emu/backend_open.o $(call EMU_CUDA,$(1)) $(filter-out $(1)/src/backend_open.o,$(LIB_SRC:%.c=$(1)/%.o))
 
 define EMU_RULES
 $(1)/emu/%.o: src/cuda/%.cu tests/emu/cuda_emu.h
@@ -189,20 +188,18 @@ $(1)/emu/%.o: src/cuda/%.cu tests/emu/cuda_emu.h
 $(1)/emu/test_cuda_emu.o: tests/emu/test_cuda_emu.cc tests/emu/cuda_emu.h
 	@mkdir -p $$(dir $$@)
 	$$(CXX) $$(EMU_FLAGS) $(2) -c $$< -o $$@
-$(1)/bin/test_cuda_emu: $(1)/emu/test_cuda_emu.o $(1)/emu/products.o $(call EMU_LIB,$(1))
+$(1)/bin/test_cuda_emu: $(1)/emu/test_cuda_emu.o $(call EMU_LIBRARY,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
 # tests/gpu/test_ops.c (every operation of the CUDA backend against the CPU) on the emulation
-$(1)/bin/test_cuda_ops_emu: $(1)/tests/gpu/test_ops.o $(1)/emu/backend_cuda.o $(1)/emu/products.o \
-                            $(SUPPORT_SRC:%.c=$(1)/%.o) $(call EMU_LIB,$(1))
+$(1)/bin/test_cuda_ops_emu: $(1)/tests/gpu/test_ops.o $(SUPPORT_SRC:%.c=$(1)/%.o) $(call EMU_LIBRARY,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
 # the nemotron command on it: tests/cli/test_cuda_emu.sh runs whole models with --device cuda
 $(1)/emu/backend_open.o: src/backend_open.c
 	@mkdir -p $$(dir $$@)
 	$$(CC) $(3) -DNT_HAVE_CUDA -c $$< -o $$@
-$(1)/emu/nemotron: $(TOOL_SRC:%.c=$(1)/%.o) $(1)/emu/backend_open.o $(1)/emu/backend_cuda.o $(1)/emu/products.o \
-                   $(call EMU_CLI_LIB,$(1))
+$(1)/emu/nemotron: $(TOOL_SRC:%.c=$(1)/%.o) $(call EMU_LIBRARY,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
 endef
@@ -244,7 +241,7 @@ clean:
 -include $(LIB_OBJ_REL:.o=.d) $(LIB_OBJ_ASAN:.o=.d) $(SUPPORT_REL:.o=.d) $(SUPPORT_ASAN:.o=.d)
 -include $(TOOL_SRC:%.c=$(REL)/%.d) $(TOOL_SRC:%.c=$(ASAN)/%.d)
 -include $(CUDA_OBJ:.o=.d) $(GPU_TEST_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d) $(GPU_BENCH_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d)
--include $(foreach d,$(REL) $(ASAN),$(d)/emu/products.d $(d)/emu/backend_cuda.d $(d)/emu/test_cuda_emu.d)
+-include $(foreach d,$(REL) $(ASAN),$(patsubst %.o,%.d,$(call EMU_CUDA,$(d))) $(d)/emu/test_cuda_emu.d)
 -include $(TEST_SRC:tests/unit/%.c=$(REL)/tests/unit/%.d) $(TEST_SRC:tests/unit/%.c=$(ASAN)/tests/unit/%.d)
 
 # dev/: scratch benchmarks of single kernels (not part of the library or the tests)

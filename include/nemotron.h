@@ -56,7 +56,10 @@ typedef enum nemotron_status {
     NEMOTRON_ERR_CONTEXT,     /* the request would pass the session's context length */
     NEMOTRON_ERR_NOMEM,       /* an allocation failed */
     NEMOTRON_ERR_UNSUPPORTED, /* valid input this build cannot run (unknown activation, device) */
-    NEMOTRON_ERR_INTERNAL     /* a broken invariant inside the library: a bug */
+    NEMOTRON_ERR_INTERNAL,    /* a broken invariant inside the library: a bug */
+    NEMOTRON_ERR_DEVICE       /* the device failed while running a pass (a GPU kernel's fault, a
+                               * lost device): the session that met it is refused from then on
+                               * and must be freed; the process keeps running */
 } nemotron_status;
 
 /* A static English name of a status ("ok", "i/o error", ...). Never NULL. */

@@ -6,6 +6,9 @@
  * backend, device memory for CUDA); forward.c only passes them along and never dereferences
  * them. All activations are f32, row-major, one row per position of the pass.
  *
+ * Operations return nothing: a backend whose device fails records the fault (nt_backend.fault)
+ * and the session reads it after the pass.
+ *
  * A pass is n consecutive positions pos0 .. pos0+n-1 of one sequence. Every operation must give
  * each position the same result whatever n is (DESIGN.md "one arithmetic per position"): fixed
  * reduction orders per output element, nothing chosen by the pass size.
@@ -16,6 +19,7 @@
 #include "model/weights.h"
 
 struct nt_backend;
+struct nt_forward;
 
 /* Limits every backend accepts (the loader refuses models past them, so kernels may keep one
  * head, one conv window and one position's expert scores on the stack):
@@ -68,6 +72,11 @@ struct nt_moe_dims {
 struct nt_backend_ops {
     const char *name;
     void (*destroy)(struct nt_backend *be);
+    /* Optional (NULL: every model the loader accepts). Whether this backend's kernels run a model
+     * of f's shapes and weights: NEMOTRON_OK, or NEMOTRON_ERR_UNSUPPORTED with the limit that is
+     * passed named in err. Called when a model is loaded, before its weights are made resident,
+     * so a model a kernel cannot run is refused then, never at its first pass. */
+    nemotron_status (*check_model)(struct nt_backend *be, const struct nt_forward *f, struct nt_err *err);
 
     /* Memory. alloc returns zeroed resident memory, NULL when there is not enough. */
     void *(*alloc)(struct nt_backend *be, size_t bytes);
@@ -159,6 +168,13 @@ struct nt_backend {
     char device[128];         /* what it runs on, for people: "cpu", "cuda:0 (NVIDIA H200)" */
     char alloc_error[256];    /* why the last alloc/upload returned NULL: the bytes asked for and
                                * the bytes free ("" when none failed); the loader quotes it */
+    char fault[256];          /* "" while the device works. A device error (a failed launch, a
+                               * kernel's illegal address, a lost device, a broken invariant inside
+                               * an operation) is recorded here, the first one's message naming the
+                               * call and the operation, instead of aborting the process; from then
+                               * on every operation does nothing (a GPU's context is unusable after
+                               * such an error). Sessions report it as NEMOTRON_ERR_DEVICE. The CPU
+                               * backend never sets it. */
 };
 
 /* Creates the CPU backend with n_threads threads (<= 0: physical cores). NULL when out of memory.

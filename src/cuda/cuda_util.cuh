@@ -1,7 +1,7 @@
 /* cuda_util.cuh - what every .cu file of the CUDA backend shares: error checks, the stream, and
- * the small device helpers that read the weight formats (f16/bf16 words, quant.h's payload
- * offsets, the q4tp group scale). Static functions: each translation unit gets its own copy, so
- * no relocatable device code is needed. */
+ * the small device helpers (the weight formats' words, quant.h's payload offsets, the q4tp group
+ * scale; activations; warp and block reductions). Device functions are static or inline: each
+ * translation unit gets its own copy, so no relocatable device code is needed. */
 #ifndef NT_CUDA_UTIL_CUH
 #define NT_CUDA_UTIL_CUH
 
@@ -14,29 +14,26 @@ extern "C" {
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #endif
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
-static void cuda_die(const char *file, int line, const char *what, cudaError_t e) {
-    fprintf(stderr, "nemotron cuda: %s:%d: %s: %s\n", file, line, what, cudaGetErrorString(e));
-    abort();
-}
-/* Inside a pass there is no way to report an error back (the ops return void) and a failed
- * kernel leaves the context unusable: abort with where it happened. */
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) cuda_die(__FILE__, __LINE__, #call, e_);                            \
-    } while (0)
-#define LAUNCHED() CK(cudaGetLastError())
-
-static void fatal(const char *msg, const char *name) {
-    fprintf(stderr, "nemotron cuda: %s%s%s\n", msg, name ? ": " : "", name ? name : "");
-    abort();
-}
+/* A failed CUDA call is recorded, never fatal (a server must survive one bad request): the first
+ * failure's message - the call, the operation it served, the file and line, the runtime's words
+ * - goes to be->fault (backend.h), and from then on every operation of the backend returns at
+ * once. After an illegal address CUDA's context is unusable for the whole process (the error is
+ * sticky), so nothing more is tried; session.c turns the fault into NEMOTRON_ERR_DEVICE.
+ * cuda_ok returns whether e is cudaSuccess. */
+bool cuda_ok(struct nt_backend *be, cudaError_t e, const char *call, const char *file, int line);
+/* Records a broken invariant or an unsupported argument met inside an operation as the fault. */
+void cuda_fault(struct nt_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define CK(be, call) cuda_ok((be), (call), #call, __FILE__, __LINE__)
+#define LAUNCHED(be) CK((be), cudaGetLastError())
+#define FAULTED(be) ((be)->fault[0] != '\0')
 
 /* Every operation goes to the calling thread's default stream: sessions on different threads
  * run concurrently, and one thread's pass is ordered without events. */
@@ -89,6 +86,65 @@ __device__ __forceinline__ float q4_group_scale(const uint8_t *W, int64_t R, int
     const uint8_t *codes = W + d_q4_codes_off(R, C) + r * d_q4_cstride(C);
     int code = (int)((ld16b(codes + ((5 * g) >> 3)) >> ((5 * g) & 7)) & 31);
     return nt_q4tp_scale(f16f((uint16_t)(pr & 0xffff)), f16f((uint16_t)(pr >> 16)), code);
+}
+
+/* ---- activations and reductions ------------------------------------------------------------ */
+
+#define ELEM_THREADS 256 /* threads of the element-wise and per-row kernels */
+
+__device__ __forceinline__ float silu_d(float x) { return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x))); }
+__device__ __forceinline__ float softplus_d(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* Butterfly sum: every lane ends with the same bits (a + b == b + a at each stage). */
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+/* Sum over a block of blockDim.x (a multiple of 32) threads in a fixed tree; all get the result.
+ * sh: 33 floats of shared memory. */
+__device__ inline float block_sum(float v, float *sh) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    float r = threadIdx.x < (unsigned)nw ? sh[threadIdx.x] : 0.0f;
+    if (warp == 0) r = warp_sum(r);
+    if (threadIdx.x == 0) sh[32] = r;
+    __syncthreads();
+    r = sh[32];
+    __syncthreads();
+    return r;
+}
+
+/* (value, index) better: larger value, then lower index (the CPU's first maximum). */
+__device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
+    return bi < 0 || (i >= 0 && (v > bv || (v == bv && i < bi)));
+}
+
+/* Block-wide pick of the best allowed element; each thread scans its stride in increasing index
+ * order, so within a thread a tie keeps the lower index, and the combine keeps it across.
+ * shv, shi: 33 entries of shared memory. */
+__device__ inline void block_argbest(float v, int i, float *shv, int *shi, float *ov, int *oi) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) {
+        float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+        int i2 = __shfl_xor_sync(0xffffffffu, i, o);
+        if (better(v2, i2, v, i)) { v = v2; i = i2; }
+    }
+    if (lane == 0) { shv[warp] = v; shi[warp] = i; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float bv = shv[0];
+        int bi = shi[0];
+        for (int w2 = 1; w2 < nw; w2++)
+            if (better(shv[w2], shi[w2], bv, bi)) { bv = shv[w2]; bi = shi[w2]; }
+        shv[32] = bv;
+        shi[32] = bi;
+    }
+    __syncthreads();
+    *ov = shv[32];
+    *oi = shi[32];
+    __syncthreads();
 }
 
 #endif

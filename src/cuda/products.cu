@@ -42,7 +42,7 @@
 extern "C" {
 #include "cuda_backend.h"
 }
-#include "cuda_util.cuh"
+#include "ops.cuh"
 #include "products.cuh"
 
 /* ---- quantized activations ---------------------------------------------------------------- */
@@ -480,15 +480,59 @@ static int reference_only; /* nt_cuda_packed_reference */
 
 extern "C" void nt_cuda_packed_reference(int on) { reference_only = on; }
 
-void pk_run(const struct pk_product *a, int work) {
-    if (work <= 0) return;
-    if (!pk_packed(a->dtype)) {
-        if (a->group != PK_FLOAT_GROUP) fatal("float product: items must hold PK_FLOAT_GROUP positions", NULL);
-        int64_t row_blocks = (a->rows + FP_WARPS - 1) / FP_WARPS;
-        if (row_blocks > 65535) fatal("product: too many rows for one grid", NULL);
-        NT_LAUNCH(k_float_product, dim3((unsigned)work, (unsigned)row_blocks), FP_WARPS * 32, *a);
-        LAUNCHED();
+/* Rows one k_gemv block owns for a matrix of cpr chunks per row and items of up to maxp
+ * positions: as many whole rows as GV_MAX_CHUNKS chunks hold, one chain per thread. */
+static int64_t gemv_rows_per_block(int64_t cpr, int maxp, int64_t rows) {
+    int64_t rb = GV_MAX_CHUNKS / cpr;
+    if (rb > GV_THREADS / maxp) rb = GV_THREADS / maxp;
+    return rb < rows ? rb : rows;
+}
+
+/* The grid's y dimension counts blocks of rows: at most 65535. */
+#define MAX_ROW_BLOCKS 65535
+
+void product_limits(const struct nt_matrix *W, char *why, size_t cap) {
+    why[0] = 0;
+    int dt = W->dtype;
+    if (dt != NT_DTYPE_F32 && dt != NT_DTYPE_F16 && dt != NT_DTYPE_BF16 && !pk_packed(dt)) {
+        snprintf(why, cap, "%s: the CUDA products take f32, f16, bf16, q8_2f and q4tp weights", W->name);
         return;
+    }
+    /* the fewest rows per block of any kernel pk_run may pick (the reference kernel's 4, the float
+     * kernel's FP_WARPS, k_gemv's rows per block for items of 4) must still fit the grid */
+    int64_t per_block = pk_packed(dt) ? REF_WARPS : FP_WARPS, cpr = chunks_per_row(dt, W->cols);
+    if (pk_packed(dt) && cpr <= GV_MAX_CHUNKS) {
+        int64_t rb = gemv_rows_per_block(cpr > 0 ? cpr : 1, 4, W->rows);
+        if (rb < per_block) per_block = rb;
+    }
+    if ((W->rows + per_block - 1) / per_block > MAX_ROW_BLOCKS)
+        snprintf(why, cap, "%s: %lld rows: the CUDA products hold at most %lld rows of %lld columns", W->name,
+                 (long long)W->rows, (long long)(MAX_ROW_BLOCKS * per_block), (long long)W->cols);
+}
+
+/* Launches kernel over work items x row blocks, after checking the grid (product_limits refused
+ * larger matrices at load; this keeps a broken invariant an error). */
+static bool row_grid(struct nt_backend *be, const struct pk_product *a, int work, int64_t row_blocks, dim3 *grid) {
+    if (row_blocks > MAX_ROW_BLOCKS) {
+        cuda_fault(be, "product: %lld rows make %lld row blocks, more than one grid holds", (long long)a->rows,
+                   (long long)row_blocks);
+        return false;
+    }
+    *grid = dim3((unsigned)work, (unsigned)row_blocks);
+    return true;
+}
+
+bool pk_run(struct nt_backend *be, const struct pk_product *a, int work) {
+    if (work <= 0) return true;
+    dim3 grid;
+    if (!pk_packed(a->dtype)) {
+        if (a->group != PK_FLOAT_GROUP) {
+            cuda_fault(be, "float product: items must hold PK_FLOAT_GROUP positions");
+            return false;
+        }
+        if (!row_grid(be, a, work, (a->rows + FP_WARPS - 1) / FP_WARPS, &grid)) return false;
+        NT_LAUNCH(k_float_product, grid, FP_WARPS * 32, *a);
+        return LAUNCHED(be);
     }
     const bool q4 = a->dtype == NT_DTYPE_Q4TP;
     int64_t nb = (a->cols + 31) / 32, cpr = chunks_per_row(a->dtype, a->cols);
@@ -496,9 +540,7 @@ void pk_run(const struct pk_product *a, int work) {
     bool mma = whole_blocks && a->group == PK_MMA_N;
     bool gemv = whole_blocks && !mma && cpr <= GV_MAX_CHUNKS && a->group <= 4;
     int maxp = a->group == 1 ? 1 : 4;
-    int64_t rb = gemv ? GV_MAX_CHUNKS / cpr : 1;
-    if (rb > GV_THREADS / maxp) rb = GV_THREADS / maxp; /* one chain per thread */
-    if (rb > a->rows) rb = a->rows;
+    int64_t rb = gemv ? gemv_rows_per_block(cpr, maxp, a->rows) : 1;
     int64_t gemv_blocks = (a->rows + rb - 1) / rb;
     /* Every block of a fused product reads the activation row again (from L2: 4-6 bytes per
      * column against the 0.5-1 byte per column of each of its RB rows); worth a launch saved only
@@ -507,25 +549,50 @@ void pk_run(const struct pk_product *a, int work) {
     if (!fused) {
         dim3 qgrid((unsigned)a->n, (unsigned)((nb + 7) / 8));
         NT_LAUNCH(k_quantize, qgrid, 256, *a);
-        LAUNCHED();
+        if (!LAUNCHED(be)) return false;
     }
     if (mma) {
-        int64_t row_blocks = (a->rows + MMA_ROWS - 1) / MMA_ROWS;
-        if (row_blocks > 65535) fatal("product: too many rows for one grid", NULL);
-        dim3 grid((unsigned)work, (unsigned)row_blocks);
+        if (!row_grid(be, a, work, (a->rows + MMA_ROWS - 1) / MMA_ROWS, &grid)) return false;
         if (q4) NT_LAUNCH(k_mma<true>, grid, MMA_WARPS * 32, *a);
         else NT_LAUNCH(k_mma<false>, grid, MMA_WARPS * 32, *a);
     } else if (gemv) {
-        if (gemv_blocks > 65535) fatal("product: too many rows for one grid", NULL);
-        dim3 grid((unsigned)work, (unsigned)gemv_blocks);
+        if (!row_grid(be, a, work, gemv_blocks, &grid)) return false;
         if (fused) NT_LAUNCH((k_gemv<1, true>), grid, GV_THREADS, *a, (int)rb);
         else if (maxp == 1) NT_LAUNCH((k_gemv<1, false>), grid, GV_THREADS, *a, (int)rb);
         else NT_LAUNCH((k_gemv<4, false>), grid, GV_THREADS, *a, (int)rb);
     } else {
-        int64_t row_blocks = (a->rows + REF_WARPS - 1) / REF_WARPS;
-        if (row_blocks > 65535) fatal("product: too many rows for one grid", NULL);
-        dim3 grid((unsigned)work, (unsigned)row_blocks);
+        if (!row_grid(be, a, work, (a->rows + REF_WARPS - 1) / REF_WARPS, &grid)) return false;
         NT_LAUNCH(k_packed_ref, grid, REF_WARPS * 32, *a);
     }
-    LAUNCHED();
+    return LAUNCHED(be);
+}
+
+/* ---- the operation ------------------------------------------------------------------------- */
+
+void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, const struct nt_matrix *W, const float *bias,
+               enum nt_act act, const float *x, int x_stride, float *y, int y_stride) {
+    OP_START(be, OP_MATMUL, (uint64_t)n, U(W->data), (uint64_t)W->dtype, (uint64_t)W->rows, (uint64_t)W->cols,
+             U(bias), (uint64_t)act, U(x), (uint64_t)x_stride, U(y), (uint64_t)y_stride);
+    PROFILE(be, "matmul %s %lldx%lld n=%d", dtype_name(W->dtype), (long long)W->rows, (long long)W->cols, n);
+    if (n <= 0) return;
+    /* the kernels' loads assume 16 bytes (packed: uint4) or the element's alignment; uploads are
+     * 256-byte aligned, so this only fails for a matrix pointing inside a larger upload */
+    size_t need = pk_packed(W->dtype) ? 16 : W->dtype == NT_DTYPE_F32 ? 4 : 2;
+    if ((uintptr_t)W->data % need) return cuda_fault(be, "matmul: %s: weight data not aligned for its dtype", W->name);
+    struct pk_product a;
+    memset(&a, 0, sizeof a);
+    a.W = (const uint8_t *)W->data;
+    a.dtype = W->dtype;
+    a.rows = W->rows;
+    a.cols = W->cols;
+    a.bias = bias;
+    a.act = act;
+    a.x = x;
+    a.x_stride = x_stride;
+    a.y = y;
+    a.y_stride = y_stride;
+    a.qx = qx_of(p);
+    a.n = n;
+    a.group = pk_group_plain(W->dtype, n);
+    pk_run(be, &a, (n + a.group - 1) / a.group);
 }

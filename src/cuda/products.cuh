@@ -1,9 +1,9 @@
 /* products.cuh - the products of the CUDA backend (packed q8_2f, q4tp and float weights), plain
  * and grouped.
  *
- * products.cu holds the kernels and says what their arithmetic is; backend_cuda.cu fills a
- * pk_product and calls pk_run, which (packed weights) quantizes the activations into the pass
- * scratch and launches the product kernel chosen by the work item size. */
+ * products.cu holds the kernels, says what their arithmetic is, and runs the matmul operation;
+ * moe.cu fills a grouped pk_product and calls pk_run, which (packed weights) quantizes the
+ * activations into the scratch and launches the product kernel chosen by the work item size. */
 #ifndef NT_CUDA_PRODUCTS_CUH
 #define NT_CUDA_PRODUCTS_CUH
 
@@ -66,7 +66,8 @@ static inline int pk_group_grouped(int up_dtype, int down_dtype, int n, int k, i
 }
 
 /* Quantizes the activations and runs the product; work = the number of work items (plain:
- * ceil(n / group); grouped: a bound on the items, the kernel reads their number). */
-void pk_run(const struct pk_product *a, int work);
+ * ceil(n / group); grouped: a bound on the items, the kernel reads their number). False, with
+ * be's fault recorded, when a launch failed. */
+bool pk_run(struct nt_backend *be, const struct pk_product *a, int work);
 
 #endif

@@ -32,6 +32,8 @@ struct nemotron_session {
     float *last_logits;               /* host [V] */
     int has_last;
     int32_t last_argmax;
+    int broken;                       /* a device error happened in one of its passes: refused until
+                                       * freed (its state is whatever the device left) */
 };
 
 #endif /* NT_ENGINE_H */

@@ -27,6 +27,7 @@ const char *nemotron_status_str(nemotron_status s) {
     case NEMOTRON_ERR_NOMEM: return "out of memory";
     case NEMOTRON_ERR_UNSUPPORTED: return "unsupported";
     case NEMOTRON_ERR_INTERNAL: return "internal error";
+    case NEMOTRON_ERR_DEVICE: return "device error";
     }
     return "unknown status";
 }
@@ -90,6 +91,8 @@ static nemotron_status upload_weights(nemotron_model *m) {
     u.resident_arena = m->be->ops->upload(m->be, w->arena, w->arena_floats * sizeof(float));
     if (!u.resident_arena) u.failed = 1;
     else nt_weights_for_each(w, upload_matrix, rebase_vector, &u);
+    if (u.failed && m->be->fault[0])
+        return nt_fail(&m->err, NEMOTRON_ERR_DEVICE, "uploading the weights: %s", m->be->fault);
     if (u.failed) {
         uint64_t need = w->arena_floats * sizeof(float);
         nt_weights_for_each(w, count_matrix, NULL, &need);
@@ -155,9 +158,13 @@ static nemotron_status load(nemotron_model *m, const char *path, const nemotron_
         nt_err_prefix(&m->err, "%s: ", path);
         return st;
     }
-    if ((st = upload_weights(m))) return st;
+    /* the backend's own limits, before gigabytes go to the device */
     nt_forward_init(&m->fwd, &m->cfg, &m->w, m->be);
-    return NEMOTRON_OK;
+    if (m->be->ops->check_model && (st = m->be->ops->check_model(m->be, &m->fwd, &m->err))) {
+        nt_err_prefix(&m->err, "%s: ", path);
+        return st;
+    }
+    return upload_weights(m);
 }
 
 nemotron_status nemotron_model_load(const char *path, const nemotron_model_params *params,

@@ -4,6 +4,8 @@
  * of one pass, all allocated at creation. nemotron_session_eval checks every token and the
  * context length before it touches anything, then cuts the tokens into passes of at most
  * pass_max positions; each pass runs inside the allocation guard (no allocation in a pass).
+ * A device error (backend.h: nt_backend.fault) met by a pass is returned as NEMOTRON_ERR_DEVICE
+ * and leaves the session refused until it is freed: its state is no longer known.
  */
 #include "engine.h"
 
@@ -53,6 +55,8 @@ nemotron_status nemotron_session_new(nemotron_model *m, const nemotron_session_p
     if (!s) return NEMOTRON_ERR_NOMEM;
     nemotron_session_params defaults = nemotron_session_default_params();
     nemotron_status st = create(s, m, params ? params : &defaults);
+    if (st != NEMOTRON_OK && s->model && s->model->fwd.be->fault[0])
+        st = nt_fail(&s->err, NEMOTRON_ERR_DEVICE, "the device failed: %s", s->model->fwd.be->fault);
     if (st != NEMOTRON_OK) {
         release(s);
         return st;
@@ -69,8 +73,19 @@ void nemotron_session_free(nemotron_session *s) {
 
 const char *nemotron_session_errmsg(const nemotron_session *s) { return s ? s->err.msg : "out of memory"; }
 
+/* Marks the session refused and says why (the device's first fault, which may have come from
+ * another session's pass: a GPU's context fails for all of them). */
+static nemotron_status device_failed(nemotron_session *s) {
+    s->broken = 1;
+    s->has_last = 0;
+    s->last_argmax = -1;
+    return nt_fail(&s->err, NEMOTRON_ERR_DEVICE, "the device failed: %s; this session is unusable: free it",
+                   s->model->fwd.be->fault);
+}
+
 nemotron_status nemotron_session_eval(nemotron_session *s, const int32_t *tokens, int n, float *logits) {
     if (!s->ready) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "the session handle holds no session");
+    if (s->broken) return device_failed(s);
     const struct nt_forward *f = &s->model->fwd;
     int V = f->V;
     if (n < 1) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "eval needs at least one token (n = %d)", n);
@@ -83,6 +98,7 @@ nemotron_status nemotron_session_eval(nemotron_session *s, const int32_t *tokens
         return nt_fail(&s->err, NEMOTRON_ERR_CONTEXT,
                        "%d positions at position %d would pass the context length %d", n, s->pos, s->n_ctx);
     struct nt_backend *be = f->be;
+    if (be->fault[0]) return device_failed(s);
     for (int off = 0; off < n;) {
         int chunk = n - off < s->pass_max ? n - off : s->pass_max;
         int last = off + chunk == n;
@@ -100,6 +116,7 @@ nemotron_status nemotron_session_eval(nemotron_session *s, const int32_t *tokens
             be->ops->to_host(be, &s->last_argmax, s->acts.argmax + row, sizeof(int32_t));
             s->has_last = 1;
         }
+        if (be->fault[0]) return device_failed(s); /* to_host waited for the pass: any fault shows */
         s->pos += chunk;
         off += chunk;
     }
@@ -120,7 +137,7 @@ int nemotron_session_n_ctx(const nemotron_session *s) { return s->n_ctx; }
 int nemotron_session_pass_max(const nemotron_session *s) { return s->pass_max; }
 
 void nemotron_session_reset(nemotron_session *s) {
-    if (!s->ready) return;
+    if (!s->ready || s->broken) return; /* a broken session stays refused */
     nt_state_clear(&s->model->fwd, &s->state);
     s->pos = 0;
     s->has_last = 0;

@@ -27,6 +27,16 @@ extern "C" {
 #include <string.h>
 
 static int checks, failures, verbose;
+/* pk_run records a failed launch in a backend's fault (cuda_util.cuh); none may happen here */
+static struct nt_backend fault_sink;
+
+static void run_product(const struct pk_product *a, int work) {
+    if (!pk_run(&fault_sink, a, work) || fault_sink.fault[0]) {
+        fprintf(stderr, "FAIL: product launch: %s\n", fault_sink.fault);
+        failures++;
+        fault_sink.fault[0] = 0;
+    }
+}
 static uint64_t rng = 0x6e656d6f74726f6eull;
 
 static uint64_t rnd(void) {
@@ -152,7 +162,7 @@ static void cuda_product(const struct matrix *W, const float *bias, enum nt_act 
     a.qx = (uint8_t *)dmem((size_t)n * pk_qx_stride(W->cols), 1);
     a.n = n;
     a.group = group;
-    pk_run(&a, (n + group - 1) / group);
+    run_product(&a, (n + group - 1) / group);
     free(a.qx);
 }
 
@@ -250,11 +260,11 @@ static void grouped_case(struct nt_backend *cpu, enum nt_dtype dt, int E, int k,
     struct pk_product u = a;
     u.Wtab = tup, u.dtype = dt, u.rows = mi, u.cols = L, u.act = NT_ACT_RELU2, u.x = x, u.x_stride = L, u.xmode = 1;
     u.y = inner, u.y_stride = mi, u.ymode = 0;
-    pk_run(&u, n_items);
+    run_product(&u, n_items);
     struct pk_product d = a;
     d.Wtab = tdn, d.dtype = dt, d.rows = L, d.cols = mi, d.act = NT_ACT_NONE, d.x = inner, d.x_stride = mi, d.xmode = 2;
     d.y = eo, d.y_stride = L, d.ymode = 1;
-    pk_run(&d, n_items);
+    run_product(&d, n_items);
     untouched(what, inner, nk, mi, (size_t)mi, nk + 1);
     untouched(what, eo, nk, L, (size_t)L, nk + 1);
 

@@ -1,0 +1,97 @@
+/* norms.cu - the CUDA backend's row operations: the embedding lookup, RMS norm (with the
+ * residual add fused in front), the element-wise add, and the argmax of logits rows.
+ *
+ * Reductions the CPU runs as one serial sum (the norm's sum of squares) are fixed-shape block
+ * trees here (block_sum): deterministic whatever the pass, different from the CPU in the last
+ * bits. The argmax keeps the CPU's winner exactly (largest, then lowest index).
+ */
+#include "ops.cuh"
+
+__global__ void k_embed(const int32_t *tokens, const uint8_t *emb, int dt, int64_t V, int H, float *h) {
+    int t = blockIdx.x;
+    int64_t tok = tokens[t];
+    float *dst = h + (size_t)t * H;
+    for (int c = threadIdx.x; c < H; c += blockDim.x)
+        dst[c] = (tok >= 0 && tok < V) ? load_w(emb, tok * H + c, dt) : 0.0f; /* memory-safe */
+}
+
+void be_embed(struct nt_backend *be, const struct nt_pass *p, const struct nt_matrix *emb, float *h) {
+    OP_START(be, OP_EMBED, U(emb->data), (uint64_t)emb->dtype, U(h));
+    PROFILE(be, "embed");
+    NT_LAUNCH(k_embed, p->n, ELEM_THREADS, tokens_of(p), (const uint8_t *)emb->data, emb->dtype, emb->rows,
+              (int)emb->cols, h);
+    LAUNCHED(be);
+}
+
+/* One block per position: h (+= o), then y = w * (h * inv). */
+__global__ void k_rmsnorm(float *h, const float *o, const float *w, int H, float eps, float *y) {
+    __shared__ float sh[33];
+    int t = blockIdx.x;
+    float *ht = h + (size_t)t * H;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < H; i += blockDim.x) {
+        float v = ht[i];
+        if (o) {
+            v = __fadd_rn(v, o[(size_t)t * H + i]);
+            ht[i] = v;
+        }
+        ss = __fadd_rn(ss, __fmul_rn(v, v));
+    }
+    ss = block_sum(ss, sh);
+    float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)H), eps)));
+    for (int i = threadIdx.x; i < H; i += blockDim.x) y[(size_t)t * H + i] = __fmul_rn(w[i], __fmul_rn(ht[i], inv));
+}
+
+void be_rmsnorm(struct nt_backend *be, const struct nt_pass *p, const float *h, const float *w, int H, float eps,
+                float *y) {
+    OP_START(be, OP_RMSNORM, U(h), U(w), (uint64_t)H, FLT(eps), U(y));
+    PROFILE(be, "rmsnorm n=%d", p->n);
+    NT_LAUNCH(k_rmsnorm, p->n, ELEM_THREADS, (float *)h, NULL, w, H, eps, y); /* h only read when o is NULL */
+    LAUNCHED(be);
+}
+
+void be_add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h, const float *o, const float *w, int H,
+                    float eps, float *y) {
+    OP_START(be, OP_ADD_RMSNORM, U(h), U(o), U(w), (uint64_t)H, FLT(eps), U(y));
+    PROFILE(be, "add_rmsnorm n=%d", p->n);
+    NT_LAUNCH(k_rmsnorm, p->n, ELEM_THREADS, h, o, w, H, eps, y);
+    LAUNCHED(be);
+}
+
+__global__ void k_add(float *y, const float *x, size_t count) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = __fadd_rn(y[i], x[i]);
+}
+
+void be_add(struct nt_backend *be, float *y, const float *x, size_t count) {
+    OP_START(be, OP_ADD, U(y), U(x), (uint64_t)count);
+    PROFILE(be, "add");
+    if (!count) return;
+    size_t blocks = (count + ELEM_THREADS - 1) / ELEM_THREADS;
+    if (blocks > 65536) blocks = 65536;
+    NT_LAUNCH(k_add, (unsigned)blocks, ELEM_THREADS, y, x, count);
+    LAUNCHED(be);
+}
+
+/* One block per row: the lowest index of the largest value. */
+__global__ void k_argmax(const float *logits, int vocab, int32_t *out) {
+    __shared__ float shv[33];
+    __shared__ int shi[33];
+    const float *l = logits + (size_t)blockIdx.x * vocab;
+    float bv = 0.0f;
+    int bi = -1;
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
+        if (bi < 0 || l[i] > bv) { bv = l[i]; bi = i; }
+    float rv;
+    int ri;
+    block_argbest(bv, bi, shv, shi, &rv, &ri);
+    if (threadIdx.x == 0) out[blockIdx.x] = ri < 0 ? 0 : ri;
+}
+
+void be_argmax(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out) {
+    OP_START(be, OP_ARGMAX, (uint64_t)n, U(logits), (uint64_t)vocab, U(out));
+    PROFILE(be, "argmax n=%d", n);
+    if (n <= 0) return;
+    NT_LAUNCH(k_argmax, n, 1024, logits, vocab, out); /* 1024: a vocabulary of 131072 is 128 each */
+    LAUNCHED(be);
+}

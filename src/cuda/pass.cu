@@ -1,0 +1,239 @@
+/* pass.cu - the CUDA backend's pass programs: begin_pass and end_pass, the fingerprint every
+ * operation adds itself to, CUDA graph capture and replay, and the per-operation profile.
+ *
+ * PASS PROGRAMS. forward.c calls the same operations with the same arguments for every pass of
+ * one session with equal n and want (DESIGN.md: "a pass is a fixed program"); only pos0 and the
+ * tokens change, and those the kernels read from the scratch. So the first pass of a kind runs
+ * eagerly, the second is captured into a CUDA graph as it runs, and later ones replay the
+ * graph: begin_pass writes meta and tokens, every operation returns at once after adding its
+ * arguments to a fingerprint, end_pass launches the graph. The fingerprint is checked against
+ * the captured one: a pass whose program changed is a broken invariant, recorded as the
+ * backend's fault rather than computed with stale buffers. One launch per pass instead of ~600
+ * (Nemotron-3-Nano) removes the launch overhead that otherwise bounds decoding. The state is per
+ * host thread: a session runs a pass on one thread.
+ */
+#include "ops.cuh"
+#include "products.cuh"
+
+#include <stdarg.h>
+
+enum pass_mode { MODE_NONE, MODE_EAGER, MODE_CAPTURE, MODE_REPLAY };
+struct pass_run {
+    enum pass_mode mode;
+    struct pass_graph *g;
+    uint64_t print;
+    enum cuda_op op; /* the operation running now, for fault messages */
+};
+static thread_local struct pass_run cur;
+
+static const char *const op_names[] = {
+    "(no operation)", "embed", "rmsnorm", "add_rmsnorm", "matmul", "mamba_conv", "mamba_scan", "mamba_gated_norm",
+    "attention", "moe_route", "moe_experts", "add", "argmax", "begin_pass", "end_pass", "to_host", "memory"};
+
+const char *op_now(void) { return op_names[cur.op]; }
+
+size_t be_pass_scratch_bytes(struct nt_backend *be, int64_t max_cols, int n) {
+    return META_BYTES + tok_bytes(n) + (size_t)(n > 0 ? n : 0) * pk_qx_stride(max_cols);
+}
+
+static uint64_t mix64(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+uint64_t bytes_print(const void *p, size_t n) {
+    uint64_t h = 0;
+    for (size_t i = 0; i < n; i++) h = mix64(h, ((const uint8_t *)p)[i]);
+    return h;
+}
+
+bool op_start(struct nt_backend *be, enum cuda_op op, const uint64_t *v, int nv) {
+    cur.op = op;
+    if (FAULTED(be)) return true;
+    uint64_t h = mix64(cur.print, (uint64_t)op);
+    for (int i = 0; i < nv; i++) h = mix64(h, v[i]);
+    cur.print = h;
+    return cur.mode == MODE_REPLAY;
+}
+
+/* ---- the profile --------------------------------------------------------------------------- */
+
+#define PROF_MAX 256
+struct prof_row {
+    char label[96];
+    double ms;
+    long calls;
+};
+static struct prof_row prof_rows[PROF_MAX];
+static int prof_n;
+static pthread_mutex_t prof_lock = PTHREAD_MUTEX_INITIALIZER;
+
+op_timer::op_timer(struct nt_backend *be, const char *fmt, ...) : on(cb(be)->profile && cur.mode == MODE_EAGER) {
+    if (!on) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(label, sizeof label, fmt, ap);
+    va_end(ap);
+    /* a development aid: a failing event call just ends the timing */
+    on = cudaEventCreate(&t0) == cudaSuccess && cudaEventCreate(&t1) == cudaSuccess &&
+         cudaEventRecord(t0, ST) == cudaSuccess;
+}
+
+op_timer::~op_timer() {
+    if (!on) return;
+    float ms = 0;
+    bool timed = cudaEventRecord(t1, ST) == cudaSuccess && cudaEventSynchronize(t1) == cudaSuccess &&
+                 cudaEventElapsedTime(&ms, t0, t1) == cudaSuccess;
+    cudaEventDestroy(t0);
+    cudaEventDestroy(t1);
+    if (!timed) return;
+    pthread_mutex_lock(&prof_lock);
+    int i = 0;
+    while (i < prof_n && strcmp(prof_rows[i].label, label)) i++;
+    if (i < PROF_MAX) {
+        if (i == prof_n) snprintf(prof_rows[prof_n++].label, sizeof label, "%s", label);
+        prof_rows[i].ms += ms;
+        prof_rows[i].calls++;
+    }
+    pthread_mutex_unlock(&prof_lock);
+}
+
+const char *dtype_name(int dt) {
+    return dt == NT_DTYPE_Q8_2F ? "q8_2f" : dt == NT_DTYPE_Q4TP ? "q4tp" : dt == NT_DTYPE_BF16 ? "bf16"
+         : dt == NT_DTYPE_F16 ? "f16" : "f32";
+}
+
+static int prof_cmp(const void *a, const void *b) {
+    double x = ((const struct prof_row *)a)->ms, y = ((const struct prof_row *)b)->ms;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+void prof_print(void) {
+    if (!prof_n) return;
+    qsort(prof_rows, prof_n, sizeof prof_rows[0], prof_cmp);
+    double total = 0;
+    for (int i = 0; i < prof_n; i++) total += prof_rows[i].ms;
+    fprintf(stderr, "cuda profile: %.3f ms in %d kinds of operation\n%10s %8s %10s  %s\n", total, prof_n,
+            "ms", "calls", "us/call", "operation");
+    for (int i = 0; i < prof_n; i++)
+        fprintf(stderr, "%10.3f %8ld %10.2f  %s\n", prof_rows[i].ms, prof_rows[i].calls,
+                1000.0 * prof_rows[i].ms / prof_rows[i].calls, prof_rows[i].label);
+    prof_n = 0;
+}
+
+/* ---- programs ------------------------------------------------------------------------------ */
+
+void drop_graphs_of(struct cuda_backend *b, const void *scratch) {
+    pthread_mutex_lock(&b->lock);
+    for (int i = 0; i < MAX_GRAPHS; i++) {
+        struct pass_graph *g = &b->graphs[i];
+        if (g->scratch != scratch) continue;
+        if (g->exec) cudaGraphExecDestroy(g->exec);
+        memset(g, 0, sizeof *g);
+    }
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* The program slot of (scratch, n, want): found, or a fresh one (a free slot, else the least
+ * recently used, whose graph is destroyed). */
+static struct pass_graph *graph_slot(struct cuda_backend *b, const struct nt_pass *p) {
+    pthread_mutex_lock(&b->lock);
+    struct pass_graph *g = NULL, *lru = &b->graphs[0];
+    for (int i = 0; i < MAX_GRAPHS && !g; i++) {
+        struct pass_graph *c = &b->graphs[i];
+        if (c->scratch == p->scratch && c->n == p->n && c->want == p->want) g = c;
+        else if (!c->scratch || (lru->scratch && c->used < lru->used)) lru = c;
+    }
+    if (!g) {
+        g = lru;
+        if (g->exec) cudaGraphExecDestroy(g->exec);
+        memset(g, 0, sizeof *g);
+        g->scratch = p->scratch;
+        g->n = p->n;
+        g->want = p->want;
+    }
+    g->used = ++b->clock;
+    pthread_mutex_unlock(&b->lock);
+    return g;
+}
+
+void be_begin_pass(struct nt_backend *be, const struct nt_pass *p) {
+    struct cuda_backend *b = cb(be);
+    cur.mode = MODE_NONE;
+    cur.g = NULL;
+    cur.print = 0;
+    cur.op = OP_BEGIN_PASS;
+    if (FAULTED(be)) return;
+    if (p->n <= 0 || !p->scratch) return cuda_fault(be, "begin_pass: a pass needs positions and its scratch");
+    /* pageable sources: each copy returns once the bytes are staged, so nothing here outlives the
+     * call; stream order puts them before the pass's kernels */
+    struct pass_meta m = {p->pos0, p->n};
+    if (!CK(be, cudaSetDevice(b->device)) ||
+        !CK(be, cudaMemcpyAsync(p->scratch, &m, sizeof m, cudaMemcpyHostToDevice, ST)))
+        return;
+    if (p->tokens && !CK(be, cudaMemcpyAsync((uint8_t *)p->scratch + META_BYTES, p->tokens,
+                                             (size_t)p->n * sizeof(int32_t), cudaMemcpyHostToDevice, ST)))
+        return;
+    cur.g = graph_slot(b, p);
+    enum pass_mode mode = cur.g->exec ? MODE_REPLAY : cur.g->runs ? MODE_CAPTURE : MODE_EAGER;
+    if (b->no_graphs) mode = MODE_EAGER;
+    if (mode == MODE_CAPTURE && !CK(be, cudaStreamBeginCapture(ST, cudaStreamCaptureModeThreadLocal))) return;
+    cur.mode = mode;
+}
+
+/* A capture that will not be launched: ended and dropped, and the slot forgotten (the stream must
+ * leave capture mode whatever happened inside it). */
+static void abandon_capture(struct pass_graph *g) {
+    cudaGraph_t graph = NULL;
+    if (cudaStreamEndCapture(ST, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+    g->runs = 0;
+}
+
+/* Launches the program just captured (graph) and keeps it for the next passes when its
+ * fingerprint is the eager run's; otherwise runs it once and captures again next time. */
+static void launch_captured(struct nt_backend *be, struct pass_graph *g, cudaGraph_t graph) {
+    if (cur.print == g->print) {
+        if (CK(be, cudaGraphInstantiate(&g->exec, graph, 0))) CK(be, cudaGraphLaunch(g->exec, ST));
+    } else {
+        /* the program differed from the eager run (not expected): run this capture once, keep
+         * the new fingerprint, capture again next time */
+        cudaGraphExec_t once;
+        g->print = cur.print;
+        if (CK(be, cudaGraphInstantiate(&once, graph, 0))) {
+            CK(be, cudaGraphLaunch(once, ST)) && CK(be, cudaStreamSynchronize(ST));
+            cudaGraphExecDestroy(once);
+        }
+    }
+    cudaGraphDestroy(graph);
+}
+
+void be_end_pass(struct nt_backend *be, const struct nt_pass *p) {
+    struct pass_graph *g = cur.g;
+    enum pass_mode mode = cur.mode;
+    cur.mode = MODE_NONE;
+    cur.g = NULL;
+    cur.op = OP_END_PASS;
+    if (FAULTED(be)) {
+        if (mode == MODE_CAPTURE) abandon_capture(g);
+        return;
+    }
+    switch (mode) {
+    case MODE_EAGER:
+        g->print = cur.print;
+        g->runs++;
+        break;
+    case MODE_CAPTURE: {
+        cudaGraph_t graph;
+        if (CK(be, cudaStreamEndCapture(ST, &graph))) launch_captured(be, g, graph);
+        break;
+    }
+    case MODE_REPLAY:
+        if (cur.print != g->print)
+            return cuda_fault(be, "end_pass: the pass's operations differ from its captured program (forward.c "
+                                  "must call the same operations for every pass of one kind)");
+        CK(be, cudaGraphLaunch(g->exec, ST));
+        break;
+    case MODE_NONE:
+        return cuda_fault(be, "end_pass without begin_pass");
+    }
+}

@@ -227,8 +227,10 @@ $(REL)/bin/gpu_test_%: $(REL)/tests/gpu/test_%.o $(SUPPORT_REL) $(REL)/libnemotr
 	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS) $(CUDA_LIBS)
 
 # gpu-bundle: gpu-test plus the shared libraries the binaries load that a bare GPU machine may
-# lack, for NEMOTRON_PREBUILT=1 tests/gpu/run.sh there
+# lack, for NEMOTRON_PREBUILT=1 tests/gpu/run.sh there, and the hash of the sources they were
+# built from (run.sh refuses binaries built from other sources)
 gpu-bundle: gpu-test
+	@scripts/gpu-verified.sh --hash > $(REL)/gpu-sources.sha256
 	@mkdir -p $(REL)/gpu-libs
 	@for l in $$(ldd $(REL)/nemotron | awk '/json-c|pcre2|gomp/ {print $$3}'); do cp -L $$l $(REL)/gpu-libs/; done
 

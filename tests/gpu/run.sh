@@ -19,6 +19,9 @@
 # --bench-only runs step 6 alone (the checks and the benchmarks may not fit one 10-minute call).
 # Prints one line per check and a summary; exits non-zero if any check failed. Work files go to
 # /tmp/nemotron-gpu; OUT_DIR (default: that) receives summary.txt and logs.tgz (every log).
+# When the checks ran and all passed, it writes tests/gpu/VERIFIED (and a copy in OUT_DIR): the
+# hash of the CUDA sources (scripts/gpu-verified.sh says which), the GPU, the date and the
+# summary. Commit that file: CI refuses CUDA sources that differ from it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 log=/tmp/nemotron-gpu
@@ -34,8 +37,14 @@ for a in "$@"; do
 done
 mkdir -p "$log" "$out"
 bin=build/nemotron
+sources=$(scripts/gpu-verified.sh --hash)
 if [ "${NEMOTRON_PREBUILT:-0}" = 1 ]; then
     export LD_LIBRARY_PATH=$PWD/build/gpu-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    # the carried binaries must be built from these sources, or passing proves nothing about them
+    if [ "$(cat build/gpu-sources.sha256 2>/dev/null)" != "$sources" ]; then
+        echo "run.sh: build/ was not built from these sources (make gpu-bundle records their hash): rebuild" >&2
+        exit 1
+    fi
 else
     make -s -j"$(nproc)" cpu gpu-test >"$log/build.log" 2>&1 || { cat "$log/build.log"; exit 1; }
 fi
@@ -160,5 +169,21 @@ fi
 echo
 echo "== summary =="
 printf '%s\n' "${results[@]}" | tee "$out/summary.txt"
+if [ $failed = 0 ] && [ $checks = 1 ]; then
+    {
+        echo "# tests/gpu/VERIFIED - written by tests/gpu/run.sh: these CUDA sources passed every check on a GPU."
+        echo "# scripts/gpu-verified.sh (run by .ci/run) compares the tree against it."
+        echo "sources-sha256: $sources"
+        echo "gpu: $(head -1 "$log/gpu.txt")"
+        echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+        echo "run: tests/gpu/run.sh$([ $bench = 1 ] && echo " --bench")"
+        echo "summary:"
+        printf '  %s\n' "${results[@]}"
+        echo "files:"
+        scripts/gpu-verified.sh --list
+        echo "end files"
+    } >tests/gpu/VERIFIED
+    cp tests/gpu/VERIFIED "$out/VERIFIED"
+fi
 [ $failed = 0 ] && echo "all GPU checks passed" || echo "some GPU checks FAILED"
 exit $failed

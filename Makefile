@@ -74,7 +74,7 @@ endif
 # nvcc is here, so `make test` executes the kernels' code everywhere. Its fiber switch is x86-64
 # assembly: other machines leave it out.
 EMU_TEST := $(if $(filter x86_64,$(shell uname -m)),$(REL)/bin/test_cuda_emu $(REL)/bin/test_cuda_ops_emu \
-              $(REL)/emu/nemotron)
+              $(REL)/bin/test_cuda_faults $(REL)/emu/nemotron)
 EMU_TEST_ASAN := $(subst $(REL)/,$(ASAN)/,$(EMU_TEST))
 
 LIB_OBJ_REL  := $(LIB_SRC:%.c=$(REL)/%.o) $(CUDA_LINKED)
@@ -193,6 +193,10 @@ $(1)/bin/test_cuda_emu: $(1)/emu/test_cuda_emu.o $(call EMU_LIBRARY,$(1))
 	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
 # tests/gpu/test_ops.c (every operation of the CUDA backend against the CPU) on the emulation
 $(1)/bin/test_cuda_ops_emu: $(1)/tests/gpu/test_ops.o $(SUPPORT_SRC:%.c=$(1)/%.o) $(call EMU_LIBRARY,$(1))
+	@mkdir -p $$(dir $$@)
+	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
+# faults injected into the emulated device become errors; shapes past the kernels are refused
+$(1)/bin/test_cuda_faults: $(1)/tests/emu/test_cuda_faults.o $(SUPPORT_SRC:%.c=$(1)/%.o) $(call EMU_LIBRARY,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
 # the nemotron command on it: tests/cli/test_cuda_emu.sh runs whole models with --device cuda

@@ -153,7 +153,8 @@ struct nt_backend_ops {
     size_t (*moe_scratch_floats)(struct nt_backend *be, const struct nt_moe_dims *d, int n);
     /* y[i] += x[i] for i < count. */
     void (*add)(struct nt_backend *be, float *y, const float *x, size_t count);
-    /* out[t] = the lowest index of the largest logits[t][.] (rows of `vocab`), for t < n. */
+    /* out[t] = the lowest index of the largest logits[t][.] (rows of `vocab`), for t < n; a NaN
+     * never wins (a row of NaN only gives 0). */
     void (*argmax)(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out);
 
     /* Optional (NULL: none). The read bandwidth of the backend's resident memory in bytes/s,

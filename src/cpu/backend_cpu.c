@@ -408,10 +408,10 @@ static void add(struct nt_backend *be, float *y, const float *x, size_t count) {
 static void argmax(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out) {
     for (int t = 0; t < n; t++) {
         const float *l = logits + (size_t)t * vocab;
-        int best = 0;
-        for (int i = 1; i < vocab; i++)
-            if (l[i] > l[best]) best = i;
-        out[t] = best;
+        int best = -1;
+        for (int i = 0; i < vocab; i++)
+            if (l[i] == l[i] && (best < 0 || l[i] > l[best])) best = i; /* a NaN never wins */
+        out[t] = best < 0 ? 0 : best;
     }
 }
 

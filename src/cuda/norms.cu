@@ -73,15 +73,17 @@ void be_add(struct nt_backend *be, float *y, const float *x, size_t count) {
     LAUNCHED(be);
 }
 
-/* One block per row: the lowest index of the largest value. */
+/* One block per row: the lowest index of the largest value that is a number (0 when none is). */
 __global__ void k_argmax(const float *logits, int vocab, int32_t *out) {
     __shared__ float shv[33];
     __shared__ int shi[33];
     const float *l = logits + (size_t)blockIdx.x * vocab;
     float bv = 0.0f;
     int bi = -1;
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
-        if (bi < 0 || l[i] > bv) { bv = l[i]; bi = i; }
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+        float v = l[i];
+        if (v == v && (bi < 0 || v > bv)) { bv = v; bi = i; } /* a NaN never wins */
+    }
     float rv;
     int ri;
     block_argbest(bv, bi, shv, shi, &rv, &ri);

@@ -530,7 +530,8 @@ static void test_add(size_t count) {
 }
 
 /* Rows: random; the maximum at three places (the lowest wins); all equal (0); the maximum last;
- * all -inf (0); then random rows with a tie of two. */
+ * all -inf (0); NaN at index 0 and in the middle, the maximum elsewhere (a NaN never wins); all
+ * NaN (0); then random rows with a tie of two. */
 static void test_argmax(int V, int n) {
     new_case();
     char what[120];
@@ -543,6 +544,8 @@ static void test_argmax(int V, int n) {
         case 2: for (int i = 0; i < V; i++) r[i] = -3.5f; break;
         case 3: r[V - 1] = 20.0f; break;
         case 4: for (int i = 0; i < V; i++) r[i] = -INFINITY; break;
+        case 5: r[0] = r[V / 3] = NAN; r[V / 5] = 30.0f; break;
+        case 6: for (int i = 0; i < V; i++) r[i] = NAN; break;
         default: if (t > 0) { int a = below(V), b = below(V); r[a] = r[b] = 9.0f; } break;
         }
     }
@@ -552,7 +555,10 @@ static void test_argmax(int V, int n) {
         BE[s]->ops->argmax(BE[s], n, F(lt, s), V, (int32_t *)ot.p[s]);
         end(s);
     }
-    compare_i32(what, back(CPU, ot.p[CPU], (size_t)n * 4), back(GPU, ot.p[GPU], (size_t)n * 4), n, 1);
+    const int32_t *cpu = back(CPU, ot.p[CPU], (size_t)n * 4);
+    compare_i32(what, cpu, back(GPU, ot.p[GPU], (size_t)n * 4), n, 1);
+    if (n > 5) CHECK(cpu[5] == V / 5, "%s: the cpu's winner past two NaN is %d, not %d", what, cpu[5], V / 5);
+    if (n > 6) CHECK(cpu[6] == 0, "%s: the cpu's winner of a NaN row is %d, not 0", what, cpu[6]);
 }
 
 /* ---- Mamba-2 ------------------------------------------------------------------------------- */

@@ -155,7 +155,13 @@ __device__ __forceinline__ int q4_hi(uint32_t w) { return (int)__vsub4((w >> 4) 
 /* ---- k_gemv -------------------------------------------------------------------------------- */
 
 #define GV_THREADS 256
+#ifndef GV_CHUNKS /* (dev/cuda variants build with other values) */
 #define GV_CHUNKS 8                            /* 16-byte weight loads per thread */
+#endif
+#ifndef GV_MIN_BLOCKS
+#define GV_MIN_BLOCKS 3 /* blocks per SM the registers must allow: 3 (<= 85 registers) beat 1 (98
+                         * registers, 2 blocks) by 1.3-1.5x at n = 1 on the H200 (docs/PERF.md) */
+#endif
 #define GV_MAX_CHUNKS (GV_THREADS * GV_CHUNKS) /* per block: 32 KB */
 
 /* Chunks of 16 bytes per row: q8_2f half a block, q4tp one group (a block). */
@@ -167,7 +173,7 @@ static int64_t chunks_per_row(int dtype, int64_t cols) { return dtype == NT_DTYP
 #define GV_FUSED_BLOCKS 1024
 
 template <int MAXP, bool FUSED>
-__global__ void __launch_bounds__(GV_THREADS) k_gemv(struct pk_product a, int RB) {
+__global__ void __launch_bounds__(GV_THREADS, GV_MIN_BLOCKS) k_gemv(struct pk_product a, int RB) {
     /* block sums [position][row_local * nb + b]; q4tp group scales [row_local * nb + b] */
     __shared__ int32_t isum[MAXP][GV_MAX_CHUNKS];
     __shared__ float gscale[GV_MAX_CHUNKS];

@@ -169,6 +169,7 @@ static nemotron_status load(nemotron_model *m, const char *path, const nemotron_
 
 nemotron_status nemotron_model_load(const char *path, const nemotron_model_params *params,
                                     nemotron_model **out) {
+    if (!out) return NEMOTRON_ERR_ARG;
     nemotron_model *m = nt_calloc(1, sizeof *m);
     *out = m;
     if (!m) return NEMOTRON_ERR_NOMEM;
@@ -200,32 +201,33 @@ const char *nemotron_model_errmsg(const nemotron_model *m) {
     return m ? m->err.msg : "out of memory";
 }
 
-int nemotron_model_vocab_size(const nemotron_model *m) { return m->loaded ? m->cfg.vocab_size : 0; }
-int nemotron_model_n_threads(const nemotron_model *m) { return m->loaded ? m->be->n_threads : 0; }
-int nemotron_model_hidden_size(const nemotron_model *m) { return m->loaded ? m->cfg.hidden_size : 0; }
-int nemotron_model_n_layer(const nemotron_model *m) { return m->loaded ? m->cfg.n_layer : 0; }
-const char *nemotron_model_pattern(const nemotron_model *m) { return m->loaded ? m->cfg.pattern : ""; }
+/* The getters take NULL (and a handle that holds only a load failure) as "no model": 0 or "". */
+int nemotron_model_vocab_size(const nemotron_model *m) { return m && m->loaded ? m->cfg.vocab_size : 0; }
+int nemotron_model_n_threads(const nemotron_model *m) { return m && m->loaded ? m->be->n_threads : 0; }
+int nemotron_model_hidden_size(const nemotron_model *m) { return m && m->loaded ? m->cfg.hidden_size : 0; }
+int nemotron_model_n_layer(const nemotron_model *m) { return m && m->loaded ? m->cfg.n_layer : 0; }
+const char *nemotron_model_pattern(const nemotron_model *m) { return m && m->loaded ? m->cfg.pattern : ""; }
 uint64_t nemotron_model_active_weight_bytes(const nemotron_model *m) {
-    return m->loaded ? m->w.active_bytes : 0;
+    return m && m->loaded ? m->w.active_bytes : 0;
 }
-uint64_t nemotron_model_weight_bytes(const nemotron_model *m) { return m->loaded ? m->w.total_bytes : 0; }
-uint64_t nemotron_model_n_params(const nemotron_model *m) { return m->loaded ? m->w.n_params : 0; }
+uint64_t nemotron_model_weight_bytes(const nemotron_model *m) { return m && m->loaded ? m->w.total_bytes : 0; }
+uint64_t nemotron_model_n_params(const nemotron_model *m) { return m && m->loaded ? m->w.n_params : 0; }
 
 double nemotron_model_device_read_bandwidth(const nemotron_model *m) {
-    if (!m->loaded || !m->be->ops->read_bandwidth) return 0;
+    if (!m || !m->loaded || !m->be->ops->read_bandwidth) return 0;
     return m->be->ops->read_bandwidth(m->be);
 }
 
-const char *nemotron_model_device(const nemotron_model *m) { return m->loaded ? m->be->device : ""; }
+const char *nemotron_model_device(const nemotron_model *m) { return m && m->loaded ? m->be->device : ""; }
 
 int nemotron_model_stop_ids(const nemotron_model *m, int32_t *ids, int n_max) {
-    if (!m->loaded) return 0;
+    if (!m || !m->loaded) return 0;
     for (int i = 0; i < m->n_stop && i < n_max; i++) ids[i] = m->stop_ids[i];
     return m->n_stop;
 }
 
 int nemotron_model_eos_ids(const nemotron_model *m, int32_t *ids, int n_max) {
-    if (!m->loaded) return 0;
+    if (!m || !m->loaded) return 0;
     for (int i = 0; i < m->cfg.n_eos && i < n_max; i++) ids[i] = m->cfg.eos_token_id[i];
     return m->cfg.n_eos;
 }

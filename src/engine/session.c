@@ -50,6 +50,7 @@ static void release(nemotron_session *s) {
 
 nemotron_status nemotron_session_new(nemotron_model *m, const nemotron_session_params *params,
                                      nemotron_session **out) {
+    if (!out) return NEMOTRON_ERR_ARG;
     nemotron_session *s = nt_calloc(1, sizeof *s);
     *out = s;
     if (!s) return NEMOTRON_ERR_NOMEM;
@@ -84,19 +85,21 @@ static nemotron_status device_failed(nemotron_session *s) {
 }
 
 nemotron_status nemotron_session_eval(nemotron_session *s, const int32_t *tokens, int n, float *logits) {
+    if (!s) return NEMOTRON_ERR_ARG; /* no handle to carry a message */
     if (!s->ready) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "the session handle holds no session");
     if (s->broken) return device_failed(s);
     const struct nt_forward *f = &s->model->fwd;
     int V = f->V;
     if (n < 1) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "eval needs at least one token (n = %d)", n);
     if (!tokens) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "tokens is NULL (n = %d)", n);
+    /* the length before the tokens: a wrong n must not read past the caller's array */
+    if (n > s->n_ctx - s->pos)
+        return nt_fail(&s->err, NEMOTRON_ERR_CONTEXT,
+                       "%d positions at position %d would pass the context length %d", n, s->pos, s->n_ctx);
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= V)
             return nt_fail(&s->err, NEMOTRON_ERR_ARG,
                            "token %d at index %d is outside the vocabulary [0, %d)", (int)tokens[i], i, V);
-    if (n > s->n_ctx - s->pos)
-        return nt_fail(&s->err, NEMOTRON_ERR_CONTEXT,
-                       "%d positions at position %d would pass the context length %d", n, s->pos, s->n_ctx);
     struct nt_backend *be = f->be;
     if (be->fault[0]) return device_failed(s);
     for (int off = 0; off < n;) {
@@ -124,20 +127,21 @@ nemotron_status nemotron_session_eval(nemotron_session *s, const int32_t *tokens
     return NEMOTRON_OK;
 }
 
+/* The getters take NULL (and a handle that holds only a creation failure) as "no session". */
 const float *nemotron_session_logits(const nemotron_session *s) {
-    return s->ready && s->has_last ? s->last_logits : NULL;
+    return s && s->ready && s->has_last ? s->last_logits : NULL;
 }
 
 int32_t nemotron_session_argmax(const nemotron_session *s) {
-    return s->ready && s->has_last ? s->last_argmax : -1;
+    return s && s->ready && s->has_last ? s->last_argmax : -1;
 }
 
-int nemotron_session_pos(const nemotron_session *s) { return s->pos; }
-int nemotron_session_n_ctx(const nemotron_session *s) { return s->n_ctx; }
-int nemotron_session_pass_max(const nemotron_session *s) { return s->pass_max; }
+int nemotron_session_pos(const nemotron_session *s) { return s ? s->pos : 0; }
+int nemotron_session_n_ctx(const nemotron_session *s) { return s ? s->n_ctx : 0; }
+int nemotron_session_pass_max(const nemotron_session *s) { return s ? s->pass_max : 0; }
 
 void nemotron_session_reset(nemotron_session *s) {
-    if (!s->ready || s->broken) return; /* a broken session stays refused */
+    if (!s || !s->ready || s->broken) return; /* a broken session stays refused */
     nt_state_clear(&s->model->fwd, &s->state);
     s->pos = 0;
     s->has_last = 0;

@@ -12,6 +12,7 @@
  *     fresh session fed the same valid tokens.
  * TEST_VERBOSE=1 prints every case with the status and message it got.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -460,6 +461,8 @@ static void test_sessions(void) {
         {"n = 0", {4}, 0, 0, NEMOTRON_ERR_ARG, {"n = 0", NULL, NULL}},
         {"n = -3", {4}, -3, 0, NEMOTRON_ERR_ARG, {"-3", NULL, NULL}},
         {"tokens NULL", {0}, 2, 1, NEMOTRON_ERR_ARG, {NULL, NULL, NULL}},
+        /* a wrong n is caught before the tokens are read: no read past the 4 given */
+        {"n = INT_MAX", {4, 5, 6, 7}, INT_MAX, 0, NEMOTRON_ERR_CONTEXT, {"2147483647 positions", NULL, NULL}},
         {"past the context", {4, 5, 6, 7}, 4, 0, NEMOTRON_ERR_CONTEXT, {"context length 8", "position 5", NULL}},
     };
     float *scratch = malloc(4 * (size_t)V * sizeof(float));
@@ -575,6 +578,32 @@ static void test_sessions(void) {
     nemotron_model_free(m);
 }
 
+/* NULL where a handle belongs: an error or an empty answer, never a crash. */
+static void test_null_handles(void) {
+    const int32_t t[1] = {1};
+    CHECK(nemotron_session_eval(NULL, t, 1, NULL) == NEMOTRON_ERR_ARG, "eval(NULL)");
+    CHECK(nemotron_session_pos(NULL) == 0 && nemotron_session_n_ctx(NULL) == 0 &&
+              nemotron_session_pass_max(NULL) == 0 && nemotron_session_logits(NULL) == NULL &&
+              nemotron_session_argmax(NULL) == -1,
+          "session getters of NULL");
+    nemotron_session_reset(NULL);
+    nemotron_session_free(NULL);
+    CHECK(nemotron_model_vocab_size(NULL) == 0 && nemotron_model_hidden_size(NULL) == 0 &&
+              nemotron_model_n_layer(NULL) == 0 && nemotron_model_n_threads(NULL) == 0 &&
+              !strcmp(nemotron_model_pattern(NULL), "") && !strcmp(nemotron_model_device(NULL), "") &&
+              nemotron_model_weight_bytes(NULL) == 0 && nemotron_model_n_params(NULL) == 0 &&
+              nemotron_model_active_weight_bytes(NULL) == 0 && nemotron_model_device_read_bandwidth(NULL) == 0,
+          "model getters of NULL");
+    int32_t ids[4];
+    CHECK(nemotron_model_eos_ids(NULL, ids, 4) == 0, "eos ids of NULL");
+    CHECK(nemotron_model_load("x", NULL, NULL) == NEMOTRON_ERR_ARG, "load with out NULL");
+    CHECK(nemotron_session_new(NULL, NULL, NULL) == NEMOTRON_ERR_ARG, "session_new with out NULL");
+    nemotron_session *s = NULL;
+    CHECK(nemotron_session_new(NULL, NULL, &s) == NEMOTRON_ERR_ARG && s && nemotron_session_errmsg(s)[0],
+          "session_new on a NULL model: %s", nemotron_session_errmsg(s));
+    nemotron_session_free(s);
+}
+
 int main(void) {
     const char *v = getenv("TEST_VERBOSE");
     verbose = v && *v && strcmp(v, "0") != 0;
@@ -586,6 +615,7 @@ int main(void) {
     test_bad_config();
     test_bad_files();
     test_sessions();
+    test_null_handles();
     CHECK(synth_rmtree(root) == 0, "could not remove %s", root);
     free(root);
     return test_summary("load_errors");

@@ -321,41 +321,55 @@ static int cmd_generate(const struct args *a) {
     return rc;
 }
 
-int main(int argc, char **argv) {
-    struct args a;
-    parse_args(argc, argv, &a);
-    if (!strcmp(a.command, "version")) {
+/* Runs the parsed command; its exit status. */
+static int dispatch(struct args *a) {
+    if (!strcmp(a->command, "version")) {
         printf("nemotron %s\n", nemotron_version());
         return 0;
     }
-    int is_logits = !strcmp(a.command, "logits"), is_generate = !strcmp(a.command, "generate");
-    int is_bench = !strcmp(a.command, "bench");
-    if (!strcmp(a.command, "tokenize")) return cmd_tokenize(&a);
-    if (!strcmp(a.command, "template")) return cmd_template(&a);
-    if (!strcmp(a.command, "convert")) return cmd_convert(&a);
-    if (!strcmp(a.command, "synth")) return cmd_synth(&a);
-    int is_run = !strcmp(a.command, "run"), is_chat = !strcmp(a.command, "chat");
+    int is_logits = !strcmp(a->command, "logits"), is_generate = !strcmp(a->command, "generate");
+    int is_bench = !strcmp(a->command, "bench");
+    if (!strcmp(a->command, "tokenize")) return cmd_tokenize(a);
+    if (!strcmp(a->command, "template")) return cmd_template(a);
+    if (!strcmp(a->command, "convert")) return cmd_convert(a);
+    if (!strcmp(a->command, "synth")) return cmd_synth(a);
+    int is_run = !strcmp(a->command, "run"), is_chat = !strcmp(a->command, "chat");
     if (!is_logits && !is_generate && !is_bench && !is_run && !is_chat)
-        die_usage("unknown command '%s'", a.command);
-    if (!a.model) die_usage("%s: -m MODEL is required", a.command);
+        die_usage("unknown command '%s'", a->command);
+    if (!a->model) die_usage("%s: -m MODEL is required", a->command);
     if (is_run) {
-        if (!a.p_arg) die_usage("%s: -p TEXT is required", "run");
-        if (a.n_gen < 0) a.n_gen = 256;
-        return cmd_run(&a);
+        if (!a->p_arg) die_usage("%s: -p TEXT is required", "run");
+        if (a->n_gen < 0) a->n_gen = 256;
+        return cmd_run(a);
     }
     if (is_chat) {
-        if (a.n_gen < 0) a.n_gen = 4096;
-        return cmd_chat(&a);
+        if (a->n_gen < 0) a->n_gen = 4096;
+        return cmd_chat(a);
     }
     if (is_bench) {
-        if (a.p_arg) a.n_prompt = (int)parse_int(a.p_arg, "-p", 1, 1 << 20);
-        if (a.n_gen < 0) a.n_gen = 128;
-        return cmd_bench(&a);
+        if (a->p_arg) a->n_prompt = (int)parse_int(a->p_arg, "-p", 1, 1 << 20);
+        if (a->n_gen < 0) a->n_gen = 128;
+        return cmd_bench(a);
     }
-    if (a.n_gen < 0) a.n_gen = 16;
-    if (!a.tokens_arg) die_usage("%s: --tokens IDS is required", a.command);
-    parse_tokens(&a);
-    int rc = is_logits ? cmd_logits(&a) : cmd_generate(&a);
-    free(a.tokens);
+    if (a->n_gen < 0) a->n_gen = 16;
+    if (!a->tokens_arg) die_usage("%s: --tokens IDS is required", a->command);
+    parse_tokens(a);
+    int rc = is_logits ? cmd_logits(a) : cmd_generate(a);
+    free(a->tokens);
+    return rc;
+}
+
+/* Output that never arrived is a failure (a full disk, a closed pipe): stdout is flushed and its
+ * error state read before the exit status is decided. */
+int main(int argc, char **argv) {
+    struct args a;
+    parse_args(argc, argv, &a);
+    int rc = dispatch(&a);
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "nemotron: %s: writing the output failed: %s\n", a.command,
+                errno ? strerror(errno) : "stdout is in an error state");
+        return rc ? rc : 1;
+    }
     return rc;
 }

@@ -13,7 +13,8 @@
 #     token outside the vocabulary, -n abc, --pass 1025, a model directory that does not exist,
 #     a truncated model, an output directory that does not exist) exits non-zero with a
 #     message on stderr naming the problem, and leaves no output file and no temporary file,
-#     and an OUT.npy that was there before untouched.
+#     and an OUT.npy that was there before untouched;
+#   - output to a full device (/dev/full) exits non-zero with a message, never 0.
 # Needs only coreutils (od, stat, truncate, head, tail) and grep: there is no numpy here.
 # Prints one summary line and exits non-zero when a check failed.
 set -u
@@ -217,6 +218,18 @@ echo sentinel >"$out/OUT.npy"
 "$bin" logits -m "$model" --tokens 1,$VOCAB -o "$out/OUT.npy" >/dev/null 2>&1
 check "failed run keeps an existing OUT.npy" test "$(cat "$out/OUT.npy")" = sentinel
 check "failed run leaves no temporary file: $(ls -A "$out" | tr '\n' ' ')" test "$(ls -A "$out")" = OUT.npy
+
+# output that cannot be written is a failure, not a silent exit 0
+if [ -w /dev/full ]; then
+    "$bin" generate -m "$model" --tokens 1,2,3 -n 2 --ignore-eos >/dev/full 2>"$work/stderr"
+    rc=$?
+    check "generate > /dev/full: exit $rc, expected non-zero" test "$rc" -ne 0
+    check "generate > /dev/full: the message names the write: $(cat "$work/stderr")" \
+        grep -q "writing the output failed" "$work/stderr"
+    "$bin" version >/dev/full 2>/dev/null
+    rc=$?
+    check "version > /dev/full: exit $rc, expected non-zero" test "$rc" -ne 0
+fi
 
 # make_model's own errors: a message and status 2
 expect_make_model_fail() { # DESCRIPTION ARGS...

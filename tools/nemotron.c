@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "model/output.h"
 
 static const char *usage_text =
     "usage: nemotron COMMAND [options]\n"
@@ -252,6 +253,11 @@ int cli_open(const struct args *a, int n_ctx, nemotron_model **m, nemotron_sessi
 
 static int cmd_logits(const struct args *a) {
     if (!a->output) die_usage("%s", "logits needs -o OUT.npy");
+    /* the output is checked before any work: not a device, not the model, a link followed */
+    struct nt_err err = {{0}};
+    char *out = NULL;
+    nemotron_status ost = nt_output_target(a->output, a->model, &out, &err);
+    if (ost) return cli_fail("-o", err.msg, ost);
     nemotron_model *m = NULL;
     nemotron_session *s = NULL;
     int rc = cli_open(a, a->n_tokens, &m, &s);
@@ -265,7 +271,7 @@ static int cmd_logits(const struct args *a) {
             nemotron_status st = nemotron_session_eval(s, a->tokens, a->n_tokens, logits);
             double dt = cli_now() - t0;
             if (st) rc = cli_fail("evaluating", nemotron_session_errmsg(s), st);
-            else rc = write_npy(a->output, logits, a->n_tokens, V);
+            else rc = write_npy(out, logits, a->n_tokens, V);
             if (!rc)
                 fprintf(stderr, "%d positions in %.3f s (%.1f tokens/s)\n", a->n_tokens, dt, a->n_tokens / dt);
             free(logits);
@@ -273,6 +279,7 @@ static int cmd_logits(const struct args *a) {
     }
     nemotron_session_free(s);
     nemotron_model_free(m);
+    nt_free(out);
     return rc;
 }
 

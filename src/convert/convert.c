@@ -336,7 +336,7 @@ static nemotron_status convert(const char *src, const char *dst, const nemotron_
     c.out = nt_alloc(CHUNK_F32_BYTES);
     if (!c.f32 || !c.out) { st = nt_fail(err, NEMOTRON_ERR_NOMEM, "out of memory for the conversion buffers"); goto out; }
 
-    if ((st = nt_nemo_writer_new(&c.w, dst, err))) goto out;
+    if ((st = nt_nemo_writer_new(&c.w, dst, src, err))) goto out;
     if ((st = nt_nemo_writer_meta(c.w, "nemotron.quant", nt_quant_name(p->quant), err))) goto out;
     if ((st = nt_nemo_writer_meta(c.w, "nemotron.source", src, err))) goto out;
     for (int i = 0; i < NT_MODEL_FILES && !st; i++)

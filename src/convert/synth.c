@@ -288,7 +288,7 @@ static nemotron_status synth(const struct shape *sh, const char *dst, const nemo
 
     char seed_text[32], gen[] = "{\"bos_token_id\": 1, \"eos_token_id\": [2, 11], \"pad_token_id\": 0}\n";
     snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)p->seed);
-    if ((st = nt_nemo_writer_new(&s.w, dst, err))) goto out;
+    if ((st = nt_nemo_writer_new(&s.w, dst, NULL, err))) goto out;
     if (!st) st = nt_nemo_writer_meta(s.w, "nemotron.synthetic", sh->name, err);
     if (!st) st = nt_nemo_writer_meta(s.w, "nemotron.seed", seed_text, err);
     if (!st) st = nt_nemo_writer_meta(s.w, "nemotron.quant", nt_quant_name(p->quant), err);

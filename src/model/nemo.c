@@ -13,6 +13,7 @@
  * removes the file from the table again, so callers never see a half-checked file.
  */
 #include "nemo.h"
+#include "output.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -347,20 +348,21 @@ static nemotron_status write_out(struct nt_nemo_writer *w, const void *p, size_t
     return NEMOTRON_OK;
 }
 
-nemotron_status nt_nemo_writer_new(struct nt_nemo_writer **out, const char *path,
+nemotron_status nt_nemo_writer_new(struct nt_nemo_writer **out, const char *user_path, const char *input,
                                    struct nt_err *err) {
     *out = NULL;
-    if (!path || !path[0]) return nt_fail(err, NEMOTRON_ERR_ARG, "output path is empty");
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return nt_fail(err, NEMOTRON_ERR_IO, "%s: is a directory, not a file name for the .nemo",
-                       path);
+    char *path = NULL; /* the file a link at user_path names, or user_path */
+    nemotron_status st = nt_output_target(user_path, input, &path, err);
+    if (st) return st;
     struct nt_nemo_writer *w = nt_calloc(1, sizeof *w);
     size_t len = strlen(path);
-    if (!w) return nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory", path);
+    if (!w) {
+        nt_free(path);
+        return nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory", user_path);
+    }
     w->fd = -1;
     w->threads = omp_get_max_threads();
-    w->path = nt_strdup(path);
+    w->path = path;
     w->partial = nt_alloc(len + sizeof ".partial");
     w->buf = nt_alloc(WRITE_BUF_BYTES);
     if (!w->path || !w->partial || !w->buf) {

@@ -62,9 +62,11 @@ nemotron_status nt_nemo_read_file(const char *path, const char *name, char **out
 
 struct nt_nemo_writer;
 
-/* Starts a .nemo at `path`: creates "<path>.partial" (replacing a stale one). Fails when path
- * is a directory or the partial file cannot be created. *out is NULL on failure. */
-nemotron_status nt_nemo_writer_new(struct nt_nemo_writer **out, const char *path,
+/* Starts a .nemo at `path`: creates "<path>.partial" (replacing a stale one) beside the file
+ * nt_output_target (output.h) resolves and checks, `input` being what the caller reads (a model
+ * directory or file, or NULL). Fails when the target is refused or the partial file cannot be
+ * created. *out is NULL on failure. */
+nemotron_status nt_nemo_writer_new(struct nt_nemo_writer **out, const char *path, const char *input,
                                    struct nt_err *err);
 
 /* An extra metadata string, e.g. ("nemotron.quant", "default"). The key starts with

@@ -14,7 +14,9 @@
 #     a truncated model, an output directory that does not exist) exits non-zero with a
 #     message on stderr naming the problem, and leaves no output file and no temporary file,
 #     and an OUT.npy that was there before untouched;
-#   - output to a full device (/dev/full) exits non-zero with a message, never 0.
+#   - output to a full device (/dev/full) exits non-zero with a message, never 0;
+#   - -o refuses a device (/dev/null stays a device) and an input of the command (the model's
+#     config.json, convert onto its own model.safetensors), and follows a symbolic link.
 # Needs only coreutils (od, stat, truncate, head, tail) and grep: there is no numpy here.
 # Prints one summary line and exits non-zero when a check failed.
 set -u
@@ -218,6 +220,28 @@ echo sentinel >"$out/OUT.npy"
 "$bin" logits -m "$model" --tokens 1,$VOCAB -o "$out/OUT.npy" >/dev/null 2>&1
 check "failed run keeps an existing OUT.npy" test "$(cat "$out/OUT.npy")" = sentinel
 check "failed run leaves no temporary file: $(ls -A "$out" | tr '\n' ' ')" test "$(ls -A "$out")" = OUT.npy
+
+# -o: never over a device or an input; a symbolic link is followed, not replaced
+"$bin" logits -m "$model" --tokens 1,2 -o /dev/null >/dev/null 2>"$work/stderr"
+rc=$?
+check "logits -o /dev/null: exit $rc, expected non-zero" test "$rc" -ne 0
+check "logits -o /dev/null: the message says why: $(cat "$work/stderr")" grep -q "not a regular file" "$work/stderr"
+check "/dev/null is still a device" test -c /dev/null
+cp "$model/config.json" "$work/config.keep"
+"$bin" logits -m "$model" --tokens 1,2 -o "$model/config.json" >/dev/null 2>"$work/stderr"
+rc=$?
+check "logits -o MODEL/config.json: exit $rc, expected non-zero" test "$rc" -ne 0
+check "logits -o MODEL/config.json: the message names the input: $(cat "$work/stderr")" grep -q "is the input" "$work/stderr"
+check "the model's config.json is untouched" cmp -s "$model/config.json" "$work/config.keep"
+echo old >"$work/target.npy"
+ln -s "$work/target.npy" "$work/link.npy"
+check "logits -o LINK" "$bin" logits -m "$model" --tokens 1,2 -o "$work/link.npy" >/dev/null 2>&1
+check "the link is still a link" test -L "$work/link.npy"
+check "the file it names holds the .npy" test "$(head -c 6 "$work/target.npy" | od -An -c | tr -d ' ')" = "223NUMPY"
+"$bin" convert "$model" -o "$model/model.safetensors" >/dev/null 2>"$work/stderr"
+rc=$?
+check "convert DIR -o DIR/model.safetensors: exit $rc, expected non-zero" test "$rc" -ne 0
+check "convert onto its input: the message says so: $(cat "$work/stderr")" grep -q "is the input" "$work/stderr"
 
 # output that cannot be written is a failure, not a silent exit 0
 if [ -w /dev/full ]; then

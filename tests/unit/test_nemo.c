@@ -120,7 +120,7 @@ enum chunking { ONE_CALL, PER_TENSOR, BYTEWISE, RANDOM_CHUNKS };
 /* Writes the sample to path, appending as `mode` says. */
 static nemotron_status write_sample(const char *path, enum chunking mode, struct nt_err *err) {
     struct nt_nemo_writer *w;
-    nemotron_status st = nt_nemo_writer_new(&w, path, err);
+    nemotron_status st = nt_nemo_writer_new(&w, path, NULL, err);
     if (st) return st;
     uint64_t total;
     uint8_t *all = sample_stream(&total);
@@ -623,7 +623,7 @@ static void test_roundtrip(void) {
     path_in(path2, sizeof path2, "other.nemo");
     struct nt_nemo_writer *w;
     int64_t shp[1] = {2};
-    st = nt_nemo_writer_new(&w, path2, &err);
+    st = nt_nemo_writer_new(&w, path2, NULL, &err);
     if (!st) st = nt_nemo_writer_declare(w, "other.w", NT_DTYPE_F16, 1, shp, &err);
     if (!st) st = nt_nemo_writer_declare_file(w, "config.json", "{}", 2, &err);
     if (!st) st = nt_nemo_writer_begin(w, &err);
@@ -670,7 +670,7 @@ static void test_large(void) {
     uint8_t *b = malloc(n);
     for (uint64_t i = 0; i < n; i++) b[i] = (uint8_t)(i * 2654435761u >> 13);
     struct nt_nemo_writer *w;
-    nemotron_status st = nt_nemo_writer_new(&w, path, &err);
+    nemotron_status st = nt_nemo_writer_new(&w, path, NULL, &err);
     if (!st) st = nt_nemo_writer_declare(w, "big", NT_DTYPE_Q8_2F, 2, shp, &err);
     if (!st) st = nt_nemo_writer_declare(w, "tail", NT_DTYPE_F32, 1, small, &err);
     if (!st) st = nt_nemo_writer_begin(w, &err);
@@ -820,6 +820,59 @@ static int no_output(const char *path) {
     return !exists(path) && !exists(partial);
 }
 
+/* Where a .nemo may go (src/model/output.c): not over a device, through a symbolic link to the
+ * file it names, never over an input. */
+static void test_output_targets(void) {
+    struct nt_err err = {{0}};
+    struct nt_nemo_writer *w = NULL;
+    struct stat sb;
+    CHECK(nt_nemo_writer_new(&w, "/dev/null", NULL, &err) == NEMOTRON_ERR_IO && w == NULL &&
+              contains(err.msg, "not a regular file"),
+          "/dev/null refused: %s", err.msg);
+    CHECK(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode), "/dev/null is still a device");
+    /* a link to an existing file: the file is replaced, the link stays a link */
+    char target[512], link[512], dir[480], input[512];
+    path_in(target, sizeof target, "target.nemo");
+    path_in(link, sizeof link, "link.nemo");
+    FILE *f = fopen(target, "wb");
+    if (f) fputs("old", f), fclose(f);
+    CHECK(symlink(target, link) == 0, "symlink");
+    nemotron_status st = nt_nemo_writer_new(&w, link, NULL, &err);
+    if (!st) st = nt_nemo_writer_declare_file(w, "config.json", "{}", 2, &err);
+    if (!st) st = nt_nemo_writer_begin(w, &err);
+    if (!st) st = nt_nemo_writer_commit(w, &err);
+    nt_nemo_writer_free(w);
+    CHECK(st == NEMOTRON_OK, "write through a link: %s", err.msg);
+    CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode), "the link is still a link");
+    CHECK(nt_path_is_nemo(target), "the file it names holds the .nemo");
+    unlink(link);
+    /* a link to nothing */
+    path_in(target, sizeof target, "nowhere/x.nemo");
+    CHECK(symlink(target, link) == 0, "dangling symlink");
+    CHECK(nt_nemo_writer_new(&w, link, NULL, &err) == NEMOTRON_ERR_IO && w == NULL &&
+              contains(err.msg, "symbolic link"),
+          "a dangling link refused: %s", err.msg);
+    unlink(link);
+    /* the input itself, or a file of the input directory */
+    path_in(dir, sizeof dir, "model-dir");
+    CHECK(mkdir(dir, 0755) == 0, "mkdir");
+    snprintf(input, sizeof input, "%s/model.safetensors", dir);
+    f = fopen(input, "wb");
+    if (f) fputs("weights", f), fclose(f);
+    CHECK(nt_nemo_writer_new(&w, input, dir, &err) == NEMOTRON_ERR_IO && w == NULL &&
+              contains(err.msg, "is the input"),
+          "a file of the input directory refused: %s", err.msg);
+    CHECK(nt_nemo_writer_new(&w, input, input, &err) == NEMOTRON_ERR_IO && w == NULL, "the input file refused");
+    size_t n = 0;
+    uint8_t *kept = read_all(input, &n);
+    CHECK(kept && n == 7 && !memcmp(kept, "weights", 7), "the input is untouched");
+    free(kept);
+    unlink(input);
+    rmdir(dir);
+    path_in(target, sizeof target, "target.nemo");
+    unlink(target);
+}
+
 static void test_writer_misuse(void) {
     char path[512], partial[600];
     struct nt_err err = {{0}};
@@ -830,7 +883,7 @@ static void test_writer_misuse(void) {
     nemotron_status st;
 
     /* bad declarations are refused and change nothing */
-    CHECK(nt_nemo_writer_new(&w, path, &err) == NEMOTRON_OK, "new: %s", err.msg);
+    CHECK(nt_nemo_writer_new(&w, path, NULL, &err) == NEMOTRON_OK, "new: %s", err.msg);
     CHECK(exists(partial) && !exists(path), "the partial file exists, the path not yet");
     CHECK(nt_nemo_writer_append(w, "x", 1, &err) == NEMOTRON_ERR_ARG &&
               contains(err.msg, "append before begin"),
@@ -908,7 +961,7 @@ static void test_writer_misuse(void) {
     /* appending too much: refused before anything is written */
     uint64_t nq = nt_matrix_bytes(NT_DTYPE_Q4TP, 2, 64);
     uint8_t *buf = calloc(1, nq + 16);
-    st = nt_nemo_writer_new(&w, path, &err);
+    st = nt_nemo_writer_new(&w, path, NULL, &err);
     if (!st) st = nt_nemo_writer_declare(w, "a", NT_DTYPE_Q4TP, 2, q, &err);
     if (!st) st = nt_nemo_writer_declare(w, "b", NT_DTYPE_F32, 1, v, &err);
     if (!st) st = nt_nemo_writer_begin(w, &err);
@@ -924,7 +977,7 @@ static void test_writer_misuse(void) {
     CHECK(no_output(path), "append too much: no file left");
 
     /* commit with a tensor incomplete */
-    st = nt_nemo_writer_new(&w, path, &err);
+    st = nt_nemo_writer_new(&w, path, NULL, &err);
     if (!st) st = nt_nemo_writer_declare(w, "a", NT_DTYPE_Q4TP, 2, q, &err);
     if (!st) st = nt_nemo_writer_declare(w, "b", NT_DTYPE_F32, 1, v, &err);
     if (!st) st = nt_nemo_writer_begin(w, &err);
@@ -941,7 +994,7 @@ static void test_writer_misuse(void) {
      * file at the path is only replaced by a commit */
     write_all_file(path, "old", 3);
     write_all_file(partial, "stale", 5); /* a crashed run's leftover */
-    st = nt_nemo_writer_new(&w, path, &err);
+    st = nt_nemo_writer_new(&w, path, NULL, &err);
     if (!st) st = nt_nemo_writer_declare(w, "b", NT_DTYPE_F32, 1, v, &err);
     if (!st) st = nt_nemo_writer_begin(w, &err);
     if (!st) st = nt_nemo_writer_append(w, buf, 16, &err);
@@ -952,7 +1005,7 @@ static void test_writer_misuse(void) {
     CHECK(old && n == 3 && !memcmp(old, "old", 3) && !exists(partial),
           "abort: old file kept, partial removed");
     free(old);
-    st = nt_nemo_writer_new(&w, path, &err);
+    st = nt_nemo_writer_new(&w, path, NULL, &err);
     if (!st) st = nt_nemo_writer_declare(w, "b", NT_DTYPE_F32, 1, v, &err);
     if (!st) st = nt_nemo_writer_begin(w, &err);
     if (!st) st = nt_nemo_writer_append(w, buf, 16, &err);
@@ -966,7 +1019,7 @@ static void test_writer_misuse(void) {
     unlink(path);
 
     /* a file with no tensors, only an embedded file, is valid */
-    st = nt_nemo_writer_new(&w, path, &err);
+    st = nt_nemo_writer_new(&w, path, NULL, &err);
     if (!st) st = nt_nemo_writer_declare_file(w, "config.json", "{}", 2, &err);
     if (!st) st = nt_nemo_writer_begin(w, &err);
     if (!st) st = nt_nemo_writer_append(w, buf, 0, &err);
@@ -981,13 +1034,14 @@ static void test_writer_misuse(void) {
     unlink(path);
 
     /* where the writer cannot write */
-    CHECK(nt_nemo_writer_new(&w, "/nonexistent-dir/x.nemo", &err) == NEMOTRON_ERR_IO && w == NULL &&
+    CHECK(nt_nemo_writer_new(&w, "/nonexistent-dir/x.nemo", NULL, &err) == NEMOTRON_ERR_IO && w == NULL &&
               contains(err.msg, "/nonexistent-dir/x.nemo.partial"),
           "unwritable directory: %s", err.msg);
-    CHECK(nt_nemo_writer_new(&w, tmp_root, &err) == NEMOTRON_ERR_IO && w == NULL &&
+    CHECK(nt_nemo_writer_new(&w, tmp_root, NULL, &err) == NEMOTRON_ERR_IO && w == NULL &&
               contains(err.msg, "directory"),
           "a directory as the path: %s", err.msg);
-    CHECK(nt_nemo_writer_new(&w, "", &err) == NEMOTRON_ERR_ARG && w == NULL, "empty path");
+    CHECK(nt_nemo_writer_new(&w, "", NULL, &err) == NEMOTRON_ERR_ARG && w == NULL, "empty path");
+    test_output_targets();
     nt_nemo_writer_free(NULL);
     free(buf);
 }

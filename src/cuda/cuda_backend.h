@@ -1,9 +1,10 @@
 /* cuda_backend.h - the CUDA backend's C entry points (the ops table itself is backend.h's).
  *
  * The backend keeps every resident pointer in device memory of one GPU; forward.c passes them
- * along and never dereferences them. Operations that fail inside a pass (a kernel launch error,
- * an illegal address) abort with a message: the ops table has no error channel, and a device
- * error leaves the context unusable anyway.
+ * along and never dereferences them. An operation that fails inside a pass (a kernel launch
+ * error, an illegal address) records the backend's fault (backend.h: nt_backend.fault) and the
+ * backend does nothing more, since a device error leaves the context unusable; the session reports
+ * NEMOTRON_ERR_DEVICE and the process runs on.
  */
 #ifndef NT_CUDA_BACKEND_H
 #define NT_CUDA_BACKEND_H

@@ -167,47 +167,63 @@ test: $(TESTS_REL) $(EMU_TEST) $(REL)/nemotron $(CUDA_OBJ) $(REL)/make_model $(R
 asan: $(TESTS_ASAN) $(EMU_TEST_ASAN) $(ASAN)/nemotron $(REL)/make_model $(REL)/fixtures/big.json
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(ASAN)
 
-# tests/emu: the CUDA backend run on the host (tests/emu/cuda_emu.h stands in for the GPU), so CI
-# executes the kernels' code: its unit test, gpu_test_ops and the nemotron command on it; in the
-# ASan build too, where every kernel's memory access is checked. EMU_RULES' arguments: the build
-# directory, its C++ flags for the emulated objects, its C flags.
+# tests/emu: the CUDA backend run on the host (tests/emu/cuda_emu.h stands in for the GPU,
+# tests/emu/cuda_emu.cc is its runtime), so CI executes the kernels' code: its unit tests,
+# gpu_test_ops and the nemotron command on it; in the ASan build too, where every kernel's memory
+# access is checked against ASan's bounds. EMU_RULES' arguments: the build directory, its C++
+# flags, its C flags, and what the objects that hold kernels add.
 EMU_FLAGS = -std=c++20 -pthread -ffp-contract=off -DNT_CUDA_EMULATION -Iinclude -Isrc -Itests -Wall -Wextra \
             -Wno-unused-parameter -Wno-unknown-pragmas $(if $(filter 1,$(WERROR)),-Werror) -MMD -MP \
             -include tests/emu/cuda_emu.h
-EMU_REL_FLAGS  := -O2 -g
-EMU_ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+# Both builds: a kernel's local variables start as gcc's pattern (0xFE bytes), not as whatever
+# the stack held, so a read of one never written shows (cuda_emu.h: nothing starts as zero).
+EMU_REL_FLAGS  := -O2 -g -ftrivial-auto-var-init=pattern -DNT_EMU_CHECKED
+EMU_ASAN_FLAGS := -O1 -g -ftrivial-auto-var-init=pattern -fno-omit-frame-pointer -fsanitize=address,undefined \
+                  -fno-sanitize-recover=undefined
+# The release build's pointer checks: every load and store of the objects that hold kernels calls
+# cuda_emu.cc's __asan_*_noabort (call threshold 0: no inline shadow checks, so no ASan runtime;
+# no stack or global redzones, which would need it). The ASan build has ASan instead.
+EMU_CHECK_FLAGS := -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0 \
+                   --param asan-stack=0 --param asan-globals=0
 # the CPU backend and the quantizers (the library's CUDA objects define the same products), and
 # for the command the whole library but backend_open.o, which is built with the CUDA backend here
 EMU_LIB = $(1)/src/common.o $(1)/src/model/safetensors.o \
           $(filter $(1)/src/cpu/% $(1)/src/quant/%,$(LIB_SRC:%.c=$(1)/%.o))
 EMU_CLI_LIB = $(filter-out $(1)/src/backend_open.o,$(LIB_SRC:%.c=$(1)/%.o))
+EMU_CU = $(patsubst src/cuda/%.cu,$(1)/emu/%.o,$(wildcard src/cuda/*.cu)) $(1)/emu/cuda_emu.o
 
+# Objects with kernels are instrumented ($(4)), and their __shared__ variables are moved into
+# the section emu_shared (tests/emu/shared_sections.sh says why and how).
 define EMU_RULES
-$(1)/emu/%.o: src/cuda/%.cu tests/emu/cuda_emu.h
+$(1)/emu/%.o: src/cuda/%.cu tests/emu/cuda_emu.h tests/emu/shared_sections.sh
 	@mkdir -p $$(dir $$@)
-	$$(CXX) $$(EMU_FLAGS) $(2) -x c++ -c $$< -o $$@
+	$$(CXX) $$(EMU_FLAGS) $(2) $(4) -x c++ -c $$< -o $$@
+	tests/emu/shared_sections.sh $$@
+$(1)/emu/cuda_emu.o: tests/emu/cuda_emu.cc tests/emu/cuda_emu.h
+	@mkdir -p $$(dir $$@)
+	$$(CXX) $$(EMU_FLAGS) $(2) -c $$< -o $$@
 $(1)/emu/test_cuda_emu.o: tests/emu/test_cuda_emu.cc tests/emu/cuda_emu.h
 	@mkdir -p $$(dir $$@)
 	$$(CXX) $$(EMU_FLAGS) $(2) -c $$< -o $$@
-$(1)/bin/test_cuda_emu: $(1)/emu/test_cuda_emu.o $(1)/emu/products.o $(call EMU_LIB,$(1))
+$(1)/bin/test_cuda_emu: $(1)/emu/test_cuda_emu.o $(1)/emu/products.o $(1)/emu/cuda_emu.o $(call EMU_LIB,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
 # tests/gpu/test_ops.c (every operation of the CUDA backend against the CPU) on the emulation
-$(1)/bin/test_cuda_ops_emu: $(1)/tests/gpu/test_ops.o $(1)/emu/backend_cuda.o $(1)/emu/products.o \
-                            $(SUPPORT_SRC:%.c=$(1)/%.o) $(call EMU_LIB,$(1))
+$(1)/bin/test_cuda_ops_emu: $(1)/tests/gpu/test_ops.o $(call EMU_CU,$(1)) $(SUPPORT_SRC:%.c=$(1)/%.o) \
+                            $(call EMU_LIB,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
 # the nemotron command on it: tests/cli/test_cuda_emu.sh runs whole models with --device cuda
 $(1)/emu/backend_open.o: src/backend_open.c
 	@mkdir -p $$(dir $$@)
 	$$(CC) $(3) -DNT_HAVE_CUDA -c $$< -o $$@
-$(1)/emu/nemotron: $(TOOL_SRC:%.c=$(1)/%.o) $(1)/emu/backend_open.o $(1)/emu/backend_cuda.o $(1)/emu/products.o \
-                   $(call EMU_CLI_LIB,$(1))
+$(1)/emu/nemotron: $(TOOL_SRC:%.c=$(1)/%.o) $(1)/emu/backend_open.o $(call EMU_CU,$(1)) $(call EMU_CLI_LIB,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
+-include $(1)/emu/cuda_emu.d $(patsubst src/cuda/%.cu,$(1)/emu/%.d,$(wildcard src/cuda/*.cu))
 endef
-$(eval $(call EMU_RULES,$(REL),$(EMU_REL_FLAGS),$(CFLAGS_REL)))
-$(eval $(call EMU_RULES,$(ASAN),$(EMU_ASAN_FLAGS),$(CFLAGS_ASAN)))
+$(eval $(call EMU_RULES,$(REL),$(EMU_REL_FLAGS),$(CFLAGS_REL),$(EMU_CHECK_FLAGS)))
+$(eval $(call EMU_RULES,$(ASAN),$(EMU_ASAN_FLAGS),$(CFLAGS_ASAN),))
 
 $(ASAN)/tests/gpu/%.o: tests/gpu/%.c
 	@mkdir -p $(dir $@)

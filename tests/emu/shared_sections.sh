@@ -1,0 +1,17 @@
+#!/bin/sh
+# shared_sections.sh - moves the __shared__ variables of an emulated object into the section
+# emu_shared, so the linker gathers every kernel's shared memory into one range (bounded by
+# __start_emu_shared and __stop_emu_shared) that tests/emu/cuda_emu.cc poisons before each block
+# and the pointer checks allow.
+#
+# usage: tests/emu/shared_sections.sh OBJECT   (rewrites OBJECT in place)
+#
+# cuda_emu.h declares __shared__ as `static __attribute__((retain))`: gcc puts each such variable
+# in a .bss.* section of its own marked R (SHF_GNU_RETAIN), the one mark that survives in the
+# statics of templates (gcc 12 drops a section attribute there), and nothing else in the
+# emulated code uses it. ld's INPUT_SECTION_FLAGS cannot match that flag (binutils 2.40), so
+# the sections are renamed here.
+set -eu
+obj=$1
+renames=$(readelf -SW "$obj" | sed 's/^ *\[ *[0-9]*\] //' | awk '$1 ~ /^\.bss\./ && $7 ~ /R/ { print "--rename-section " $1 "=emu_shared" }')
+[ -z "$renames" ] || objcopy $renames "$obj"

@@ -73,8 +73,8 @@ endif
 # The CUDA backend run on the host (tests/emu, below), built with the C++ compiler whether or not
 # nvcc is here, so `make test` executes the kernels' code everywhere. Its fiber switch is x86-64
 # assembly: other machines leave it out.
-EMU_TEST := $(if $(filter x86_64,$(shell uname -m)),$(REL)/bin/test_cuda_emu $(REL)/bin/test_cuda_ops_emu \
-              $(REL)/emu/nemotron)
+EMU_TEST := $(if $(filter x86_64,$(shell uname -m)),$(REL)/bin/test_cuda_emu $(REL)/bin/test_cuda_emu_checks \
+              $(REL)/bin/test_cuda_ops_emu $(REL)/emu/nemotron)
 EMU_TEST_ASAN := $(subst $(REL)/,$(ASAN)/,$(EMU_TEST))
 
 LIB_OBJ_REL  := $(LIB_SRC:%.c=$(REL)/%.o) $(CUDA_LINKED)
@@ -205,9 +205,17 @@ $(1)/emu/cuda_emu.o: tests/emu/cuda_emu.cc tests/emu/cuda_emu.h
 $(1)/emu/test_cuda_emu.o: tests/emu/test_cuda_emu.cc tests/emu/cuda_emu.h
 	@mkdir -p $$(dir $$@)
 	$$(CXX) $$(EMU_FLAGS) $(2) -c $$< -o $$@
+$(1)/emu/test_cuda_emu_checks.o: tests/emu/test_cuda_emu_checks.cc tests/emu/cuda_emu.h tests/emu/shared_sections.sh
+	@mkdir -p $$(dir $$@)
+	$$(CXX) $$(EMU_FLAGS) $(2) $(4) -c $$< -o $$@
+	tests/emu/shared_sections.sh $$@
 $(1)/bin/test_cuda_emu: $(1)/emu/test_cuda_emu.o $(1)/emu/products.o $(1)/emu/cuda_emu.o $(call EMU_LIB,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
+# the emulation itself: poison, pointer checks, NT_EMU_FAIL
+$(1)/bin/test_cuda_emu_checks: $(1)/emu/test_cuda_emu_checks.o $(1)/emu/cuda_emu.o
+	@mkdir -p $$(dir $$@)
+	$$(CXX) -pthread $(2) $$^ -o $$@
 # tests/gpu/test_ops.c (every operation of the CUDA backend against the CPU) on the emulation
 $(1)/bin/test_cuda_ops_emu: $(1)/tests/gpu/test_ops.o $(call EMU_CU,$(1)) $(SUPPORT_SRC:%.c=$(1)/%.o) \
                             $(call EMU_LIB,$(1))
@@ -220,7 +228,7 @@ $(1)/emu/backend_open.o: src/backend_open.c
 $(1)/emu/nemotron: $(TOOL_SRC:%.c=$(1)/%.o) $(1)/emu/backend_open.o $(call EMU_CU,$(1)) $(call EMU_CLI_LIB,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
--include $(1)/emu/cuda_emu.d $(patsubst src/cuda/%.cu,$(1)/emu/%.d,$(wildcard src/cuda/*.cu))
+-include $(1)/emu/cuda_emu.d $(1)/emu/test_cuda_emu_checks.d $(patsubst src/cuda/%.cu,$(1)/emu/%.d,$(wildcard src/cuda/*.cu))
 endef
 $(eval $(call EMU_RULES,$(REL),$(EMU_REL_FLAGS),$(CFLAGS_REL),$(EMU_CHECK_FLAGS)))
 $(eval $(call EMU_RULES,$(ASAN),$(EMU_ASAN_FLAGS),$(CFLAGS_ASAN),))

@@ -12,6 +12,7 @@
 #include <ctime>
 #include <mutex>
 #include <vector>
+#include <wchar.h>
 
 #if defined(__SANITIZE_ADDRESS__) && !defined(NT_EMU_CHECKED)
 #include <sanitizer/asan_interface.h>
@@ -33,15 +34,17 @@
  *    0xFFFFFFFFFFFFFFFF is canonical and p[1] of it is NULL + 3.)
  *  - An int32 read from it is 2147450879: an index or a count read from it is far out of range.
  * No single repeated byte does the first two, hence two. int8 data reads as 127 and -1. */
-static const uint64_t POISON64 = 0x7FFF7FFF7FFF7FFFull;
 static inline unsigned char poison_byte(const void *p) { return ((uintptr_t)p & 1) ? 0x7F : 0xFF; }
 
 namespace emu {
+/* (wmemset: the C library's widest stores; the shared memory is poisoned before every block) */
 void poison(void *p, size_t n) {
     unsigned char *b = (unsigned char *)p, *e = b + n;
-    while (b < e && ((uintptr_t)b & 7)) *b = poison_byte(b), b++;
-    for (; e - b >= 8; b += 8) memcpy(b, &POISON64, 8);
-    while (b < e) *b = poison_byte(b), b++;
+    while (b < e && ((uintptr_t)b & 3)) *b = poison_byte(b), b++;
+    size_t words = (size_t)(e - b) / 4;
+    static_assert(sizeof(wchar_t) == 4, "wmemset stores 4-byte words");
+    wmemset((wchar_t *)b, (wchar_t)0x7FFF7FFF, words);
+    for (b += 4 * words; b < e; b++) *b = poison_byte(b);
 }
 } // namespace emu
 

@@ -13,5 +13,12 @@
 # the sections are renamed here.
 set -eu
 obj=$1
-renames=$(readelf -SW "$obj" | sed 's/^ *\[ *[0-9]*\] //' | awk '$1 ~ /^\.bss\./ && $7 ~ /R/ { print "--rename-section " $1 "=emu_shared" }')
+# on any failure the object goes: make then compiles it again rather than link one whose shared
+# memory would never be poisoned
+trap 'rm -f "$obj"' EXIT
+sections=$(readelf -SW "$obj")
+# each line: [Nr] Name Type Address Off Size ES Flg Lk Inf Al; Flg holds R for SHF_GNU_RETAIN
+renames=$(printf '%s\n' "$sections" | sed 's/^ *\[ *[0-9]*\] //' |
+    awk '$1 ~ /^\.bss\./ && $7 ~ /R/ { print "--rename-section " $1 "=emu_shared" }')
 [ -z "$renames" ] || objcopy $renames "$obj"
+trap - EXIT

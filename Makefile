@@ -73,8 +73,8 @@ endif
 # The CUDA backend run on the host (tests/emu, below), built with the C++ compiler whether or not
 # nvcc is here, so `make test` executes the kernels' code everywhere. Its fiber switch is x86-64
 # assembly: other machines leave it out.
-EMU_TEST := $(if $(filter x86_64,$(shell uname -m)),$(REL)/bin/test_cuda_emu $(REL)/bin/test_cuda_ops_emu \
-              $(REL)/bin/test_cuda_faults $(REL)/emu/nemotron)
+EMU_TEST := $(if $(filter x86_64,$(shell uname -m)),$(REL)/bin/test_cuda_emu $(REL)/bin/test_cuda_emu_checks \
+              $(REL)/bin/test_cuda_ops_emu $(REL)/bin/test_cuda_faults $(REL)/emu/nemotron)
 EMU_TEST_ASAN := $(subst $(REL)/,$(ASAN)/,$(EMU_TEST))
 
 LIB_OBJ_REL  := $(LIB_SRC:%.c=$(REL)/%.o) $(CUDA_LINKED)
@@ -167,30 +167,53 @@ test: $(TESTS_REL) $(EMU_TEST) $(REL)/nemotron $(CUDA_OBJ) $(REL)/make_model $(R
 asan: $(TESTS_ASAN) $(EMU_TEST_ASAN) $(ASAN)/nemotron $(REL)/make_model $(REL)/fixtures/big.json
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(ASAN)
 
-# tests/emu: the CUDA backend run on the host (tests/emu/cuda_emu.h stands in for the GPU), so CI
-# executes the kernels' code: its unit test, gpu_test_ops and the nemotron command on it; in the
-# ASan build too, where every kernel's memory access is checked. EMU_RULES' arguments: the build
-# directory, its C++ flags for the emulated objects, its C flags.
+# tests/emu: the CUDA backend run on the host (tests/emu/cuda_emu.h stands in for the GPU,
+# tests/emu/cuda_emu.cc is its runtime), so CI executes the kernels' code: its unit tests,
+# gpu_test_ops and the nemotron command on it; in the ASan build too, where every kernel's memory
+# access is checked against ASan's bounds. EMU_RULES' arguments: the build directory, its C++
+# flags, its C flags, and what the objects that hold kernels add.
 EMU_FLAGS = -std=c++20 -pthread -ffp-contract=off -DNT_CUDA_EMULATION -Iinclude -Isrc -Itests -Wall -Wextra \
             -Wno-unused-parameter -Wno-unknown-pragmas $(if $(filter 1,$(WERROR)),-Werror) -MMD -MP \
             -include tests/emu/cuda_emu.h
-EMU_REL_FLAGS  := -O2 -g
-EMU_ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
-# the library with the emulated CUDA backend: its .cu files compiled by the C++ compiler, and
-# backend_open.o built to offer it
-EMU_CUDA = $(CUDA_SRC:src/cuda/%.cu=$(1)/emu/%.o)
+# Both builds: a kernel's local variables start as gcc's pattern (0xFE bytes), not as whatever
+# the stack held, so a read of one never written shows (cuda_emu.h: nothing starts as zero).
+EMU_REL_FLAGS  := -O2 -g -ftrivial-auto-var-init=pattern -DNT_EMU_CHECKED
+EMU_ASAN_FLAGS := -O1 -g -ftrivial-auto-var-init=pattern -fno-omit-frame-pointer -fsanitize=address,undefined \
+                  -fno-sanitize-recover=undefined
+# The release build's pointer checks: every load and store of the objects that hold kernels calls
+# cuda_emu.cc's __asan_*_noabort (call threshold 0: no inline shadow checks, so no ASan runtime;
+# no stack or global redzones, which would need it). The ASan build has ASan instead.
+EMU_CHECK_FLAGS := -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0 \
+                   --param asan-stack=0 --param asan-globals=0
+# the library with the emulated CUDA backend: its .cu files compiled by the C++ compiler with the
+# emulation's runtime, and backend_open.o built to offer it
+EMU_CUDA = $(CUDA_SRC:src/cuda/%.cu=$(1)/emu/%.o) $(1)/emu/cuda_emu.o
 EMU_LIBRARY = $(1)/emu/backend_open.o $(call EMU_CUDA,$(1)) $(filter-out $(1)/src/backend_open.o,$(LIB_SRC:%.c=$(1)/%.o))
 
+# Objects with kernels are instrumented ($(4)), and their __shared__ variables are moved into
+# the section emu_shared (tests/emu/shared_sections.sh says why and how).
 define EMU_RULES
-$(1)/emu/%.o: src/cuda/%.cu tests/emu/cuda_emu.h
+$(1)/emu/%.o: src/cuda/%.cu tests/emu/cuda_emu.h tests/emu/shared_sections.sh
 	@mkdir -p $$(dir $$@)
-	$$(CXX) $$(EMU_FLAGS) $(2) -x c++ -c $$< -o $$@
+	$$(CXX) $$(EMU_FLAGS) $(2) $(4) -x c++ -c $$< -o $$@
+	tests/emu/shared_sections.sh $$@
+$(1)/emu/cuda_emu.o: tests/emu/cuda_emu.cc tests/emu/cuda_emu.h
+	@mkdir -p $$(dir $$@)
+	$$(CXX) $$(EMU_FLAGS) $(2) -c $$< -o $$@
 $(1)/emu/test_cuda_emu.o: tests/emu/test_cuda_emu.cc tests/emu/cuda_emu.h
 	@mkdir -p $$(dir $$@)
 	$$(CXX) $$(EMU_FLAGS) $(2) -c $$< -o $$@
+$(1)/emu/test_cuda_emu_checks.o: tests/emu/test_cuda_emu_checks.cc tests/emu/cuda_emu.h tests/emu/shared_sections.sh
+	@mkdir -p $$(dir $$@)
+	$$(CXX) $$(EMU_FLAGS) $(2) $(4) -c $$< -o $$@
+	tests/emu/shared_sections.sh $$@
 $(1)/bin/test_cuda_emu: $(1)/emu/test_cuda_emu.o $(call EMU_LIBRARY,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
+# the emulation itself: poison, pointer checks, NT_EMU_FAIL
+$(1)/bin/test_cuda_emu_checks: $(1)/emu/test_cuda_emu_checks.o $(1)/emu/cuda_emu.o
+	@mkdir -p $$(dir $$@)
+	$$(CXX) -pthread $(2) $$^ -o $$@
 # tests/gpu/test_ops.c (every operation of the CUDA backend against the CPU) on the emulation
 $(1)/bin/test_cuda_ops_emu: $(1)/tests/gpu/test_ops.o $(SUPPORT_SRC:%.c=$(1)/%.o) $(call EMU_LIBRARY,$(1))
 	@mkdir -p $$(dir $$@)
@@ -206,9 +229,10 @@ $(1)/emu/backend_open.o: src/backend_open.c
 $(1)/emu/nemotron: $(TOOL_SRC:%.c=$(1)/%.o) $(call EMU_LIBRARY,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
+-include $(1)/emu/cuda_emu.d $(1)/emu/test_cuda_emu_checks.d $(patsubst src/cuda/%.cu,$(1)/emu/%.d,$(wildcard src/cuda/*.cu))
 endef
-$(eval $(call EMU_RULES,$(REL),$(EMU_REL_FLAGS),$(CFLAGS_REL)))
-$(eval $(call EMU_RULES,$(ASAN),$(EMU_ASAN_FLAGS),$(CFLAGS_ASAN)))
+$(eval $(call EMU_RULES,$(REL),$(EMU_REL_FLAGS),$(CFLAGS_REL),$(EMU_CHECK_FLAGS)))
+$(eval $(call EMU_RULES,$(ASAN),$(EMU_ASAN_FLAGS),$(CFLAGS_ASAN),))
 
 $(ASAN)/tests/gpu/%.o: tests/gpu/%.c
 	@mkdir -p $(dir $@)
@@ -247,7 +271,7 @@ clean:
 -include $(LIB_OBJ_REL:.o=.d) $(LIB_OBJ_ASAN:.o=.d) $(SUPPORT_REL:.o=.d) $(SUPPORT_ASAN:.o=.d)
 -include $(TOOL_SRC:%.c=$(REL)/%.d) $(TOOL_SRC:%.c=$(ASAN)/%.d)
 -include $(CUDA_OBJ:.o=.d) $(GPU_TEST_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d) $(GPU_BENCH_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d)
--include $(foreach d,$(REL) $(ASAN),$(patsubst %.o,%.d,$(call EMU_CUDA,$(d))) $(d)/emu/test_cuda_emu.d)
+-include $(foreach d,$(REL) $(ASAN),$(d)/emu/test_cuda_emu.d)
 -include $(TEST_SRC:tests/unit/%.c=$(REL)/tests/unit/%.d) $(TEST_SRC:tests/unit/%.c=$(ASAN)/tests/unit/%.d)
 
 # dev/: scratch benchmarks of single kernels (not part of the library or the tests)

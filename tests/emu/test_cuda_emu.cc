@@ -9,6 +9,8 @@
  *   - the reference kernel against the fast one: identical bits,
  *   - grouped items against plain products of each entry's expert: identical bits,
  *   - nothing outside the outputs written (poison bytes stay).
+ * Everything a kernel reads or writes is cudaMalloc memory, as on a GPU: the emulation's pointer
+ * checks stop a kernel that touches anything else (cuda_emu.h).
  * tests/gpu/test_ops.c repeats all of this on a real GPU; what only hardware shows (speed, the
  * mma fragment layout, races) is its business.
  */
@@ -48,16 +50,18 @@ static uint64_t rnd(void) {
 static float uni(float lo, float hi) { return lo + (hi - lo) * (float)((double)(rnd() >> 40) / 16777216.0); }
 static float sval(float lo, float hi) { return (rnd() & 1) ? uni(lo, hi) : -uni(lo, hi); }
 
-/* Device memory of the emulation: host memory, 256-byte aligned as cudaMalloc's. */
+/* Device memory (the emulation's: host memory the host code here may also read and write),
+ * filled with 0xFF bytes (poison: this test's "never written") or zeros. */
 static void *dmem(size_t bytes, int poison) {
-    void *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
-    if (!p) {
-        fprintf(stderr, "test_cuda_emu: out of memory\n");
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        fprintf(stderr, "test_cuda_emu: out of device memory\n");
         exit(1);
     }
     memset(p, poison ? 0xFF : 0, bytes);
     return p;
 }
+static void dfree(const void *p) { cudaFree((void *)p); }
 
 static uint32_t bits(float f) {
     uint32_t u;
@@ -163,7 +167,7 @@ static void cuda_product(const struct matrix *W, const float *bias, enum nt_act 
     a.n = n;
     a.group = group;
     run_product(&a, (n + group - 1) / group);
-    free(a.qx);
+    dfree(a.qx);
 }
 
 static void plain_case(struct nt_backend *cpu, enum nt_dtype dt, int rows, int cols, int n, int variant) {
@@ -201,7 +205,7 @@ static void plain_case(struct nt_backend *cpu, enum nt_dtype dt, int rows, int c
     nt_cuda_packed_reference(0);
     snprintf(w2, sizeof w2, "%s: reference kernel", what);
     compare(w2, yg, yr, n, rows, (size_t)ys, 0);
-    free(W.data), free(bias), free(x), free(yc), free(yg), free(y1), free(yr);
+    dfree(W.data), dfree(bias), dfree(x), dfree(yc), dfree(yg), dfree(y1), dfree(yr);
 }
 
 /* moe_experts' products for chosen expert indices: the lists as k_moe_plan makes them, then up
@@ -212,12 +216,12 @@ static void grouped_case(struct nt_backend *cpu, enum nt_dtype dt, int E, int k,
     snprintf(what, sizeof what, "experts %s E %d k %d L %d mi %d n=%d (items of %d)", nt_dtype_name(dt), E, k, L, mi,
              n, group);
     struct matrix *up = (struct matrix *)malloc((size_t)E * sizeof *up), *dn = (struct matrix *)malloc((size_t)E * sizeof *dn);
-    const uint8_t **tup = (const uint8_t **)malloc((size_t)E * sizeof *tup), **tdn = (const uint8_t **)malloc((size_t)E * sizeof *tdn);
+    const uint8_t **tup = (const uint8_t **)dmem((size_t)E * sizeof *tup, 0), **tdn = (const uint8_t **)dmem((size_t)E * sizeof *tdn, 0);
     for (int e = 0; e < E; e++) {
         up[e] = random_matrix(dt, mi, L), dn[e] = random_matrix(dt, L, mi);
         tup[e] = up[e].data, tdn[e] = dn[e].data;
     }
-    int32_t *idx = (int32_t *)malloc((size_t)nk * 4);
+    int32_t *idx = (int32_t *)dmem((size_t)nk * 4, 0);
     for (int t = 0; t < n; t++)
         for (int j = 0; j < k; j++) {
             int e, dup;
@@ -229,9 +233,9 @@ static void grouped_case(struct nt_backend *cpu, enum nt_dtype dt, int E, int k,
             idx[t * k + j] = e;
         }
     /* the lists: count, start, items (e << 16 | g), entries in position order */
-    int32_t *count = (int32_t *)calloc((size_t)E, 4), *start = (int32_t *)calloc((size_t)E, 4);
-    int32_t *items = (int32_t *)malloc((size_t)(2 * nk + 1) * 4), *entries = (int32_t *)malloc((size_t)nk * 4);
-    int32_t n_items = 0;
+    int32_t *count = (int32_t *)dmem((size_t)E * 4, 0), *start = (int32_t *)dmem((size_t)E * 4, 0);
+    int32_t *items = (int32_t *)dmem((size_t)(2 * nk + 1) * 4, 0), *entries = (int32_t *)dmem((size_t)nk * 4, 0);
+    int32_t *n_items_d = (int32_t *)dmem(4, 0), n_items = 0;
     for (int i = 0; i < nk; i++) count[idx[i]]++;
     for (int e = 0, at = 0; e < E; e++) {
         start[e] = at;
@@ -241,6 +245,7 @@ static void grouped_case(struct nt_backend *cpu, enum nt_dtype dt, int E, int k,
         at += count[e];
         for (int g = 0; g * group < count[e]; g++) items[n_items++] = e << 16 | g;
     }
+    *n_items_d = n_items;
     float *x = (float *)dmem((size_t)n * L * 4, 0);
     for (size_t i = 0; i < (size_t)n * L; i++) x[i] = sval(0.02f, 4.0f);
     float *inner = (float *)dmem((size_t)(nk + 1) * mi * 4, 1), *eo = (float *)dmem((size_t)(nk + 1) * L * 4, 1);
@@ -254,7 +259,7 @@ static void grouped_case(struct nt_backend *cpu, enum nt_dtype dt, int E, int k,
     a.count = count;
     a.start = start;
     a.items = items;
-    a.n_items = &n_items;
+    a.n_items = n_items_d;
     a.entries = entries;
     a.qx = (uint8_t *)dmem((size_t)nk * pk_qx_stride(L > mi ? L : mi), 1);
     struct pk_product u = a;
@@ -289,9 +294,10 @@ static void grouped_case(struct nt_backend *cpu, enum nt_dtype dt, int E, int k,
     compare(w2, oc, eo, nk, L, (size_t)L, NT_CUDA_PACKED_TOL);
     snprintf(w2, sizeof w2, "%s: down vs plain cuda", what);
     compare(w2, og, eo, nk, L, (size_t)L, 0);
-    for (int e = 0; e < E; e++) free(up[e].data), free(dn[e].data);
-    free(up), free(dn), free(tup), free(tdn), free(idx), free(count), free(start), free(items), free(entries);
-    free(x), free(inner), free(eo), free(a.qx), free(ic), free(ig), free(oc), free(og);
+    for (int e = 0; e < E; e++) dfree(up[e].data), dfree(dn[e].data);
+    free(up), free(dn);
+    dfree(tup), dfree(tdn), dfree(idx), dfree(count), dfree(start), dfree(items), dfree(entries), dfree(n_items_d);
+    dfree(x), dfree(inner), dfree(eo), dfree(a.qx), dfree(ic), dfree(ig), dfree(oc), dfree(og);
 }
 
 int main(int argc, char **argv) {

@@ -137,6 +137,19 @@ static void poison_checks(void) {
 
 /* ---- fatal cases, in a child ------------------------------------------------------------------ */
 
+/* The parent's side of a child started with pipe fd: everything the child writes, into out,
+ * then its wait status. */
+static int collect(pid_t pid, int fd[2], std::string *out) {
+    close(fd[1]);
+    char buf[4096];
+    ssize_t got;
+    while ((got = read(fd[0], buf, sizeof buf)) > 0) out->append(buf, (size_t)got);
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+}
+
 /* Runs body in a child with stderr captured; returns its wait status. */
 static int in_child(void (*body)(void), std::string *err) {
     int fd[2];
@@ -149,14 +162,7 @@ static int in_child(void (*body)(void), std::string *err) {
         body();
         _exit(0); /* not stopped: the parent counts this as a miss */
     }
-    close(fd[1]);
-    char buf[4096];
-    ssize_t got;
-    while ((got = read(fd[0], buf, sizeof buf)) > 0) err->append(buf, (size_t)got);
-    close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return status;
+    return collect(pid, fd, err);
 }
 
 /* the address the report names ("... at 0x...") */
@@ -307,14 +313,7 @@ static int run_again(const char *mode, const char *value, std::string *out) {
         execl("/proc/self/exe", "test_cuda_emu_checks", mode, (char *)NULL);
         _exit(127);
     }
-    close(fd[1]);
-    char buf[4096];
-    ssize_t got;
-    while ((got = read(fd[0], buf, sizeof buf)) > 0) out->append(buf, (size_t)got);
-    close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return status;
+    return collect(pid, fd, out);
 }
 
 static void fault_injection(void) {

@@ -143,7 +143,7 @@ static void seed(const char *dir, const char *file, const struct t *ts, int n,
     struct nt_err err;
     struct nt_nemo_writer *w;
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    if (nt_nemo_writer_new(&w, path, &err)) fail(path, &err);
+    if (nt_nemo_writer_new(&w, path, NULL, &err)) fail(path, &err);
     if (nt_nemo_writer_meta(w, "nemotron.quant", "seed", &err)) fail(path, &err);
     for (int i = 0; i < nf; i += 2)
         if (nt_nemo_writer_declare_file(w, files[i], files[i + 1], strlen(files[i + 1]), &err))

@@ -68,7 +68,7 @@ static int64_t cols_of(const struct spec *s) { return s->ndim == 1 ? s->shape[0]
 static int cmd_write(const char *path) {
     struct nt_err err;
     struct nt_nemo_writer *w;
-    if (nt_nemo_writer_new(&w, path, &err)) return fail(path, &err);
+    if (nt_nemo_writer_new(&w, path, NULL, &err)) return fail(path, &err);
     nemotron_status st =
         nt_nemo_writer_meta(w, "nemotron.source", "tests/tools/nemo_probe.c", &err);
     for (size_t i = 0; i < sizeof FILES / sizeof FILES[0] && !st; i++)

@@ -365,7 +365,7 @@ nemotron_status nt_nemo_writer_new(struct nt_nemo_writer **out, const char *user
     w->path = path;
     w->partial = nt_alloc(len + sizeof ".partial");
     w->buf = nt_alloc(WRITE_BUF_BYTES);
-    if (!w->path || !w->partial || !w->buf) {
+    if (!w->partial || !w->buf) { /* (path: nt_output_target allocated it) */
         nt_nemo_writer_free(w);
         return nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory", path);
     }

@@ -57,6 +57,10 @@ __device__ __forceinline__ uint16_t ld16(const uint8_t *p) { return *(const uint
 /* Two bytes at any address (q4tp group codes are packed at 5 bits). */
 __device__ __forceinline__ uint32_t ld16b(const uint8_t *p) { return (uint32_t)p[0] | ((uint32_t)p[1] << 8); }
 
+/* q4tp word -> its even (low nibbles) and odd (high nibbles) weights as signed bytes. */
+__device__ __forceinline__ int q4_lo(uint32_t w) { return (int)__vsub4(w & 0x0F0F0F0Fu, 0x08080808u); }
+__device__ __forceinline__ int q4_hi(uint32_t w) { return (int)__vsub4((w >> 4) & 0x0F0F0F0Fu, 0x08080808u); }
+
 /* Element i of a float-weight matrix of dtype dt, as f32. */
 __device__ __forceinline__ float load_w(const uint8_t *W, int64_t i, int dt) {
     switch (dt) {

@@ -1,6 +1,7 @@
 /* moe.cu - the CUDA backend's mixture of experts: the router (sigmoid scores, group-limited
  * top-k, weights), the per-expert entry lists built on the device, and the routed experts as two
- * grouped products (products.cu) and the weighted combine. moe_limits says which shapes and
+ * grouped products (products.cu) and the weighted combine; a pass of one position runs its k
+ * experts without lists (decode.cu). moe_limits says which shapes and
  * weights these kernels hold.
  */
 #include "ops.cuh"
@@ -287,6 +288,10 @@ void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const struct
     uint8_t *base = (uint8_t *)(((uintptr_t)scratch + 255) & ~(uintptr_t)255);
     struct moe_layout ml = moe_layout(d, n);
     float *eo = (float *)(base + ml.eo), *inner = (float *)(base + ml.inner);
+    if (n == 1 && dc_fits_experts(d, up, dn)) { /* decode: its k experts, no lists (decode.cu) */
+        dc_experts(be, d, tup, tdn, up[0].dtype, dn[0].dtype, x, idx, wts, inner, y);
+        return;
+    }
     struct pk_product lists;
     memset(&lists, 0, sizeof lists);
     lists.grouped = 1;

@@ -47,13 +47,6 @@ extern "C" {
 
 /* ---- quantized activations ---------------------------------------------------------------- */
 
-/* Where column c of a block (0..31) goes in the quantized row: q4tp's nibble order (above). */
-__device__ __forceinline__ int qx_slot(int dtype, int c) {
-    if (dtype != NT_DTYPE_Q4TP) return c;
-    int o = c & 7;
-    return (c & ~7) + ((o & 1) << 2) + (o >> 1);
-}
-
 /* Block b of the quantized row dst (pk_qx_stride layout) from activation row x, by one whole
  * warp, lane = column: matmul_q.c's step 1 (W: the matrix, whose column field q8_2f applies). */
 __device__ __forceinline__ void quantize_block(const struct pk_product &a, const uint8_t *W, const float *x,
@@ -147,10 +140,6 @@ __device__ __forceinline__ void pk_store(const struct pk_product &a, const struc
 __device__ __forceinline__ const uint8_t *pk_qrow(const struct pk_product &a, const struct pk_item &it, int p) {
     return a.qx + (int64_t)(it.base + it.t0 + p) * (int64_t)pk_qx_stride(a.cols);
 }
-
-/* q4tp word -> its even (low nibbles) and odd (high nibbles) weights as signed bytes. */
-__device__ __forceinline__ int q4_lo(uint32_t w) { return (int)__vsub4(w & 0x0F0F0F0Fu, 0x08080808u); }
-__device__ __forceinline__ int q4_hi(uint32_t w) { return (int)__vsub4((w >> 4) & 0x0F0F0F0Fu, 0x08080808u); }
 
 /* ---- k_gemv -------------------------------------------------------------------------------- */
 
@@ -498,6 +487,7 @@ __global__ void __launch_bounds__(REF_WARPS * 32) k_packed_ref(struct pk_product
 static int reference_only; /* nt_cuda_packed_reference */
 
 extern "C" void nt_cuda_packed_reference(int on) { reference_only = on; }
+bool pk_reference_only(void) { return reference_only != 0; }
 
 /* Rows one k_gemv block owns for a matrix of cpr chunks per row and items of up to maxp
  * positions: as many whole rows as GV_MAX_CHUNKS chunks hold, one chain per thread. */
@@ -598,6 +588,10 @@ void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, const stru
      * 256-byte aligned, so this only fails for a matrix pointing inside a larger upload */
     size_t need = pk_packed(W->dtype) ? 16 : W->dtype == NT_DTYPE_F32 ? 4 : 2;
     if ((uintptr_t)W->data % need) return cuda_fault(be, "matmul: %s: weight data not aligned for its dtype", W->name);
+    if (n == 1 && dc_fits_plain(W)) { /* decode: decode.cu's streaming kernel */
+        dc_matmul(be, W, bias, act, x, y);
+        return;
+    }
     struct pk_product a;
     memset(&a, 0, sizeof a);
     a.W = (const uint8_t *)W->data;

@@ -53,6 +53,13 @@ __host__ __device__ static inline size_t pk_qx_stride(int64_t cols) {
     return (nb * 32 + nb * 4 + 15) / 16 * 16;
 }
 
+/* Where column c of a block (0..31) goes in the quantized row: q4tp's nibble order (products.cu: the layout of the quantized activations). */
+__device__ __forceinline__ int qx_slot(int dtype, int c) {
+    if (dtype != NT_DTYPE_Q4TP) return c;
+    int o = c & 7;
+    return (c & ~7) + ((o & 1) << 2) + (o >> 1);
+}
+
 static inline bool pk_packed(int dtype) { return dtype == NT_DTYPE_Q8_2F || dtype == NT_DTYPE_Q4TP; }
 static inline int pk_group_plain(int dtype, int n) {
     if (!pk_packed(dtype)) return PK_FLOAT_GROUP;
@@ -69,5 +76,20 @@ static inline int pk_group_grouped(int up_dtype, int down_dtype, int n, int k, i
  * ceil(n / group); grouped: a bound on the items, the kernel reads their number). False, with
  * be's fault recorded, when a launch failed. */
 bool pk_run(struct nt_backend *be, const struct pk_product *a, int work);
+
+/* nt_cuda_packed_reference's switch: every packed product on the reference kernel. */
+bool pk_reference_only(void);
+
+/* decode.cu: products of a pass of one position. Whether a plain product of W fits its kernel;
+ * the product (call only when it fits; false, with be's fault recorded, when a launch failed). */
+bool dc_fits_plain(const struct nt_matrix *W);
+bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bias, int act, const float *x, float *y);
+/* Whether the routed experts of one position fit its kernels; their up and down products with the
+ * weighted combine: y = sum over slots s in order of wts[s] * down_e(relu2(up_e x)), e = idx[s];
+ * inner: [k][mi] floats of scratch. */
+bool dc_fits_experts(const struct nt_moe_dims *d, const struct nt_matrix *up, const struct nt_matrix *down);
+bool dc_experts(struct nt_backend *be, const struct nt_moe_dims *d, const uint8_t *const *up_tab,
+                const uint8_t *const *down_tab, int up_dtype, int down_dtype, const float *x, const int32_t *idx,
+                const float *wts, float *inner, float *y);
 
 #endif

@@ -1,0 +1,319 @@
+/* decode.cu - the products of a pass of one position (a decode step): every packed matrix of the
+ * pass, and the position's routed experts in two kernels (up for its k experts; down for all k
+ * with the weighted combine fused), by persistent blocks that stream the weights.
+ *
+ * WHY A KERNEL OF ITS OWN. At one position a product is a stream of weights (1-350 MB) with a
+ * little arithmetic. k_gemv's blocks each load 32 KB, quantize the activation row, compute and
+ * retire: 2-3 waves in which the memory idles while the blocks of a wave compute, and every block
+ * quantizes the row again (docs/PERF.md: 0.6-1.0 TB/s). Here the grid is what the SMs hold at
+ * once (DC_BLOCKS_PER_SM each); a block quantizes its activation row(s) once into shared memory
+ * while its first tile loads, then walks its tiles (blockIdx.x, + gridDim.x, ...: neighbouring
+ * blocks read neighbouring rows) with the next tile's weights in flight while this one's chains
+ * run. The routed experts need no entry lists at one position (its k experts are distinct): the
+ * up kernel's tiles run over (slot, rows of its expert), the down kernel's over rows of the
+ * output with all k slots in each tile, so the combine happens in the tile (no k_moe_plan, no
+ * k_moe_combine: 2 launches instead of 4).
+ *
+ * THE ARITHMETIC IS products.cu's, TO THE BIT. The activation rows are quantized to the same
+ * bytes (the same block maxima, d = amax / 127, inv = 127 / amax, rint and clamp; 8 lanes per
+ * block of 32 columns here instead of 32), the block sums are exact int32, the chain over the
+ * blocks is the same fma in the same order, the store the same (q8_2f row scale, bias, relu^2),
+ * and the combine is k_moe_combine's mul-then-add chain in slot order. So a position gives the
+ * same bits alone (here) as inside a longer pass (k_gemv, k_mma): DESIGN.md's one arithmetic per
+ * position, checked by gpu_test_ops ("one arithmetic per position") and tests/gpu/run.sh.
+ */
+extern "C" {
+#include "cuda_backend.h"
+}
+#include "ops.cuh"
+#include "products.cuh"
+
+#define DC_THREADS 256
+#ifndef DC_CHUNKS /* (dev/cuda/variants.sh builds other values) */
+#define DC_CHUNKS 4 /* 16-byte weight loads per thread per tile: 16 KB per tile */
+#endif
+#ifndef DC_BLOCKS_PER_SM
+#define DC_BLOCKS_PER_SM 4 /* resident blocks per SM the grid is sized for (registers: <= 64) */
+#endif
+#define DC_TILE (DC_THREADS * DC_CHUNKS) /* 16-byte chunks per tile */
+#define DC_MAX_QROWS_BYTES (24 * 1024) /* quantized activation rows a block holds in shared memory
+                                       * (with the 18 KB static: under 48 KB, no opt-in) */
+
+enum dc_mode {
+    DC_PLAIN, /* one matrix W; x and y row 0 */
+    DC_UP,    /* expert idx[s] for tiles of slot s; x row 0 (quantized per slot for q8_2f: its
+               * column field); y row s (the inner activations [k][rows]) */
+    DC_DOWN   /* every slot in every tile; x row s; y = the weighted sum over the slots */
+};
+
+/* One product of the kernel (by value; 92 bytes: under the 128 bytes past which nvcc 13.0
+ * miscompiled a conditional table load, products.cu's pk_item_of). */
+struct dc_product {
+    const uint8_t *W;           /* DC_PLAIN */
+    const uint8_t *const *Wtab; /* DC_UP, DC_DOWN: the expert table */
+    const int32_t *idx;         /* the position's k experts */
+    const float *wts;           /* DC_DOWN: their weights */
+    const float *x;             /* activation rows, row s at x + s * cols (DC_DOWN) */
+    const float *bias;
+    float *y;
+    int mode, dtype, act;
+    int rows, cols;
+    int k;     /* slots (DC_UP, DC_DOWN) */
+    int nq;    /* activation rows quantized: 1, or k (one per slot) */
+    int rb;    /* output rows per tile */
+    int tiles; /* DC_UP: per slot; else all */
+};
+
+/* The matrix of slot s. */
+__device__ __forceinline__ const uint8_t *dc_matrix(const struct dc_product &a, int s) {
+    return a.mode == DC_PLAIN ? a.W : a.Wtab[a.idx[s]];
+}
+
+/* Quantizes the block's nq activation rows into sq (pk_qx_stride(cols) bytes each): the whole
+ * block, 8 lanes per block of 32 columns, 4 columns a lane; whole warps run every shuffle. The
+ * bytes are quantize_block's (products.cu): the maximum is exact in any order. */
+__device__ void dc_quantize(const struct dc_product &a, uint8_t *sq) {
+    int nb = a.cols / 32, units = a.nq * nb, lane = threadIdx.x & 31, l8 = lane & 7;
+    size_t qs = pk_qx_stride(a.cols);
+    for (int u0 = (threadIdx.x >> 5) * 4; u0 < units; u0 += DC_THREADS / 8) {
+        int u = u0 + (lane >> 3);
+        bool on = u < units;
+        int q = on ? u / nb : 0, b = on ? u % nb : 0, c0 = 32 * b + 4 * l8;
+        const float *x = a.x + (a.mode == DC_DOWN ? (int64_t)q * a.cols : 0);
+        const uint8_t *W = a.dtype == NT_DTYPE_Q8_2F ? dc_matrix(a, a.nq > 1 ? q : 0) : NULL;
+        float v[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            v[i] = on ? x[c0 + i] : 0.0f;
+            if (on && W) v[i] = __fmul_rn(v[i], f16f(ld16(W + d_q8_cs_off(a.rows, a.cols) + 2 * (c0 + i))));
+        }
+        /* from a lane's own value, never from 0: a block of NaN keeps warp_max's NaN maximum */
+        float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+        if (!on) continue;
+        float d = __fdiv_rn(amax, 127.0f), inv = __fdiv_rn(127.0f, amax);
+        if (!(inv < INFINITY)) inv = 0.0f;
+        uint8_t *dst = sq + q * qs;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float r = rintf(__fmul_rn(v[i], inv));
+            r = fminf(fmaxf(r, -127.0f), 127.0f);
+            dst[32 * b + qx_slot(a.dtype, 4 * l8 + i)] = (uint8_t)(int8_t)(int)r;
+        }
+        if (l8 == 0) ((float *)(dst + 32 * nb))[b] = d;
+    }
+}
+
+/* Tile T: its first output row, rows, the slot of DC_UP/DC_PLAIN tiles (DC_DOWN: all slots). */
+struct dc_tile {
+    int r0, nr, slot;
+};
+__device__ __forceinline__ struct dc_tile dc_tile_of(const struct dc_product &a, int T) {
+    int slot = a.mode == DC_UP ? T / a.tiles : 0, rt = a.mode == DC_UP ? T % a.tiles : T;
+    int r0 = rt * a.rb;
+    struct dc_tile t = {r0, min(a.rb, a.rows - r0), slot};
+    return t;
+}
+
+/* The tile's weight chunks: chunk c is row pair c / cpr (DC_DOWN: slot pair / nr, row pair % nr),
+ * its 16 bytes c % cpr; with the q4tp group scale of the chunk (one group per chunk). */
+__device__ __forceinline__ void dc_load(const struct dc_product &a, const struct dc_tile &t, uint4 *wv, float *gs) {
+    const bool q4 = a.dtype == NT_DTYPE_Q4TP;
+    int nb = a.cols / 32, cpr = q4 ? nb : 2 * nb, S = a.mode == DC_DOWN ? a.k : 1, nch = S * t.nr * cpr;
+    int64_t row_bytes = q4 ? (int64_t)nb * 16 : a.cols;
+#pragma unroll
+    for (int j = 0; j < DC_CHUNKS; j++) {
+        int c = threadIdx.x + DC_THREADS * j;
+        wv[j] = make_uint4(0, 0, 0, 0);
+        gs[j] = 0.0f;
+        if (c < nch) {
+            int pr = c / cpr, cc = c % cpr;
+            int s = a.mode == DC_DOWN ? pr / t.nr : t.slot, r = t.r0 + (a.mode == DC_DOWN ? pr % t.nr : pr);
+            const uint8_t *W = dc_matrix(a, s);
+            wv[j] = __ldg((const uint4 *)(W + r * row_bytes + 16 * (int64_t)cc));
+            if (q4) gs[j] = q4_group_scale(W, a.rows, a.cols, r, cc);
+        }
+    }
+}
+
+/* The output of (slot s, row r) from its chain value: pk_store's arithmetic. */
+__device__ __forceinline__ float dc_finish(const struct dc_product &a, int s, int r, float acc) {
+    float v = acc;
+    if (a.dtype == NT_DTYPE_Q8_2F) v = __fmul_rn(f16f(ld16(dc_matrix(a, s) + d_q8_rs_off(a.rows, a.cols) + 2 * r)), v);
+    if (a.bias) v = __fadd_rn(v, a.bias[r]);
+    if (a.act == NT_ACT_RELU2) {
+        v = v > 0.0f ? v : 0.0f;
+        v = __fmul_rn(v, v);
+    }
+    return v;
+}
+
+__global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct dc_product a) {
+    __shared__ int32_t isum[2][DC_TILE]; /* block sums [row pair * nb + b], two tiles */
+    __shared__ float gscale[2][DC_TILE]; /* q4tp group scales, the same index */
+    __shared__ float eo[2][DC_THREADS];  /* DC_DOWN: each (slot, row) pair's output */
+    NT_DYNAMIC_SHARED(uint8_t, sq);      /* the quantized activation rows */
+    const bool q4 = a.dtype == NT_DTYPE_Q4TP;
+    const int tid = threadIdx.x, nb = a.cols / 32, cpr = q4 ? nb : 2 * nb;
+    const int S = a.mode == DC_DOWN ? a.k : 1, all = a.mode == DC_UP ? a.tiles * a.k : a.tiles;
+    const size_t qs = pk_qx_stride(a.cols);
+
+    uint4 wv[DC_CHUNKS];
+    float gs[DC_CHUNKS];
+    int T = blockIdx.x;
+    struct dc_tile t = dc_tile_of(a, T);
+    dc_load(a, t, wv, gs); /* in flight while the rows are quantized */
+    dc_quantize(a, sq);
+    __syncthreads();
+    for (int buf = 0; T < all; T += gridDim.x, buf ^= 1) {
+        /* this tile's block sums, from the weights in registers */
+        int nch = S * t.nr * cpr;
+#pragma unroll
+        for (int j = 0; j < DC_CHUNKS; j++) {
+            int c = tid + DC_THREADS * j;
+            int cc = c < nch ? c : 0, pr = cc / cpr, s = a.mode == DC_DOWN ? pr / t.nr : t.slot;
+            const uint8_t *q = sq + (a.nq > 1 ? s : 0) * qs;
+            int v;
+            if (q4) {
+                const uint4 *qp = (const uint4 *)(q + 32 * (cc % cpr));
+                uint4 qa = qp[0], qb = qp[1];
+                v = __dp4a(q4_lo(wv[j].x), (int)qa.x, 0);
+                v = __dp4a(q4_hi(wv[j].x), (int)qa.y, v);
+                v = __dp4a(q4_lo(wv[j].y), (int)qa.z, v);
+                v = __dp4a(q4_hi(wv[j].y), (int)qa.w, v);
+                v = __dp4a(q4_lo(wv[j].z), (int)qb.x, v);
+                v = __dp4a(q4_hi(wv[j].z), (int)qb.y, v);
+                v = __dp4a(q4_lo(wv[j].w), (int)qb.z, v);
+                v = __dp4a(q4_hi(wv[j].w), (int)qb.w, v);
+                if (c < nch) isum[buf][c] = v, gscale[buf][c] = gs[j];
+            } else {
+                uint4 qa = *(const uint4 *)(q + 16 * (cc % cpr));
+                v = __dp4a((int)wv[j].x, (int)qa.x, 0);
+                v = __dp4a((int)wv[j].y, (int)qa.y, v);
+                v = __dp4a((int)wv[j].z, (int)qa.z, v);
+                v = __dp4a((int)wv[j].w, (int)qa.w, v);
+                v += __shfl_xor_sync(0xffffffffu, v, 1); /* the block's other half: chunk c ^ 1 */
+                if (c < nch && !(c & 1)) isum[buf][c >> 1] = v;
+            }
+        }
+        /* the next tile's weights, in flight during this one's chains */
+        struct dc_tile cur = t;
+        if (T + (int)gridDim.x < all) {
+            t = dc_tile_of(a, T + gridDim.x);
+            dc_load(a, t, wv, gs);
+        }
+        __syncthreads();
+        if (tid < S * cur.nr) { /* one chain per (slot, row): the blocks in order */
+            int s = a.mode == DC_DOWN ? tid / cur.nr : cur.slot, rl = a.mode == DC_DOWN ? tid % cur.nr : tid;
+            const int32_t *is = isum[buf] + tid * nb;
+            const float *dv = (const float *)(sq + (a.nq > 1 ? s : 0) * qs + 32 * nb);
+            float acc = 0.0f;
+            if (q4) {
+                const float *g = gscale[buf] + tid * nb;
+#pragma unroll 4
+                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(g[b], dv[b]), acc);
+            } else {
+#pragma unroll 4
+                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], dv[b], acc);
+            }
+            float v = dc_finish(a, s, cur.r0 + rl, acc);
+            if (a.mode == DC_DOWN) eo[buf][tid] = v;
+            else a.y[(int64_t)s * a.rows + cur.r0 + rl] = v;
+        }
+        if (a.mode == DC_DOWN) { /* the combine: k_moe_combine's chain over the slots in order */
+            __syncthreads();
+            if (tid < cur.nr) {
+                float acc = 0.0f;
+                for (int s = 0; s < a.k; s++) acc = __fadd_rn(acc, __fmul_rn(a.wts[s], eo[buf][s * cur.nr + tid]));
+                a.y[cur.r0 + tid] = acc;
+            }
+        }
+    }
+}
+
+/* ---- launch -------------------------------------------------------------------------------- */
+
+static int chunks_per_row(int dtype, int64_t cols) { return (int)(dtype == NT_DTYPE_Q4TP ? cols / 32 : cols / 16); }
+
+/* Whether products of a (rows x cols, dtype) matrix with S slots per tile and nq quantized rows
+ * fit the kernel: packed, whole blocks of 32 columns, a row (S rows) per tile, the rows in
+ * shared memory. */
+static bool dc_fits(int dtype, int64_t rows, int64_t cols, int S, int nq) {
+    if (!pk_packed(dtype) || pk_reference_only() || cols <= 0 || cols % 32 || rows <= 0 || rows > INT32_MAX / 2)
+        return false;
+    return (int64_t)S * chunks_per_row(dtype, cols) <= DC_TILE && S <= DC_THREADS &&
+           (int64_t)nq * pk_qx_stride(cols) <= DC_MAX_QROWS_BYTES;
+}
+
+static bool dc_launch(struct nt_backend *be, struct dc_product *a) {
+    int S = a->mode == DC_DOWN ? a->k : 1;
+    a->rb = DC_TILE / (S * chunks_per_row(a->dtype, a->cols));
+    if (a->rb > DC_THREADS / S) a->rb = DC_THREADS / S;
+    if (a->rb > a->rows) a->rb = a->rows;
+    a->tiles = (a->rows + a->rb - 1) / a->rb;
+    int all = a->mode == DC_UP ? a->tiles * a->k : a->tiles, sms = 0;
+    if (!CK(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device))) return false;
+    int grid = sms * DC_BLOCKS_PER_SM < all ? sms * DC_BLOCKS_PER_SM : all;
+    NT_LAUNCH_SMEM(k_decode, grid, DC_THREADS, (size_t)a->nq * pk_qx_stride(a->cols), *a);
+    return LAUNCHED(be);
+}
+
+bool dc_fits_plain(const struct nt_matrix *W) { return dc_fits(W->dtype, W->rows, W->cols, 1, 1); }
+
+bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bias, int act, const float *x,
+               float *y) {
+    struct dc_product a;
+    memset(&a, 0, sizeof a);
+    a.mode = DC_PLAIN;
+    a.W = (const uint8_t *)W->data;
+    a.dtype = W->dtype;
+    a.act = act;
+    a.rows = (int)W->rows;
+    a.cols = (int)W->cols;
+    a.bias = bias;
+    a.x = x;
+    a.y = y;
+    a.k = 1;
+    a.nq = 1;
+    return dc_launch(be, &a);
+}
+
+/* q8_2f experts quantize the row once per slot (the column field is the expert's); q4tp once. */
+static int up_qrows(int dtype, int k) { return dtype == NT_DTYPE_Q8_2F ? k : 1; }
+
+bool dc_fits_experts(const struct nt_moe_dims *d, const struct nt_matrix *up, const struct nt_matrix *down) {
+    return dc_fits(up->dtype, d->mi, d->L, 1, up_qrows(up->dtype, d->k)) &&
+           dc_fits(down->dtype, d->L, d->mi, d->k, d->k);
+}
+
+bool dc_experts(struct nt_backend *be, const struct nt_moe_dims *d, const uint8_t *const *up_tab,
+                const uint8_t *const *down_tab, int up_dtype, int down_dtype, const float *x, const int32_t *idx,
+                const float *wts, float *inner, float *y) {
+    struct dc_product a;
+    memset(&a, 0, sizeof a);
+    a.mode = DC_UP;
+    a.Wtab = up_tab;
+    a.idx = idx;
+    a.dtype = up_dtype;
+    a.act = NT_ACT_RELU2;
+    a.rows = d->mi;
+    a.cols = d->L;
+    a.x = x;
+    a.y = inner;
+    a.k = d->k;
+    a.nq = up_qrows(up_dtype, d->k);
+    if (!dc_launch(be, &a)) return false;
+    a.mode = DC_DOWN;
+    a.Wtab = down_tab;
+    a.wts = wts;
+    a.dtype = down_dtype;
+    a.act = NT_ACT_NONE;
+    a.rows = d->L;
+    a.cols = d->mi;
+    a.x = inner;
+    a.y = y;
+    a.nq = d->k;
+    return dc_launch(be, &a);
+}

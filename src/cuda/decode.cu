@@ -64,15 +64,18 @@ struct dc_product {
     int tiles; /* DC_UP: per slot; else all */
 };
 
-/* The matrix of slot s. */
-__device__ __forceinline__ const uint8_t *dc_matrix(const struct dc_product &a, int s) {
-    return a.mode == DC_PLAIN ? a.W : a.Wtab[a.idx[s]];
+#define DC_MAX_K 64 /* slots a block keeps its matrices' addresses for */
+
+/* The matrix of slot s, by one load from the block's table (mats: dc_tables), not the two
+ * dependent global loads idx[s], Wtab[e] that would hold up every weight load behind them. */
+__device__ __forceinline__ const uint8_t *dc_matrix(const struct dc_product &a, const uint8_t *const *mats, int s) {
+    return a.mode == DC_PLAIN ? a.W : mats[s];
 }
 
 /* Quantizes the block's nq activation rows into sq (pk_qx_stride(cols) bytes each): the whole
  * block, 8 lanes per block of 32 columns, 4 columns a lane; whole warps run every shuffle. The
  * bytes are quantize_block's (products.cu): the maximum is exact in any order. */
-__device__ void dc_quantize(const struct dc_product &a, uint8_t *sq) {
+__device__ void dc_quantize(const struct dc_product &a, const uint8_t *const *mats, uint8_t *sq) {
     int nb = a.cols / 32, units = a.nq * nb, lane = threadIdx.x & 31, l8 = lane & 7;
     size_t qs = pk_qx_stride(a.cols);
     for (int u0 = (threadIdx.x >> 5) * 4; u0 < units; u0 += DC_THREADS / 8) {
@@ -80,7 +83,7 @@ __device__ void dc_quantize(const struct dc_product &a, uint8_t *sq) {
         bool on = u < units;
         int q = on ? u / nb : 0, b = on ? u % nb : 0, c0 = 32 * b + 4 * l8;
         const float *x = a.x + (a.mode == DC_DOWN ? (int64_t)q * a.cols : 0);
-        const uint8_t *W = a.dtype == NT_DTYPE_Q8_2F ? dc_matrix(a, a.nq > 1 ? q : 0) : NULL;
+        const uint8_t *W = a.dtype == NT_DTYPE_Q8_2F ? dc_matrix(a, mats, a.nq > 1 ? q : 0) : NULL;
         float v[4];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -117,32 +120,54 @@ __device__ __forceinline__ struct dc_tile dc_tile_of(const struct dc_product &a,
     return t;
 }
 
-/* The tile's weight chunks: chunk c is row pair c / cpr (DC_DOWN: slot pair / nr, row pair % nr),
- * its 16 bytes c % cpr; with the q4tp group scale of the chunk (one group per chunk). */
-__device__ __forceinline__ void dc_load(const struct dc_product &a, const struct dc_tile &t, uint4 *wv, float *gs) {
+/* What a thread loads for a tile, none of it used until the tile is computed (so issuing the
+ * loads never waits for memory): its weight chunks (chunk c: row pair c / cpr, DC_DOWN: slot
+ * pair / nr and row pair % nr; its 16 bytes c % cpr), their q4tp scale words (the row's f16 base
+ * and step, the group's 5-bit code with its neighbours), and for a thread that runs a chain its
+ * row's q8_2f row scale and bias. */
+struct dc_regs {
+    uint4 w[DC_CHUNKS];
+    uint32_t params[DC_CHUNKS], codes[DC_CHUNKS];
+    uint16_t rs;
+    float bias;
+};
+
+__device__ __forceinline__ void dc_load(const struct dc_product &a, const uint8_t *const *mats, const struct dc_tile &t,
+                                        struct dc_regs &g) {
     const bool q4 = a.dtype == NT_DTYPE_Q4TP;
     int nb = a.cols / 32, cpr = q4 ? nb : 2 * nb, S = a.mode == DC_DOWN ? a.k : 1, nch = S * t.nr * cpr;
     int64_t row_bytes = q4 ? (int64_t)nb * 16 : a.cols;
+    g.rs = 0;
+    g.bias = 0.0f;
 #pragma unroll
     for (int j = 0; j < DC_CHUNKS; j++) {
         int c = threadIdx.x + DC_THREADS * j;
-        wv[j] = make_uint4(0, 0, 0, 0);
-        gs[j] = 0.0f;
+        g.w[j] = make_uint4(0, 0, 0, 0);
+        g.params[j] = g.codes[j] = 0;
         if (c < nch) {
             int pr = c / cpr, cc = c % cpr;
             int s = a.mode == DC_DOWN ? pr / t.nr : t.slot, r = t.r0 + (a.mode == DC_DOWN ? pr % t.nr : pr);
-            const uint8_t *W = dc_matrix(a, s);
-            wv[j] = __ldg((const uint4 *)(W + r * row_bytes + 16 * (int64_t)cc));
-            if (q4) gs[j] = q4_group_scale(W, a.rows, a.cols, r, cc);
+            const uint8_t *W = dc_matrix(a, mats, s);
+            g.w[j] = __ldg((const uint4 *)(W + r * row_bytes + 16 * (int64_t)cc));
+            if (q4) {
+                g.params[j] = __ldg((const uint32_t *)(W + d_q4_params_off(a.rows, a.cols) + 4 * (int64_t)r));
+                g.codes[j] = ld16b(W + d_q4_codes_off(a.rows, a.cols) + r * d_q4_cstride(a.cols) + ((5 * cc) >> 3));
+            }
         }
+    }
+    int tid = threadIdx.x;
+    if (tid < S * t.nr) {
+        int s = a.mode == DC_DOWN ? tid / t.nr : t.slot, r = t.r0 + (a.mode == DC_DOWN ? tid % t.nr : tid);
+        if (a.dtype == NT_DTYPE_Q8_2F) g.rs = ld16(dc_matrix(a, mats, s) + d_q8_rs_off(a.rows, a.cols) + 2 * r);
+        if (a.bias) g.bias = a.bias[r];
     }
 }
 
-/* The output of (slot s, row r) from its chain value: pk_store's arithmetic. */
-__device__ __forceinline__ float dc_finish(const struct dc_product &a, int s, int r, float acc) {
+/* The output from a chain value: pk_store's arithmetic (q8_2f row scale, bias, relu^2). */
+__device__ __forceinline__ float dc_finish(const struct dc_product &a, uint16_t rs, float bias, float acc) {
     float v = acc;
-    if (a.dtype == NT_DTYPE_Q8_2F) v = __fmul_rn(f16f(ld16(dc_matrix(a, s) + d_q8_rs_off(a.rows, a.cols) + 2 * r)), v);
-    if (a.bias) v = __fadd_rn(v, a.bias[r]);
+    if (a.dtype == NT_DTYPE_Q8_2F) v = __fmul_rn(f16f(rs), v);
+    if (a.bias) v = __fadd_rn(v, bias);
     if (a.act == NT_ACT_RELU2) {
         v = v > 0.0f ? v : 0.0f;
         v = __fmul_rn(v, v);
@@ -154,21 +179,23 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
     __shared__ int32_t isum[2][DC_TILE]; /* block sums [row pair * nb + b], two tiles */
     __shared__ float gscale[2][DC_TILE]; /* q4tp group scales, the same index */
     __shared__ float eo[2][DC_THREADS];  /* DC_DOWN: each (slot, row) pair's output */
-    NT_DYNAMIC_SHARED(uint8_t, sq);      /* the quantized activation rows */
+    __shared__ const uint8_t *mats[DC_MAX_K];
+    NT_DYNAMIC_SHARED(uint8_t, sq); /* the quantized activation rows */
     const bool q4 = a.dtype == NT_DTYPE_Q4TP;
     const int tid = threadIdx.x, nb = a.cols / 32, cpr = q4 ? nb : 2 * nb;
     const int S = a.mode == DC_DOWN ? a.k : 1, all = a.mode == DC_UP ? a.tiles * a.k : a.tiles;
     const size_t qs = pk_qx_stride(a.cols);
 
-    uint4 wv[DC_CHUNKS];
-    float gs[DC_CHUNKS];
+    if (a.mode != DC_PLAIN && tid < a.k) mats[tid] = a.Wtab[a.idx[tid]];
+    __syncthreads();
+    struct dc_regs g;
     int T = blockIdx.x;
     struct dc_tile t = dc_tile_of(a, T);
-    dc_load(a, t, wv, gs); /* in flight while the rows are quantized */
-    dc_quantize(a, sq);
+    dc_load(a, mats, t, g); /* in flight while the rows are quantized */
+    dc_quantize(a, mats, sq);
     __syncthreads();
     for (int buf = 0; T < all; T += gridDim.x, buf ^= 1) {
-        /* this tile's block sums, from the weights in registers */
+        /* this tile's block sums (and q4tp scales), from the registers */
         int nch = S * t.nr * cpr;
 #pragma unroll
         for (int j = 0; j < DC_CHUNKS; j++) {
@@ -177,32 +204,40 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
             const uint8_t *q = sq + (a.nq > 1 ? s : 0) * qs;
             int v;
             if (q4) {
-                const uint4 *qp = (const uint4 *)(q + 32 * (cc % cpr));
+                int grp = cc % cpr;
+                const uint4 *qp = (const uint4 *)(q + 32 * grp);
                 uint4 qa = qp[0], qb = qp[1];
-                v = __dp4a(q4_lo(wv[j].x), (int)qa.x, 0);
-                v = __dp4a(q4_hi(wv[j].x), (int)qa.y, v);
-                v = __dp4a(q4_lo(wv[j].y), (int)qa.z, v);
-                v = __dp4a(q4_hi(wv[j].y), (int)qa.w, v);
-                v = __dp4a(q4_lo(wv[j].z), (int)qb.x, v);
-                v = __dp4a(q4_hi(wv[j].z), (int)qb.y, v);
-                v = __dp4a(q4_lo(wv[j].w), (int)qb.z, v);
-                v = __dp4a(q4_hi(wv[j].w), (int)qb.w, v);
-                if (c < nch) isum[buf][c] = v, gscale[buf][c] = gs[j];
+                v = __dp4a(q4_lo(g.w[j].x), (int)qa.x, 0);
+                v = __dp4a(q4_hi(g.w[j].x), (int)qa.y, v);
+                v = __dp4a(q4_lo(g.w[j].y), (int)qa.z, v);
+                v = __dp4a(q4_hi(g.w[j].y), (int)qa.w, v);
+                v = __dp4a(q4_lo(g.w[j].z), (int)qb.x, v);
+                v = __dp4a(q4_hi(g.w[j].z), (int)qb.y, v);
+                v = __dp4a(q4_lo(g.w[j].w), (int)qb.z, v);
+                v = __dp4a(q4_hi(g.w[j].w), (int)qb.w, v);
+                if (c < nch) {
+                    isum[buf][c] = v;
+                    int code = (int)((g.codes[j] >> ((5 * grp) & 7)) & 31);
+                    gscale[buf][c] = nt_q4tp_scale(f16f((uint16_t)(g.params[j] & 0xffff)),
+                                                   f16f((uint16_t)(g.params[j] >> 16)), code);
+                }
             } else {
                 uint4 qa = *(const uint4 *)(q + 16 * (cc % cpr));
-                v = __dp4a((int)wv[j].x, (int)qa.x, 0);
-                v = __dp4a((int)wv[j].y, (int)qa.y, v);
-                v = __dp4a((int)wv[j].z, (int)qa.z, v);
-                v = __dp4a((int)wv[j].w, (int)qa.w, v);
+                v = __dp4a((int)g.w[j].x, (int)qa.x, 0);
+                v = __dp4a((int)g.w[j].y, (int)qa.y, v);
+                v = __dp4a((int)g.w[j].z, (int)qa.z, v);
+                v = __dp4a((int)g.w[j].w, (int)qa.w, v);
                 v += __shfl_xor_sync(0xffffffffu, v, 1); /* the block's other half: chunk c ^ 1 */
                 if (c < nch && !(c & 1)) isum[buf][c >> 1] = v;
             }
         }
-        /* the next tile's weights, in flight during this one's chains */
+        uint16_t rs = g.rs;
+        float bias = g.bias;
+        /* the next tile's loads, in flight during this one's chains */
         struct dc_tile cur = t;
         if (T + (int)gridDim.x < all) {
             t = dc_tile_of(a, T + gridDim.x);
-            dc_load(a, t, wv, gs);
+            dc_load(a, mats, t, g);
         }
         __syncthreads();
         if (tid < S * cur.nr) { /* one chain per (slot, row): the blocks in order */
@@ -211,14 +246,14 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
             const float *dv = (const float *)(sq + (a.nq > 1 ? s : 0) * qs + 32 * nb);
             float acc = 0.0f;
             if (q4) {
-                const float *g = gscale[buf] + tid * nb;
+                const float *gsc = gscale[buf] + tid * nb;
 #pragma unroll 4
-                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(g[b], dv[b]), acc);
+                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(gsc[b], dv[b]), acc);
             } else {
 #pragma unroll 4
                 for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], dv[b], acc);
             }
-            float v = dc_finish(a, s, cur.r0 + rl, acc);
+            float v = dc_finish(a, rs, bias, acc);
             if (a.mode == DC_DOWN) eo[buf][tid] = v;
             else a.y[(int64_t)s * a.rows + cur.r0 + rl] = v;
         }
@@ -243,7 +278,7 @@ static int chunks_per_row(int dtype, int64_t cols) { return (int)(dtype == NT_DT
 static bool dc_fits(int dtype, int64_t rows, int64_t cols, int S, int nq) {
     if (!pk_packed(dtype) || pk_reference_only() || cols <= 0 || cols % 32 || rows <= 0 || rows > INT32_MAX / 2)
         return false;
-    return (int64_t)S * chunks_per_row(dtype, cols) <= DC_TILE && S <= DC_THREADS &&
+    return (int64_t)S * chunks_per_row(dtype, cols) <= DC_TILE && S <= DC_MAX_K &&
            (int64_t)nq * pk_qx_stride(cols) <= DC_MAX_QROWS_BYTES;
 }
 
@@ -284,7 +319,7 @@ bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bi
 static int up_qrows(int dtype, int k) { return dtype == NT_DTYPE_Q8_2F ? k : 1; }
 
 bool dc_fits_experts(const struct nt_moe_dims *d, const struct nt_matrix *up, const struct nt_matrix *down) {
-    return dc_fits(up->dtype, d->mi, d->L, 1, up_qrows(up->dtype, d->k)) &&
+    return d->k <= DC_MAX_K && dc_fits(up->dtype, d->mi, d->L, 1, up_qrows(up->dtype, d->k)) &&
            dc_fits(down->dtype, d->L, d->mi, d->k, d->k);
 }
 

@@ -120,9 +120,20 @@ __device__ __forceinline__ struct dc_tile dc_tile_of(const struct dc_product &a,
     return t;
 }
 
+/* Where a thread's chunk j lies in every tile, found once per kernel (no division per tile):
+ * chunk c = tid + DC_THREADS j is row pair pr = c / cpr, its 16 bytes cc = c % cpr; row pair
+ * pr = rl S + s is slot s (DC_DOWN; else the tile's) of the tile's row rl. Packed rl << 16 |
+ * s << 10 | cc (rl < 256, s < DC_MAX_K, cc < DC_TILE); rl = 0xffff past the tile's chunks. A
+ * tile of nr rows holds the chunks with rl < nr. */
+#define DC_NOWHERE 0xffff0000u
+__device__ __forceinline__ uint32_t dc_where(int c, int cpr, int S, int rb) {
+    int pr = c / cpr;
+    if (pr >= S * rb) return DC_NOWHERE;
+    return (uint32_t)(pr / S) << 16 | (uint32_t)(pr % S) << 10 | (uint32_t)(c % cpr);
+}
+
 /* What a thread loads for a tile, none of it used until the tile is computed (so issuing the
- * loads never waits for memory): its weight chunks (chunk c: row pair c / cpr, DC_DOWN: slot
- * pair / nr and row pair % nr; its 16 bytes c % cpr), their q4tp scale words (the row's f16 base
+ * loads never waits for memory): its weight chunks, their q4tp scale words (the row's f16 base
  * and step, the group's 5-bit code with its neighbours), and for a thread that runs a chain its
  * row's q8_2f row scale and bias. */
 struct dc_regs {
@@ -132,22 +143,22 @@ struct dc_regs {
     float bias;
 };
 
+template <bool Q4>
 __device__ __forceinline__ void dc_load(const struct dc_product &a, const uint8_t *const *mats, const struct dc_tile &t,
-                                        struct dc_regs &g) {
-    const bool q4 = a.dtype == NT_DTYPE_Q4TP;
-    int nb = a.cols / 32, cpr = q4 ? nb : 2 * nb, S = a.mode == DC_DOWN ? a.k : 1, nch = S * t.nr * cpr;
+                                        const uint32_t *where, int chain_s, int chain_rl, struct dc_regs &g) {
+    const bool q4 = Q4;
+    int nb = a.cols / 32, S = a.mode == DC_DOWN ? a.k : 1;
     int64_t row_bytes = q4 ? (int64_t)nb * 16 : a.cols;
     g.rs = 0;
     g.bias = 0.0f;
 #pragma unroll
     for (int j = 0; j < DC_CHUNKS; j++) {
-        int c = threadIdx.x + DC_THREADS * j;
         g.w[j] = make_uint4(0, 0, 0, 0);
         g.params[j] = g.codes[j] = 0;
-        if (c < nch) {
-            int pr = c / cpr, cc = c % cpr;
-            int s = a.mode == DC_DOWN ? pr / t.nr : t.slot, r = t.r0 + (a.mode == DC_DOWN ? pr % t.nr : pr);
-            const uint8_t *W = dc_matrix(a, mats, s);
+        int rl = (int)(where[j] >> 16);
+        if (rl < t.nr) {
+            int cc = (int)(where[j] & 1023), r = t.r0 + rl;
+            const uint8_t *W = dc_matrix(a, mats, a.mode == DC_DOWN ? (int)(where[j] >> 10 & 63) : t.slot);
             g.w[j] = __ldg((const uint4 *)(W + r * row_bytes + 16 * (int64_t)cc));
             if (q4) {
                 g.params[j] = __ldg((const uint32_t *)(W + d_q4_params_off(a.rows, a.cols) + 4 * (int64_t)r));
@@ -155,9 +166,8 @@ __device__ __forceinline__ void dc_load(const struct dc_product &a, const uint8_
             }
         }
     }
-    int tid = threadIdx.x;
-    if (tid < S * t.nr) {
-        int s = a.mode == DC_DOWN ? tid / t.nr : t.slot, r = t.r0 + (a.mode == DC_DOWN ? tid % t.nr : tid);
+    if ((int)threadIdx.x < S * t.nr) {
+        int s = a.mode == DC_DOWN ? chain_s : t.slot, r = t.r0 + chain_rl;
         if (a.dtype == NT_DTYPE_Q8_2F) g.rs = ld16(dc_matrix(a, mats, s) + d_q8_rs_off(a.rows, a.cols) + 2 * r);
         if (a.bias) g.bias = a.bias[r];
     }
@@ -175,36 +185,43 @@ __device__ __forceinline__ float dc_finish(const struct dc_product &a, uint16_t 
     return v;
 }
 
+/* Q4: the matrices are q4tp (else q8_2f): each instance holds only its format's registers. */
+template <bool Q4>
 __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct dc_product a) {
     __shared__ int32_t isum[2][DC_TILE]; /* block sums [row pair * nb + b], two tiles */
     __shared__ float gscale[2][DC_TILE]; /* q4tp group scales, the same index */
     __shared__ float eo[2][DC_THREADS];  /* DC_DOWN: each (slot, row) pair's output */
     __shared__ const uint8_t *mats[DC_MAX_K];
     NT_DYNAMIC_SHARED(uint8_t, sq); /* the quantized activation rows */
-    const bool q4 = a.dtype == NT_DTYPE_Q4TP;
+    const bool q4 = Q4;
     const int tid = threadIdx.x, nb = a.cols / 32, cpr = q4 ? nb : 2 * nb;
     const int S = a.mode == DC_DOWN ? a.k : 1, all = a.mode == DC_UP ? a.tiles * a.k : a.tiles;
     const size_t qs = pk_qx_stride(a.cols);
 
     if (a.mode != DC_PLAIN && tid < a.k) mats[tid] = a.Wtab[a.idx[tid]];
+    uint32_t where[DC_CHUNKS];
+#pragma unroll
+    for (int j = 0; j < DC_CHUNKS; j++) where[j] = dc_where(tid + DC_THREADS * j, cpr, S, a.rb);
+    const int chain_s = tid % S, chain_rl = tid / S; /* a chain thread's (slot, row): pr = tid */
     __syncthreads();
     struct dc_regs g;
     int T = blockIdx.x;
     struct dc_tile t = dc_tile_of(a, T);
-    dc_load(a, mats, t, g); /* in flight while the rows are quantized */
+    dc_load<Q4>(a, mats, t, where, chain_s, chain_rl, g); /* in flight while the rows are quantized */
     dc_quantize(a, mats, sq);
     __syncthreads();
     for (int buf = 0; T < all; T += gridDim.x, buf ^= 1) {
         /* this tile's block sums (and q4tp scales), from the registers */
-        int nch = S * t.nr * cpr;
 #pragma unroll
         for (int j = 0; j < DC_CHUNKS; j++) {
             int c = tid + DC_THREADS * j;
-            int cc = c < nch ? c : 0, pr = cc / cpr, s = a.mode == DC_DOWN ? pr / t.nr : t.slot;
-            const uint8_t *q = sq + (a.nq > 1 ? s : 0) * qs;
+            int rl = (int)(where[j] >> 16);
+            bool mine = rl < t.nr;
+            int cc = mine ? (int)(where[j] & 1023) : 0, s = a.mode == DC_DOWN ? (int)(where[j] >> 10 & 63) : t.slot;
+            const uint8_t *q = sq + (a.nq > 1 && mine ? s : 0) * qs;
             int v;
             if (q4) {
-                int grp = cc % cpr;
+                int grp = cc;
                 const uint4 *qp = (const uint4 *)(q + 32 * grp);
                 uint4 qa = qp[0], qb = qp[1];
                 v = __dp4a(q4_lo(g.w[j].x), (int)qa.x, 0);
@@ -215,20 +232,20 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
                 v = __dp4a(q4_hi(g.w[j].z), (int)qb.y, v);
                 v = __dp4a(q4_lo(g.w[j].w), (int)qb.z, v);
                 v = __dp4a(q4_hi(g.w[j].w), (int)qb.w, v);
-                if (c < nch) {
+                if (mine) {
                     isum[buf][c] = v;
                     int code = (int)((g.codes[j] >> ((5 * grp) & 7)) & 31);
                     gscale[buf][c] = nt_q4tp_scale(f16f((uint16_t)(g.params[j] & 0xffff)),
                                                    f16f((uint16_t)(g.params[j] >> 16)), code);
                 }
             } else {
-                uint4 qa = *(const uint4 *)(q + 16 * (cc % cpr));
+                uint4 qa = *(const uint4 *)(q + 16 * cc);
                 v = __dp4a((int)g.w[j].x, (int)qa.x, 0);
                 v = __dp4a((int)g.w[j].y, (int)qa.y, v);
                 v = __dp4a((int)g.w[j].z, (int)qa.z, v);
                 v = __dp4a((int)g.w[j].w, (int)qa.w, v);
                 v += __shfl_xor_sync(0xffffffffu, v, 1); /* the block's other half: chunk c ^ 1 */
-                if (c < nch && !(c & 1)) isum[buf][c >> 1] = v;
+                if (mine && !(c & 1)) isum[buf][c >> 1] = v;
             }
         }
         uint16_t rs = g.rs;
@@ -237,11 +254,11 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
         struct dc_tile cur = t;
         if (T + (int)gridDim.x < all) {
             t = dc_tile_of(a, T + gridDim.x);
-            dc_load(a, mats, t, g);
+            dc_load<Q4>(a, mats, t, where, chain_s, chain_rl, g);
         }
         __syncthreads();
         if (tid < S * cur.nr) { /* one chain per (slot, row): the blocks in order */
-            int s = a.mode == DC_DOWN ? tid / cur.nr : cur.slot, rl = a.mode == DC_DOWN ? tid % cur.nr : tid;
+            int s = a.mode == DC_DOWN ? chain_s : cur.slot, rl = chain_rl;
             const int32_t *is = isum[buf] + tid * nb;
             const float *dv = (const float *)(sq + (a.nq > 1 ? s : 0) * qs + 32 * nb);
             float acc = 0.0f;
@@ -261,7 +278,7 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
             __syncthreads();
             if (tid < cur.nr) {
                 float acc = 0.0f;
-                for (int s = 0; s < a.k; s++) acc = __fadd_rn(acc, __fmul_rn(a.wts[s], eo[buf][s * cur.nr + tid]));
+                for (int s = 0; s < a.k; s++) acc = __fadd_rn(acc, __fmul_rn(a.wts[s], eo[buf][tid * a.k + s]));
                 a.y[cur.r0 + tid] = acc;
             }
         }
@@ -291,7 +308,9 @@ static bool dc_launch(struct nt_backend *be, struct dc_product *a) {
     int all = a->mode == DC_UP ? a->tiles * a->k : a->tiles, sms = 0;
     if (!CK(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device))) return false;
     int grid = sms * DC_BLOCKS_PER_SM < all ? sms * DC_BLOCKS_PER_SM : all;
-    NT_LAUNCH_SMEM(k_decode, grid, DC_THREADS, (size_t)a->nq * pk_qx_stride(a->cols), *a);
+    size_t smem = (size_t)a->nq * pk_qx_stride(a->cols);
+    if (a->dtype == NT_DTYPE_Q4TP) NT_LAUNCH_SMEM(k_decode<true>, grid, DC_THREADS, smem, *a);
+    else NT_LAUNCH_SMEM(k_decode<false>, grid, DC_THREADS, smem, *a);
     return LAUNCHED(be);
 }
 

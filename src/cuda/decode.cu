@@ -9,7 +9,9 @@
  * once (DC_BLOCKS_PER_SM each); a block quantizes its activation row(s) once into shared memory
  * while its first tile loads, then walks its tiles (blockIdx.x, + gridDim.x, ...: neighbouring
  * blocks read neighbouring rows) with the next tile's weights in flight while this one's chains
- * run. The routed experts need no entry lists at one position (its k experts are distinct): the
+ * run. Rows of many blocks (the experts' down input: k rows) are quantized once for all blocks
+ * by k_dc_quantize instead. Float weights (the router) get one block per row, the row staged
+ * whole (k_float_row). The routed experts need no entry lists at one position (its k experts are distinct): the
  * up kernel's tiles run over (slot, rows of its expert), the down kernel's over rows of the
  * output with all k slots in each tile, so the combine happens in the tile (no k_moe_plan, no
  * k_moe_combine: 2 launches instead of 4).
@@ -37,6 +39,10 @@ extern "C" {
                             * spills) beat 4 (64 registers, spills) by 1.1-1.2x on the H200 */
 #endif
 #define DC_TILE (DC_THREADS * DC_CHUNKS) /* 16-byte chunks per tile */
+#ifndef DC_PRE_UNITS
+#define DC_PRE_UNITS 96 /* rows of more blocks of 32 than this are quantized once by k_dc_quantize
+                         * for all blocks (the experts' down: 6 x 58), fewer by each block */
+#endif
 #define DC_MAX_QROWS_BYTES (24 * 1024) /* quantized activation rows a block holds in shared memory
                                        * (with the 18 KB static: under 48 KB, no opt-in) */
 
@@ -47,7 +53,7 @@ enum dc_mode {
     DC_DOWN   /* every slot in every tile; x row s; y = the weighted sum over the slots */
 };
 
-/* One product of the kernel (by value; 92 bytes: under the 128 bytes past which nvcc 13.0
+/* One product of the kernel (by value; 100 bytes: under the 128 bytes past which nvcc 13.0
  * miscompiled a conditional table load, products.cu's pk_item_of). */
 struct dc_product {
     const uint8_t *W;           /* DC_PLAIN */
@@ -57,6 +63,7 @@ struct dc_product {
     const float *x;             /* activation rows, row s at x + s * cols (DC_DOWN) */
     const float *bias;
     float *y;
+    const uint8_t *qx;          /* non-NULL: the nq rows were quantized there (k_dc_quantize) */
     int mode, dtype, act;
     int rows, cols;
     int k;     /* slots (DC_UP, DC_DOWN) */
@@ -67,21 +74,24 @@ struct dc_product {
 
 #define DC_MAX_K 64 /* slots a block keeps its matrices' addresses for */
 
-/* The matrix of slot s, by one load from the block's table (mats: dc_tables), not the two
- * dependent global loads idx[s], Wtab[e] that would hold up every weight load behind them. */
+/* The matrix of slot s: in k_decode by one load from the block's table mats, not the two
+ * dependent global loads idx[s], Wtab[e] that would hold up every weight load behind them
+ * (mats NULL: those loads). */
 __device__ __forceinline__ const uint8_t *dc_matrix(const struct dc_product &a, const uint8_t *const *mats, int s) {
-    return a.mode == DC_PLAIN ? a.W : mats[s];
+    return a.mode == DC_PLAIN ? a.W : mats ? mats[s] : a.Wtab[a.idx[s]];
 }
 
-/* Quantizes the block's nq activation rows into sq (pk_qx_stride(cols) bytes each): the whole
- * block, 8 lanes per block of 32 columns, 4 columns a lane; whole warps run every shuffle. The
- * bytes are quantize_block's (products.cu): the maximum is exact in any order. */
-__device__ void dc_quantize(const struct dc_product &a, const uint8_t *const *mats, uint8_t *sq) {
-    int nb = a.cols / 32, units = a.nq * nb, lane = threadIdx.x & 31, l8 = lane & 7;
+/* Quantizes units u0 .. u1 - 1 (unit = row q, block b of 32 columns: q nb + b) of the nq
+ * activation rows into dst (pk_qx_stride(cols) bytes a row): 8 lanes per unit, 4 columns a
+ * lane, the block's warps 4 units each per round; whole warps run every shuffle. The bytes are
+ * quantize_block's (products.cu): the maximum is exact in any order. */
+__device__ void dc_quantize(const struct dc_product &a, const uint8_t *const *mats, uint8_t *dst_rows, int u0_block,
+                            int u1) {
+    int nb = a.cols / 32, lane = threadIdx.x & 31, l8 = lane & 7;
     size_t qs = pk_qx_stride(a.cols);
-    for (int u0 = (threadIdx.x >> 5) * 4; u0 < units; u0 += DC_THREADS / 8) {
+    for (int u0 = u0_block + (int)(threadIdx.x >> 5) * 4; u0 < u1; u0 += (int)blockDim.x / 8) {
         int u = u0 + (lane >> 3);
-        bool on = u < units;
+        bool on = u < u1;
         int q = on ? u / nb : 0, b = on ? u % nb : 0, c0 = 32 * b + 4 * l8;
         const float *x = a.x + (a.mode == DC_DOWN ? (int64_t)q * a.cols : 0);
         const uint8_t *W = a.dtype == NT_DTYPE_Q8_2F ? dc_matrix(a, mats, a.nq > 1 ? q : 0) : NULL;
@@ -99,7 +109,7 @@ __device__ void dc_quantize(const struct dc_product &a, const uint8_t *const *ma
         if (!on) continue;
         float d = __fdiv_rn(amax, 127.0f), inv = __fdiv_rn(127.0f, amax);
         if (!(inv < INFINITY)) inv = 0.0f;
-        uint8_t *dst = sq + q * qs;
+        uint8_t *dst = dst_rows + q * qs;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             float r = rintf(__fmul_rn(v[i], inv));
@@ -209,7 +219,10 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
     int T = blockIdx.x;
     struct dc_tile t = dc_tile_of(a, T);
     dc_load<Q4>(a, mats, t, where, chain_s, chain_rl, g); /* in flight while the rows are quantized */
-    dc_quantize(a, mats, sq);
+    if (a.qx)
+        for (int i = tid; i < (int)(a.nq * qs / 16); i += DC_THREADS) ((uint4 *)sq)[i] = ((const uint4 *)a.qx)[i];
+    else
+        dc_quantize(a, mats, sq, 0, a.nq * nb);
     __syncthreads();
     for (int buf = 0; T < all; T += gridDim.x, buf ^= 1) {
         /* this tile's block sums (and q4tp scales), from the registers */
@@ -286,6 +299,54 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
     }
 }
 
+/* The nq activation rows quantized once into a.qx for all of k_decode's blocks: 32 units a
+ * block. */
+#define DC_QUANTIZE_UNITS 32
+__global__ void __launch_bounds__(DC_THREADS) k_dc_quantize(struct dc_product a) {
+    int u0 = blockIdx.x * DC_QUANTIZE_UNITS, units = a.nq * (a.cols / 32);
+    dc_quantize(a, NULL, (uint8_t *)a.qx, u0, min(u0 + DC_QUANTIZE_UNITS, units));
+}
+
+/* ---- float weights ----------------------------------------------------------------------------- */
+
+#define FR_THREADS 128
+#define FR_MAX_COLS 4096
+
+/* One block per row: the row (as f32) and x staged in shared memory by the whole block, every
+ * load in flight at once, then lanes 0..7 of warp 0 run k_float_product's arithmetic over the
+ * copy: lane l's fma chain over columns l, l + 8, ... below cols & ~7, the same lane tree, the
+ * tail columns in order by lane 0, then bias and relu^2 (products.cu's pk_store). k_float_product
+ * streams 4 rows a block in chunks of 1024 columns: at one position its 32 blocks for the
+ * router's 128 rows kept too few bytes in flight (18.5 us for 1.4 MB). */
+__global__ void __launch_bounds__(FR_THREADS) k_float_row(const uint8_t *W, int dtype, int cols, const float *bias,
+                                                          int act, const float *x, float *y) {
+    __shared__ float sw[FR_MAX_COLS], sx[FR_MAX_COLS];
+    int64_t r = blockIdx.x;
+#pragma unroll 8
+    for (int c = threadIdx.x; c < cols; c += FR_THREADS) {
+        sw[c] = load_w(W, r * cols + c, dtype);
+        sx[c] = x[c];
+    }
+    __syncthreads();
+    if (threadIdx.x >= 32) return;
+    int c8 = cols & ~7;
+    float acc = 0.0f;
+    if (threadIdx.x < 8)
+#pragma unroll 8
+        for (int j = threadIdx.x; j < c8; j += 8) acc = __fmaf_rn(sw[j], sx[j], acc);
+    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 4));
+    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 2));
+    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 1));
+    if (threadIdx.x != 0) return;
+    for (int c = c8; c < cols; c++) acc = __fadd_rn(acc, __fmul_rn(sw[c], sx[c]));
+    if (bias) acc = __fadd_rn(acc, bias[r]);
+    if (act == NT_ACT_RELU2) {
+        acc = acc > 0.0f ? acc : 0.0f;
+        acc = __fmul_rn(acc, acc);
+    }
+    y[r] = acc;
+}
+
 /* ---- launch -------------------------------------------------------------------------------- */
 
 static int chunks_per_row(int dtype, int64_t cols) { return (int)(dtype == NT_DTYPE_Q4TP ? cols / 32 : cols / 16); }
@@ -300,7 +361,9 @@ static bool dc_fits(int dtype, int64_t rows, int64_t cols, int S, int nq) {
            (int64_t)nq * pk_qx_stride(cols) <= DC_MAX_QROWS_BYTES;
 }
 
-static bool dc_launch(struct nt_backend *be, struct dc_product *a) {
+/* qx_room: device memory for the nq quantized rows (NULL: none; each block quantizes). */
+static bool dc_launch(struct nt_backend *be, struct dc_product *a, uint8_t *qx_room) {
+    a->qx = qx_room && a->nq * (a->cols / 32) > DC_PRE_UNITS ? qx_room : NULL;
     int S = a->mode == DC_DOWN ? a->k : 1;
     a->rb = DC_TILE / (S * chunks_per_row(a->dtype, a->cols));
     if (a->rb > DC_THREADS / S) a->rb = DC_THREADS / S;
@@ -309,16 +372,29 @@ static bool dc_launch(struct nt_backend *be, struct dc_product *a) {
     int all = a->mode == DC_UP ? a->tiles * a->k : a->tiles, sms = 0;
     if (!CK(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device))) return false;
     int grid = sms * DC_BLOCKS_PER_SM < all ? sms * DC_BLOCKS_PER_SM : all;
+    if (a->qx) {
+        int units = a->nq * (a->cols / 32);
+        NT_LAUNCH(k_dc_quantize, (units + DC_QUANTIZE_UNITS - 1) / DC_QUANTIZE_UNITS, DC_THREADS, *a);
+        if (!LAUNCHED(be)) return false;
+    }
     size_t smem = (size_t)a->nq * pk_qx_stride(a->cols);
     if (a->dtype == NT_DTYPE_Q4TP) NT_LAUNCH_SMEM(k_decode<true>, grid, DC_THREADS, smem, *a);
     else NT_LAUNCH_SMEM(k_decode<false>, grid, DC_THREADS, smem, *a);
     return LAUNCHED(be);
 }
 
-bool dc_fits_plain(const struct nt_matrix *W) { return dc_fits(W->dtype, W->rows, W->cols, 1, 1); }
+bool dc_fits_plain(const struct nt_matrix *W) {
+    if (!pk_packed(W->dtype)) return W->cols <= FR_MAX_COLS && W->rows <= INT32_MAX;
+    return dc_fits(W->dtype, W->rows, W->cols, 1, 1);
+}
 
 bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bias, int act, const float *x,
-               float *y) {
+               float *y, uint8_t *qx_room) {
+    if (!pk_packed(W->dtype)) {
+        NT_LAUNCH(k_float_row, (unsigned)W->rows, FR_THREADS, (const uint8_t *)W->data, W->dtype, (int)W->cols, bias,
+                  act, x, y);
+        return LAUNCHED(be);
+    }
     struct dc_product a;
     memset(&a, 0, sizeof a);
     a.mode = DC_PLAIN;
@@ -332,7 +408,7 @@ bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bi
     a.y = y;
     a.k = 1;
     a.nq = 1;
-    return dc_launch(be, &a);
+    return dc_launch(be, &a, qx_room);
 }
 
 /* q8_2f experts quantize the row once per slot (the column field is the expert's); q4tp once. */
@@ -345,7 +421,7 @@ bool dc_fits_experts(const struct nt_moe_dims *d, const struct nt_matrix *up, co
 
 bool dc_experts(struct nt_backend *be, const struct nt_moe_dims *d, const uint8_t *const *up_tab,
                 const uint8_t *const *down_tab, int up_dtype, int down_dtype, const float *x, const int32_t *idx,
-                const float *wts, float *inner, float *y) {
+                const float *wts, float *inner, float *y, uint8_t *up_room, uint8_t *down_room) {
     struct dc_product a;
     memset(&a, 0, sizeof a);
     a.mode = DC_UP;
@@ -359,7 +435,7 @@ bool dc_experts(struct nt_backend *be, const struct nt_moe_dims *d, const uint8_
     a.y = inner;
     a.k = d->k;
     a.nq = up_qrows(up_dtype, d->k);
-    if (!dc_launch(be, &a)) return false;
+    if (!dc_launch(be, &a, up_room)) return false;
     a.mode = DC_DOWN;
     a.Wtab = down_tab;
     a.wts = wts;
@@ -370,5 +446,5 @@ bool dc_experts(struct nt_backend *be, const struct nt_moe_dims *d, const uint8_
     a.x = inner;
     a.y = y;
     a.nq = d->k;
-    return dc_launch(be, &a);
+    return dc_launch(be, &a, down_room);
 }

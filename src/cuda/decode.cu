@@ -5,13 +5,12 @@
  * WHY A KERNEL OF ITS OWN. At one position a product is a stream of weights (1-350 MB) with a
  * little arithmetic. k_gemv's blocks each load 32 KB, quantize the activation row, compute and
  * retire: 2-3 waves in which the memory idles while the blocks of a wave compute, and every block
- * quantizes the row again (docs/PERF.md: 0.6-1.0 TB/s). Here the grid is what the SMs hold at
- * once (DC_BLOCKS_PER_SM each); a block quantizes its activation row(s) once into shared memory
- * while its first tile loads, then walks its tiles (blockIdx.x, + gridDim.x, ...: neighbouring
- * blocks read neighbouring rows) with the next tile's weights in flight while this one's chains
- * run. Rows of many blocks (the experts' down input: k rows) are quantized once for all blocks
- * by k_dc_quantize instead. Float weights (the router) get one block per row, the row staged
- * whole (k_float_row). The routed experts need no entry lists at one position (its k experts are distinct): the
+ * quantizes the row again (docs/PERF.md: 0.6-1.0 TB/s). Here k_dc_quantize quantizes the
+ * activation row(s) once; k_decode's grid is what the SMs hold at once (DC_BLOCKS_PER_SM each);
+ * a block copies the quantized rows into shared memory while its first tile loads, then walks
+ * its tiles (blockIdx.x, + gridDim.x, ...: neighbouring blocks read neighbouring rows) with the
+ * next tile's weights in flight while this one's chains run. Float weights (the router) get one
+ * block per row, the row staged whole (k_float_row). The routed experts need no entry lists at one position (its k experts are distinct): the
  * up kernel's tiles run over (slot, rows of its expert), the down kernel's over rows of the
  * output with all k slots in each tile, so the combine happens in the tile (no k_moe_plan, no
  * k_moe_combine: 2 launches instead of 4).
@@ -39,10 +38,6 @@ extern "C" {
                             * spills) beat 4 (64 registers, spills) by 1.1-1.2x on the H200 */
 #endif
 #define DC_TILE (DC_THREADS * DC_CHUNKS) /* 16-byte chunks per tile */
-#ifndef DC_PRE_UNITS
-#define DC_PRE_UNITS 96 /* rows of more blocks of 32 than this are quantized once by k_dc_quantize
-                         * for all blocks (the experts' down: 6 x 58), fewer by each block */
-#endif
 #define DC_MAX_QROWS_BYTES (24 * 1024) /* quantized activation rows a block holds in shared memory
                                        * (with the 18 KB static: under 48 KB, no opt-in) */
 
@@ -63,7 +58,7 @@ struct dc_product {
     const float *x;             /* activation rows, row s at x + s * cols (DC_DOWN) */
     const float *bias;
     float *y;
-    const uint8_t *qx;          /* non-NULL: the nq rows were quantized there (k_dc_quantize) */
+    uint8_t *qx;                /* the nq quantized activation rows (k_dc_quantize writes them) */
     int mode, dtype, act;
     int rows, cols;
     int k;     /* slots (DC_UP, DC_DOWN) */
@@ -85,8 +80,7 @@ __device__ __forceinline__ const uint8_t *dc_matrix(const struct dc_product &a, 
  * activation rows into dst (pk_qx_stride(cols) bytes a row): 8 lanes per unit, 4 columns a
  * lane, the block's warps 4 units each per round; whole warps run every shuffle. The bytes are
  * quantize_block's (products.cu): the maximum is exact in any order. */
-__device__ void dc_quantize(const struct dc_product &a, const uint8_t *const *mats, uint8_t *dst_rows, int u0_block,
-                            int u1) {
+__device__ void dc_quantize(const struct dc_product &a, uint8_t *dst_rows, int u0_block, int u1) {
     int nb = a.cols / 32, lane = threadIdx.x & 31, l8 = lane & 7;
     size_t qs = pk_qx_stride(a.cols);
     for (int u0 = u0_block + (int)(threadIdx.x >> 5) * 4; u0 < u1; u0 += (int)blockDim.x / 8) {
@@ -94,7 +88,7 @@ __device__ void dc_quantize(const struct dc_product &a, const uint8_t *const *ma
         bool on = u < u1;
         int q = on ? u / nb : 0, b = on ? u % nb : 0, c0 = 32 * b + 4 * l8;
         const float *x = a.x + (a.mode == DC_DOWN ? (int64_t)q * a.cols : 0);
-        const uint8_t *W = a.dtype == NT_DTYPE_Q8_2F ? dc_matrix(a, mats, a.nq > 1 ? q : 0) : NULL;
+        const uint8_t *W = a.dtype == NT_DTYPE_Q8_2F ? dc_matrix(a, NULL, a.nq > 1 ? q : 0) : NULL;
         float v[4];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -218,11 +212,8 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
     struct dc_regs g;
     int T = blockIdx.x;
     struct dc_tile t = dc_tile_of(a, T);
-    dc_load<Q4>(a, mats, t, where, chain_s, chain_rl, g); /* in flight while the rows are quantized */
-    if (a.qx)
-        for (int i = tid; i < (int)(a.nq * qs / 16); i += DC_THREADS) ((uint4 *)sq)[i] = ((const uint4 *)a.qx)[i];
-    else
-        dc_quantize(a, mats, sq, 0, a.nq * nb);
+    dc_load<Q4>(a, mats, t, where, chain_s, chain_rl, g); /* in flight while the rows are copied */
+    for (int i = tid; i < (int)(a.nq * qs / 16); i += DC_THREADS) ((uint4 *)sq)[i] = ((const uint4 *)a.qx)[i];
     __syncthreads();
     for (int buf = 0; T < all; T += gridDim.x, buf ^= 1) {
         /* this tile's block sums (and q4tp scales), from the registers */
@@ -299,12 +290,13 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
     }
 }
 
-/* The nq activation rows quantized once into a.qx for all of k_decode's blocks: 32 units a
- * block. */
+/* The nq activation rows quantized once into a.qx for all of k_decode's blocks, 32 units a
+ * block. Each block quantizing them itself cost more despite the launch saved (one H200 run:
+ * experts 39.5 against 33.8 us, out_proj 11.7 against 10.2, the rest within 3 %; docs/PERF.md). */
 #define DC_QUANTIZE_UNITS 32
 __global__ void __launch_bounds__(DC_THREADS) k_dc_quantize(struct dc_product a) {
     int u0 = blockIdx.x * DC_QUANTIZE_UNITS, units = a.nq * (a.cols / 32);
-    dc_quantize(a, NULL, (uint8_t *)a.qx, u0, min(u0 + DC_QUANTIZE_UNITS, units));
+    dc_quantize(a, a.qx, u0, min(u0 + DC_QUANTIZE_UNITS, units));
 }
 
 /* ---- float weights ----------------------------------------------------------------------------- */
@@ -361,9 +353,9 @@ static bool dc_fits(int dtype, int64_t rows, int64_t cols, int S, int nq) {
            (int64_t)nq * pk_qx_stride(cols) <= DC_MAX_QROWS_BYTES;
 }
 
-/* qx_room: device memory for the nq quantized rows (NULL: none; each block quantizes). */
+/* qx_room: device memory for the nq quantized rows. */
 static bool dc_launch(struct nt_backend *be, struct dc_product *a, uint8_t *qx_room) {
-    a->qx = qx_room && a->nq * (a->cols / 32) > DC_PRE_UNITS ? qx_room : NULL;
+    a->qx = qx_room;
     int S = a->mode == DC_DOWN ? a->k : 1;
     a->rb = DC_TILE / (S * chunks_per_row(a->dtype, a->cols));
     if (a->rb > DC_THREADS / S) a->rb = DC_THREADS / S;
@@ -372,11 +364,9 @@ static bool dc_launch(struct nt_backend *be, struct dc_product *a, uint8_t *qx_r
     int all = a->mode == DC_UP ? a->tiles * a->k : a->tiles, sms = 0;
     if (!CK(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device))) return false;
     int grid = sms * DC_BLOCKS_PER_SM < all ? sms * DC_BLOCKS_PER_SM : all;
-    if (a->qx) {
-        int units = a->nq * (a->cols / 32);
-        NT_LAUNCH(k_dc_quantize, (units + DC_QUANTIZE_UNITS - 1) / DC_QUANTIZE_UNITS, DC_THREADS, *a);
-        if (!LAUNCHED(be)) return false;
-    }
+    int units = a->nq * (a->cols / 32);
+    NT_LAUNCH(k_dc_quantize, (units + DC_QUANTIZE_UNITS - 1) / DC_QUANTIZE_UNITS, DC_THREADS, *a);
+    if (!LAUNCHED(be)) return false;
     size_t smem = (size_t)a->nq * pk_qx_stride(a->cols);
     if (a->dtype == NT_DTYPE_Q4TP) NT_LAUNCH_SMEM(k_decode<true>, grid, DC_THREADS, smem, *a);
     else NT_LAUNCH_SMEM(k_decode<false>, grid, DC_THREADS, smem, *a);

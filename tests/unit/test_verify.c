@@ -14,7 +14,8 @@
  *     makes both compute what the session computed from the snapshot's position (bits).
  * Then, on the CPU, the errors: accept without a verify, twice, or with a bad m; a verify past
  * verify_max or in a session without verify; verify_max past pass_max; a snapshot of another
- * model; non-finite embeddings; NULL handles - each a status with a message, the session unchanged.
+ * model or past the context; non-finite embeddings; NULL handles - each a status with a
+ * message, the session unchanged.
  * The comparisons read the session's state through src/engine (the test sees the internals).
  */
 #include "engine/engine.h"
@@ -273,6 +274,16 @@ static void check_errors(nemotron_model *m, nemotron_model *other, const int32_t
               nemotron_session_pos(s) == pos,
           "restore of another model's snapshot: %s", nemotron_session_errmsg(s));
     nemotron_snapshot_free(snap);
+    /* a snapshot at position 4 does not fit a session of 2 positions */
+    snap = NULL;
+    sp = nemotron_session_default_params();
+    sp.n_ctx = 2;
+    CHECK(nemotron_session_new(m, &sp, &t) == NEMOTRON_OK, "session: %s", nemotron_session_errmsg(t));
+    CHECK(nemotron_session_snapshot(s, &snap) == NEMOTRON_OK, "snapshot: %s", nemotron_session_errmsg(s));
+    CHECK(nemotron_session_restore(t, snap) == NEMOTRON_ERR_CONTEXT && nemotron_session_pos(t) == 0,
+          "restore past the context: %s", nemotron_session_errmsg(t));
+    nemotron_snapshot_free(snap);
+    nemotron_session_free(t);
     CHECK(nemotron_session_restore(s, NULL) == NEMOTRON_ERR_ARG, "restore of NULL");
     CHECK(nemotron_session_snapshot(s, NULL) == NEMOTRON_ERR_ARG, "snapshot into NULL");
     int H = nemotron_model_hidden_size(m);

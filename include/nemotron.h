@@ -154,7 +154,7 @@ void nemotron_session_reset(nemotron_session *session);     /* back to position 
 
 /* The embedding row of a token as the model's first step reads it (its stored form widened to
  * float): out receives hidden_size floats. NEMOTRON_ERR_ARG for a token outside the vocabulary or
- * a NULL argument (out is then untouched). */
+ * a NULL argument (out is then untouched); NEMOTRON_ERR_DEVICE when the model's device failed. */
 nemotron_status nemotron_model_token_embedding(const nemotron_model *model, int32_t token, float *out);
 
 /* As nemotron_session_eval, with each position's input vector given instead of a token:
@@ -192,10 +192,11 @@ typedef struct nemotron_snapshot nemotron_snapshot;
  * (NEMOTRON_ERR_NOMEM with the session's message saying how much was asked; a NULL argument:
  * NEMOTRON_ERR_ARG). The session is not changed. */
 nemotron_status nemotron_session_snapshot(nemotron_session *session, nemotron_snapshot **out);
-/* Puts a snapshot's state into a session of the same model (the session it came from or any
- * other): afterwards the session computes exactly what the snapshotted one would have. A snapshot
- * of another model is NEMOTRON_ERR_ARG; one past the session's n_ctx NEMOTRON_ERR_CONTEXT; both
- * leave the session as it was. The snapshot is unchanged and may be restored again. */
+/* Puts a snapshot's state into a session of the same model handle (the session it came from or
+ * any other): afterwards the session computes exactly what the snapshotted one would have. A
+ * snapshot of another model handle is NEMOTRON_ERR_ARG; one past the session's n_ctx
+ * NEMOTRON_ERR_CONTEXT; both leave the session as it was. The snapshot is unchanged and may be
+ * restored again. */
 nemotron_status nemotron_session_restore(nemotron_session *session, const nemotron_snapshot *snap);
 int nemotron_snapshot_pos(const nemotron_snapshot *snap);   /* its position; 0 for NULL */
 void nemotron_snapshot_free(nemotron_snapshot *snap);      /* NULL is a no-op */

@@ -117,6 +117,10 @@ int nemotron_model_eos_ids(const nemotron_model *model, int32_t *ids, int n_max)
 typedef struct nemotron_session_params {
     int n_ctx;              /* positions the session can hold; <= 0: 4096 */
     int pass_max;           /* positions per pass, 1..NEMOTRON_PASS_MAX; <= 0: the backend's */
+    int verify_max;         /* the most positions one nemotron_session_verify may hold, 0..pass_max;
+                             * 0 (the default): no verify. Each one costs a copy of the recurrent
+                             * state (every Mamba layer's conv ring and SSM state) in the device's
+                             * memory, allocated with the session */
 } nemotron_session_params;
 
 nemotron_session_params nemotron_session_default_params(void);
@@ -145,6 +149,57 @@ int nemotron_session_pos(const nemotron_session *session);  /* positions held */
 int nemotron_session_n_ctx(const nemotron_session *session);
 int nemotron_session_pass_max(const nemotron_session *session); /* positions per pass */
 void nemotron_session_reset(nemotron_session *session);     /* back to position 0 */
+
+/* ---- embeddings, verify passes and snapshots ------------------------------------------------ */
+
+/* The embedding row of a token as the model's first step reads it (its stored form widened to
+ * float): out receives hidden_size floats. NEMOTRON_ERR_ARG for a token outside the vocabulary or
+ * a NULL argument (out is then untouched); NEMOTRON_ERR_DEVICE when the model's device failed. */
+nemotron_status nemotron_model_token_embedding(const nemotron_model *model, int32_t token, float *out);
+
+/* As nemotron_session_eval, with each position's input vector given instead of a token:
+ * embd[n][hidden_size] (an audio or image encoder's output, in the model's embedding space). A
+ * row equal to nemotron_model_token_embedding of a token gives that token's logits and state bit
+ * for bit, so embeddings and tokens mix freely in one timeline. Every value must be finite; bad
+ * input (n, NULL, a non-finite value, the context length) is found before any work and leaves the
+ * session as it was. */
+nemotron_status nemotron_session_eval_embd(nemotron_session *session, const float *embd, int n,
+                                           float *logits);
+
+/* Runs tokens[0..n) (drafted continuations) at the next positions in ONE pass, keeping the state
+ * before every one of them, and writes argmax[i], the greedy token after tokens[0..i], for each i
+ * (argmax may be NULL); the n x vocab logits stay on the device. 1 <= n <= the session's
+ * verify_max. Afterwards the session is exactly as after nemotron_session_eval of the n tokens,
+ * until nemotron_session_accept keeps fewer. A position's results are those of any other pass
+ * (one arithmetic per position). Errors as for eval, plus NEMOTRON_ERR_ARG when n exceeds
+ * verify_max (0 when the session was made without verify). */
+nemotron_status nemotron_session_verify(nemotron_session *session, const int32_t *tokens, int n,
+                                        int32_t *argmax);
+/* Keeps the first m (0 <= m <= n) positions of the verify pass just run: the session becomes bit
+ * for bit what nemotron_session_eval of those m tokens would have made it (state, position, last
+ * logits and argmax; m = 0: as before the verify), by device-side copies, without running a pass.
+ * Only directly after nemotron_session_verify (any other eval, verify, restore or reset in between
+ * makes it NEMOTRON_ERR_ARG), once; a bad m is NEMOTRON_ERR_ARG and changes nothing. */
+nemotron_status nemotron_session_accept(nemotron_session *session, int m);
+
+/* A session's whole state at one position - conv rings, SSM states, the KV rows below the
+ * position, the position and the last logits - held in the memory of the session's device. The
+ * caller owns it: free it with nemotron_snapshot_free before the model it came from. */
+typedef struct nemotron_snapshot nemotron_snapshot;
+
+/* Takes a snapshot of the session as it is now (device-side copies; the KV rows are copied too,
+ * so the snapshot stays valid whatever the session does next). *out is NULL on failure
+ * (NEMOTRON_ERR_NOMEM with the session's message saying how much was asked; a NULL argument:
+ * NEMOTRON_ERR_ARG). The session is not changed. */
+nemotron_status nemotron_session_snapshot(nemotron_session *session, nemotron_snapshot **out);
+/* Puts a snapshot's state into a session of the same model handle (the session it came from or
+ * any other): afterwards the session computes exactly what the snapshotted one would have. A
+ * snapshot of another model handle is NEMOTRON_ERR_ARG; one past the session's n_ctx
+ * NEMOTRON_ERR_CONTEXT; both leave the session as it was. The snapshot is unchanged and may be
+ * restored again. */
+nemotron_status nemotron_session_restore(nemotron_session *session, const nemotron_snapshot *snap);
+int nemotron_snapshot_pos(const nemotron_snapshot *snap);   /* its position; 0 for NULL */
+void nemotron_snapshot_free(nemotron_snapshot *snap);      /* NULL is a no-op */
 
 
 /* ---- text: tokenizer and chat format ---------------------------------------------------- */

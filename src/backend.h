@@ -34,10 +34,19 @@ struct nt_forward;
 struct nt_pass {
     int n;                    /* positions in the pass, 1 .. pass_max */
     int pos0;                 /* position of the first one in the sequence */
-    const int32_t *tokens;    /* host, [n]; valid for the whole pass */
+    const int32_t *tokens;    /* host, [n]; valid for the whole pass; NULL when embd is the input */
+    const float *embd;        /* resident, [n][hidden]: the positions' input vectors in place of
+                               * the tokens' embedding rows (an audio or image encoder's output);
+                               * NULL: the input is tokens. A row equal to a token's embedding row
+                               * (as f32) gives that token's results bit for bit */
+    int snap;                 /* a verify pass: mamba_conv and mamba_scan also write the ring and
+                               * the state as they were before each position t into snapshot slot
+                               * t (slot 0: the state before the pass), inside the same kernels, so
+                               * the sequence can roll back to any position of the pass */
     int want;                 /* the logits it returns (enum nt_logits, forward.h). A session's
-                               * passes with equal n and want call the same operations with the
-                               * same arguments, pos0 and the tokens aside: a backend may capture
+                               * passes with equal n, want, snap and input kind (tokens or embd)
+                               * call the same operations with the same arguments, pos0, the
+                               * tokens and the embeddings' values aside: a backend may capture
                                * that program once and replay it (the CUDA backend does) */
     void *scratch;            /* resident, pass_scratch_bytes for the session's pass_max: the
                                * backend's working memory for the pass (the CPU keeps quantized
@@ -86,6 +95,14 @@ struct nt_backend_ops {
     const void *(*upload)(struct nt_backend *be, const void *host, size_t bytes);
     void (*to_host)(struct nt_backend *be, void *dst, const void *src, size_t bytes);
     void (*zero)(struct nt_backend *be, void *dst, size_t bytes);
+    /* dst = src, `bytes` bytes between resident buffers (state snapshots and their restore, a
+     * pass's input embeddings). May be called inside a pass (it is then part of the pass's
+     * program) or outside one (done when it returns, as zero). The ranges must not overlap. */
+    void (*copy)(struct nt_backend *be, void *dst, const void *src, size_t bytes);
+    /* Writes `bytes` host bytes into the existing resident buffer dst, done when it returns (the
+     * host bytes may be reused at once). Never inside a pass: a captured program would replay
+     * the bytes of its capture. */
+    void (*write)(struct nt_backend *be, void *dst, const void *host, size_t bytes);
 
     /* Pass operations. */
     void (*begin_pass)(struct nt_backend *be, const struct nt_pass *p);
@@ -115,15 +132,20 @@ struct nt_backend_ops {
 
     /* Mamba-2 causal depthwise conv over the pass, ring advanced position by position:
      * xbc[t][c] = silu(b[c] + sum_k w[c][k] * in[t-K+1+k][c]), in = zxd[.][I + c];
-     * ring: [K-1][CD], the last K-1 inputs, oldest first. */
+     * ring: [K-1][CD], the last K-1 inputs, oldest first. When p->snap, ring_snap
+     * ([>= n][K-1][CD]) slot t receives the ring as it was before position t, t = 0 .. n-1 (the
+     * ring after the last position is `ring` itself); otherwise ring_snap is not touched (may be
+     * NULL). The snapshots never change xbc or the ring's bits. */
     void (*mamba_conv)(struct nt_backend *be, const struct nt_pass *p,
                        const struct nt_mamba_dims *d, const struct nt_mamba_weights *w,
-                       const float *zxd, float *ring, float *xbc);
+                       const float *zxd, float *ring, float *ring_snap, float *xbc);
     /* Selective scan over the pass, state advanced position by position (MODEL.md 3.3.4-5).
-     * state: [nh][N][P] f32; y: [n][I]. dt from zxd[t][I + CD + h]. */
+     * state: [nh][N][P] f32; y: [n][I]. dt from zxd[t][I + CD + h]. When p->snap, state_snap
+     * ([>= n][nh][N][P]) slot t receives the state as it was before position t, as ring_snap. */
     void (*mamba_scan)(struct nt_backend *be, const struct nt_pass *p,
                        const struct nt_mamba_dims *d, const struct nt_mamba_weights *w,
-                       const float *zxd, const float *xbc, float *state, float *y);
+                       const float *zxd, const float *xbc, float *state, float *state_snap,
+                       float *y);
     /* out[t] = norm_w * groupnorm(y[t] * silu(z[t])), z = zxd[t][0..I), groups of I/G. */
     void (*mamba_gated_norm)(struct nt_backend *be, const struct nt_pass *p,
                              const struct nt_mamba_dims *d, const struct nt_mamba_weights *w,

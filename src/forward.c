@@ -1,6 +1,6 @@
 /* forward.c - the layer loop of a pass, written once against the backend contract.
  *
- *     h = embed(tokens)
+ *     h = embed(tokens)  (or the pass's input embeddings)
  *     x = rmsnorm(h, layer[0].norm)
  *     for each layer:  o = mixer(x)            Mamba-2 | attention | MLP | MoE
  *                      h = h + o;  x = rmsnorm(h, next norm)   (fused; norm_f after the last)
@@ -75,23 +75,35 @@ static void give(const struct nt_forward *f, void *pp) {
     *p = NULL;
 }
 
-nemotron_status nt_state_alloc(const struct nt_forward *f, int n_ctx, struct nt_state *s,
+size_t nt_state_conv_bytes(const struct nt_forward *f) {
+    return (size_t)(f->mamba.K - 1) * f->mamba.CD * sizeof(float);
+}
+
+size_t nt_state_ssm_bytes(const struct nt_forward *f) {
+    return (size_t)f->mamba.nh * f->mamba.N * f->mamba.P * sizeof(float);
+}
+
+nemotron_status nt_state_alloc(const struct nt_forward *f, int n_ctx, int snap_max, struct nt_state *s,
                                struct nt_err *err) {
     memset(s, 0, sizeof *s);
     const struct nt_config *c = f->cfg;
-    const struct nt_mamba_dims *m = &f->mamba;
     s->n_layer = c->n_layer;
+    s->snap_max = snap_max;
     s->attn = (struct nt_attn_dims){.nq = f->nq, .nkv = f->nkv, .dh = f->dh, .n_ctx = n_ctx};
     s->conv = nt_calloc((size_t)c->n_layer, sizeof *s->conv);
     s->ssm = nt_calloc((size_t)c->n_layer, sizeof *s->ssm);
     s->k_cache = nt_calloc((size_t)c->n_layer, sizeof *s->k_cache);
     s->v_cache = nt_calloc((size_t)c->n_layer, sizeof *s->v_cache);
-    int ok = s->conv && s->ssm && s->k_cache && s->v_cache;
+    s->conv_snap = nt_calloc((size_t)c->n_layer, sizeof *s->conv_snap);
+    s->ssm_snap = nt_calloc((size_t)c->n_layer, sizeof *s->ssm_snap);
+    int ok = s->conv && s->ssm && s->k_cache && s->v_cache && s->conv_snap && s->ssm_snap;
     uint64_t kv_floats = (uint64_t)n_ctx * (uint64_t)f->nkv * (uint64_t)f->dh;
+    size_t conv_floats = nt_state_conv_bytes(f) / sizeof(float), ssm_floats = nt_state_ssm_bytes(f) / sizeof(float);
     for (int i = 0; ok && i < c->n_layer; i++) {
         if (c->pattern[i] == NT_LAYER_MAMBA) {
-            ok = take(f, &s->conv[i], (size_t)(m->K - 1) * m->CD) &&
-                 take(f, &s->ssm[i], (size_t)m->nh * m->N * m->P);
+            ok = take(f, &s->conv[i], conv_floats) && take(f, &s->ssm[i], ssm_floats) &&
+                 take(f, &s->conv_snap[i], (size_t)snap_max * conv_floats) &&
+                 take(f, &s->ssm_snap[i], (size_t)snap_max * ssm_floats);
         } else if (c->pattern[i] == NT_LAYER_ATTENTION) {
             ok = take(f, &s->k_cache[i], kv_floats) && take(f, &s->v_cache[i], kv_floats);
         }
@@ -100,8 +112,9 @@ nemotron_status nt_state_alloc(const struct nt_forward *f, int n_ctx, struct nt_
         nt_state_free(f, s);
         return nt_fail(err, NEMOTRON_ERR_NOMEM,
                        "out of %s memory for the session state (context of %d positions: %.1f "
-                       "MiB of KV cache per attention layer)%s%s", f->be->ops->name,
-                       n_ctx, (double)kv_floats * 8 / 1048576.0,
+                       "MiB of KV cache per attention layer; %d verify snapshots: %.1f MiB per Mamba "
+                       "layer)%s%s", f->be->ops->name, n_ctx, (double)kv_floats * 8 / 1048576.0, snap_max,
+                       (double)snap_max * (double)(conv_floats + ssm_floats) * 4 / 1048576.0,
                        f->be->alloc_error[0] ? ": " : "", f->be->alloc_error);
     }
     return NEMOTRON_OK;
@@ -113,12 +126,27 @@ void nt_state_free(const struct nt_forward *f, struct nt_state *s) {
         if (s->ssm) give(f, &s->ssm[i]);
         if (s->k_cache) give(f, &s->k_cache[i]);
         if (s->v_cache) give(f, &s->v_cache[i]);
+        if (s->conv_snap) give(f, &s->conv_snap[i]);
+        if (s->ssm_snap) give(f, &s->ssm_snap[i]);
     }
     nt_free(s->conv);
     nt_free(s->ssm);
     nt_free(s->k_cache);
     nt_free(s->v_cache);
+    nt_free(s->conv_snap);
+    nt_free(s->ssm_snap);
     memset(s, 0, sizeof *s);
+}
+
+void nt_state_roll_back(const struct nt_forward *f, struct nt_state *s, int t) {
+    NT_ASSERT(t >= 0 && t < s->snap_max);
+    struct nt_backend *be = f->be;
+    size_t cb = nt_state_conv_bytes(f), sb = nt_state_ssm_bytes(f);
+    for (int i = 0; i < s->n_layer; i++) {
+        if (!s->conv[i]) continue;
+        be->ops->copy(be, s->conv[i], (const uint8_t *)s->conv_snap[i] + (size_t)t * cb, cb);
+        be->ops->copy(be, s->ssm[i], (const uint8_t *)s->ssm_snap[i] + (size_t)t * sb, sb);
+    }
 }
 
 void nt_state_clear(const struct nt_forward *f, struct nt_state *s) {
@@ -170,7 +198,7 @@ nemotron_status nt_acts_alloc(const struct nt_forward *f, int n, struct nt_acts 
     int ok = take(f, &a->scratch, (scratch + sizeof(float) - 1) / sizeof(float)) &&
              take(f, &a->h, N * f->H) && take(f, &a->x, N * f->H) && take(f, &a->o, N * f->H) &&
              take(f, &a->logits, N * f->V) && take(f, &a->argmax, N) &&
-             take(f, &a->inner, N * f->mlp_inner);
+             take(f, &a->inner, N * f->mlp_inner) && take(f, &a->embd, N * f->H);
     if (ok && mamba)
         ok = take(f, &a->zxd, N * m->zxd) && take(f, &a->xbc, N * m->CD) &&
              take(f, &a->y, N * m->I) && take(f, &a->g, N * m->I);
@@ -193,21 +221,22 @@ nemotron_status nt_acts_alloc(const struct nt_forward *f, int n, struct nt_acts 
 void nt_acts_free(const struct nt_forward *f, struct nt_acts *a) {
     void *all[] = {&a->h, &a->x, &a->o, &a->zxd, &a->xbc, &a->y, &a->g, &a->q, &a->k, &a->v,
                    &a->att, &a->inner, &a->router, &a->wts, &a->idx, &a->xl, &a->yl, &a->shared,
-                   &a->moe_scratch, &a->logits, &a->argmax, &a->scratch};
+                   &a->moe_scratch, &a->logits, &a->argmax, &a->embd, &a->scratch};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) give(f, all[i]);
 }
 
 /* ---- the mixers ---- */
 
 static void mamba_mixer(const struct nt_forward *f, const struct nt_mamba_weights *w,
-                        float *conv, float *ssm, struct nt_acts *a, const struct nt_pass *p) {
+                        struct nt_state *s, int layer, struct nt_acts *a, const struct nt_pass *p) {
     struct nt_backend *be = f->be;
     const struct nt_mamba_dims *d = &f->mamba;
     int n = p->n;
     /* zxd = x W_in^T: z | xBC | dt */
     be->ops->matmul(be, p, n, &w->in_proj, w->in_proj_bias, NT_ACT_NONE, a->x, f->H, a->zxd, d->zxd);
-    be->ops->mamba_conv(be, p, d, w, a->zxd, conv, a->xbc);
-    be->ops->mamba_scan(be, p, d, w, a->zxd, a->xbc, ssm, a->y);
+    /* a verify pass (p->snap) keeps the ring and state before every position in the slots */
+    be->ops->mamba_conv(be, p, d, w, a->zxd, s->conv[layer], s->conv_snap[layer], a->xbc);
+    be->ops->mamba_scan(be, p, d, w, a->zxd, a->xbc, s->ssm[layer], s->ssm_snap[layer], a->y);
     be->ops->mamba_gated_norm(be, p, d, w, a->y, a->zxd, a->g);
     be->ops->matmul(be, p, n, &w->out_proj, w->out_proj_bias, NT_ACT_NONE, a->g, d->I, a->o, f->H);
 }
@@ -261,13 +290,18 @@ void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_a
     const struct nt_weights *w = f->w;
     const struct nt_config *c = f->cfg;
     NT_ASSERT(p->n >= 1 && p->n <= a->pass_max);
+    NT_ASSERT(!p->snap || p->n <= s->snap_max);
+    NT_ASSERT(p->embd || p->tokens);
     be->ops->begin_pass(be, p);
-    be->ops->embed(be, p, &w->embeddings, a->h);
+    if (p->embd)
+        be->ops->copy(be, a->h, p->embd, (size_t)p->n * f->H * sizeof(float));
+    else
+        be->ops->embed(be, p, &w->embeddings, a->h);
     be->ops->rmsnorm(be, p, a->h, w->layers[0].norm_w, f->H, f->eps, a->x);
     for (int i = 0; i < c->n_layer; i++) {
         const struct nt_layer_weights *l = &w->layers[i];
         switch (l->kind) {
-        case NT_LAYER_MAMBA: mamba_mixer(f, &l->mamba, s->conv[i], s->ssm[i], a, p); break;
+        case NT_LAYER_MAMBA: mamba_mixer(f, &l->mamba, s, i, a, p); break;
         case NT_LAYER_ATTENTION: attention_mixer(f, &l->attn, s, i, a, p); break;
         case NT_LAYER_MLP: mlp(f, &l->mlp, p, a->x, a->inner, a->o); break;
         case NT_LAYER_MOE: moe_mixer(f, &l->moe, a, p); break;
@@ -277,8 +311,9 @@ void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_a
     }
     enum nt_logits want = (enum nt_logits)p->want;
     if (want != NT_LOGITS_NONE) {
-        int rows = want == NT_LOGITS_ALL ? p->n : 1;
-        const float *x = want == NT_LOGITS_ALL ? a->x : a->x + (size_t)(p->n - 1) * f->H;
+        int every = want == NT_LOGITS_ALL || want == NT_LOGITS_ARGMAX;
+        int rows = every ? p->n : 1;
+        const float *x = every ? a->x : a->x + (size_t)(p->n - 1) * f->H;
         be->ops->matmul(be, p, rows, &w->lm_head, NULL, NT_ACT_NONE, x, f->H, a->logits, f->V);
         be->ops->argmax(be, rows, a->logits, f->V, a->argmax);
     }

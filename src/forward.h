@@ -25,13 +25,19 @@ struct nt_forward {
 void nt_forward_init(struct nt_forward *f, const struct nt_config *cfg, const struct nt_weights *w,
                      struct nt_backend *be);
 
-/* One sequence slot. Per-layer arrays hold NULL where the layer kind has no such state. */
+/* One sequence slot. Per-layer arrays hold NULL where the layer kind has no such state.
+ * The recurrent state at a position is the conv rings and SSM states; the KV caches need only a
+ * length (rows past the position are never read), so rolling back is a copy of the former. */
 struct nt_state {
     int n_layer;
     struct nt_attn_dims attn;         /* n_ctx = rows of each KV cache */
     float **conv;                     /* [n_layer] -> resident [K-1][CD] */
     float **ssm;                      /* [n_layer] -> resident [nh][N][P] f32 */
     float **k_cache, **v_cache;       /* [n_layer] -> resident [n_ctx][nkv*dh] */
+    int snap_max;                     /* positions a verify pass (nt_pass.snap) may hold; 0: none */
+    float **conv_snap;                /* [n_layer] -> resident [snap_max][K-1][CD]: slot t = the ring
+                                       * before position t of the last verify pass */
+    float **ssm_snap;                 /* [n_layer] -> resident [snap_max][nh][N][P], as conv_snap */
 };
 
 /* Activations of one pass (resident), sized for pass_max positions. */
@@ -47,13 +53,21 @@ struct nt_acts {
     float *moe_scratch;
     float *logits;                    /* [n][V] */
     int32_t *argmax;                  /* [n] */
+    float *embd;                      /* [n][H]: input embeddings written from the host */
     void *scratch;                    /* the backend's pass scratch (nt_pass.scratch) */
 };
 
-nemotron_status nt_state_alloc(const struct nt_forward *f, int n_ctx, struct nt_state *s,
+/* snap_max: the positions a verify pass may hold (0: no snapshot slots). */
+nemotron_status nt_state_alloc(const struct nt_forward *f, int n_ctx, int snap_max, struct nt_state *s,
                                struct nt_err *err);
 void nt_state_free(const struct nt_forward *f, struct nt_state *s);
 void nt_state_clear(const struct nt_forward *f, struct nt_state *s);   /* zero conv and SSM */
+/* Bytes of one layer's conv ring and of its SSM state (0 for a layer without them). */
+size_t nt_state_conv_bytes(const struct nt_forward *f);
+size_t nt_state_ssm_bytes(const struct nt_forward *f);
+/* Puts the recurrent state back to snapshot slot t of the last verify pass (t < the pass's n):
+ * the state after its first t positions. Device-side copies, done when it returns. */
+void nt_state_roll_back(const struct nt_forward *f, struct nt_state *s, int t);
 
 nemotron_status nt_acts_alloc(const struct nt_forward *f, int pass_max, struct nt_acts *a,
                               struct nt_err *err);
@@ -63,12 +77,15 @@ void nt_acts_free(const struct nt_forward *f, struct nt_acts *a);
 enum nt_logits {
     NT_LOGITS_NONE,           /* a prefill pass before the last one */
     NT_LOGITS_LAST,           /* the last position only: row 0 of a->logits / a->argmax */
-    NT_LOGITS_ALL             /* every position: rows 0 .. n-1 */
+    NT_LOGITS_ALL,            /* every position: rows 0 .. n-1 */
+    NT_LOGITS_ARGMAX          /* every position, as ALL, for the argmax rows a->argmax[0 .. n-1]:
+                               * the caller reads those back and leaves the n x V logits resident */
 };
 
 /* Runs one pass: positions p->pos0 .. p->pos0 + p->n - 1 (the caller has checked tokens and the
  * context length), leaving the logits p->want asks for in a->logits and their argmax in
- * a->argmax. */
+ * a->argmax. The input is p->embd when set (resident [n][H]), else the tokens' embedding rows. A
+ * p->snap pass needs p->n <= s->snap_max. */
 void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_acts *a,
                      const struct nt_pass *p);
 

@@ -36,6 +36,12 @@ static void release(struct nt_backend *be, void *p) { nt_free(p); }
 static const void *upload(struct nt_backend *be, const void *host, size_t bytes) { return host; }
 static void to_host(struct nt_backend *be, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 static void zero(struct nt_backend *be, void *dst, size_t bytes) { memset(dst, 0, bytes); }
+static void copy_resident(struct nt_backend *be, void *dst, const void *src, size_t bytes) {
+    if (bytes) memcpy(dst, src, bytes);
+}
+static void write_host(struct nt_backend *be, void *dst, const void *host, size_t bytes) {
+    if (bytes) memcpy(dst, host, bytes);
+}
 static void begin_pass(struct nt_backend *be, const struct nt_pass *p) {}
 static void end_pass(struct nt_backend *be, const struct nt_pass *p) {}
 
@@ -113,14 +119,19 @@ static void matmul(struct nt_backend *be, const struct nt_pass *p, int n, const 
 }
 
 static void mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
-                       const struct nt_mamba_weights *w, const float *zxd, float *ring, float *xbc) {
+                       const struct nt_mamba_weights *w, const float *zxd, float *ring,
+                       float *ring_snap, float *xbc) {
     int K = d->K, CD = d->CD;
+    float *snap = p->snap ? ring_snap : NULL;
 #pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * CD * K))
     for (int c = 0; c < CD; c++) {
         const float *wc = w->conv_w + (size_t)c * K;
         float r[NT_MAX_CONV_KERNEL];
         for (int k = 0; k < K - 1; k++) r[k] = ring[(size_t)k * CD + c];
         for (int t = 0; t < p->n; t++) {
+            /* a verify pass keeps the ring before each position: rolling back to t restores it */
+            if (snap)
+                for (int k = 0; k < K - 1; k++) snap[((size_t)t * (K - 1) + k) * CD + c] = r[k];
             float in = zxd[(size_t)t * d->zxd + d->I + c];
             /* u = b + sum_k w[k] * x[t-K+1+k]: tap K-1 is the newest input */
             float acc = w->conv_b ? w->conv_b[c] : 0.0f;
@@ -136,15 +147,19 @@ static void mamba_conv(struct nt_backend *be, const struct nt_pass *p, const str
 
 static void mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
                        const struct nt_mamba_weights *w, const float *zxd, const float *xbc,
-                       float *state, float *y) {
+                       float *state, float *state_snap, float *y) {
     int nh = d->nh, P = d->P, N = d->N, G = d->G, I = d->I, CD = d->CD;
     int heads_per_group = nh / G;
+    size_t state_floats = (size_t)nh * N * P;
+    float *snap = p->snap ? state_snap : NULL;
 #pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * nh * P * N))
     for (int h = 0; h < nh; h++) {
         int g = h / heads_per_group;
         float A = -expf(w->A_log[h]);          /* A = -exp(A_log) */
         float *restrict S = state + (size_t)h * N * P;  /* [N][P] */
         for (int t = 0; t < p->n; t++) {
+            /* a verify pass keeps this head's state before each position (slot t) */
+            if (snap) memcpy(snap + (size_t)t * state_floats + (size_t)h * N * P, S, (size_t)N * P * sizeof(float));
             const float *row = xbc + (size_t)t * CD;
             const float *restrict x = row + (size_t)h * P;
             const float *B = row + I + (size_t)g * N;
@@ -423,6 +438,8 @@ static const struct nt_backend_ops cpu_ops = {
     .upload = upload,
     .to_host = to_host,
     .zero = zero,
+    .copy = copy_resident,
+    .write = write_host,
     .begin_pass = begin_pass,
     .end_pass = end_pass,
     .embed = embed,

@@ -181,6 +181,29 @@ static void be_zero(struct nt_backend *be, void *dst, size_t bytes) {
         CK(be, cudaStreamSynchronize(ST)); /* a session may next run on another thread's stream */
 }
 
+/* Inside a pass the copy joins the pass's program (captured with it); outside one it is done
+ * when it returns, as zero, for the same reason. */
+static void be_copy(struct nt_backend *be, void *dst, const void *src, size_t bytes) {
+    OP_START(be, OP_MEMORY, U(dst), U(src), (uint64_t)bytes);
+    if (pass_open()) {
+        if (bytes) CK(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ST));
+        return;
+    }
+    CK(be, cudaSetDevice(cb(be)->device)) &&
+        (!bytes || CK(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ST))) &&
+        CK(be, cudaStreamSynchronize(ST));
+}
+
+/* Host bytes into a resident buffer: never inside a pass (backend.h), where a capture would keep
+ * the bytes it saw; the caller's bytes may be reused once it returns (it waits). */
+static void be_write(struct nt_backend *be, void *dst, const void *host, size_t bytes) {
+    if (op_start(be, OP_MEMORY, NULL, 0)) return;
+    if (pass_open()) return cuda_fault(be, "write: host bytes written inside a pass (backend.h forbids it)");
+    CK(be, cudaSetDevice(cb(be)->device)) &&
+        (!bytes || CK(be, cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, ST))) &&
+        CK(be, cudaStreamSynchronize(ST));
+}
+
 static void be_destroy(struct nt_backend *be) {
     struct cuda_backend *b = cb(be);
     if (b->profile) prof_print();
@@ -277,6 +300,8 @@ static const struct nt_backend_ops cuda_ops = {
     be_upload,
     be_to_host,
     be_zero,
+    be_copy,
+    be_write,
     be_begin_pass,
     be_end_pass,
     be_embed,

@@ -4,15 +4,19 @@
  */
 #include "ops.cuh"
 
-/* One thread per channel, positions in order, the ring in registers-or-local memory. */
+/* One thread per channel, positions in order, the ring in registers-or-local memory. snap (a
+ * verify pass; else NULL): slot t gets the ring before position t, written from the registers
+ * as the pass goes, so the rollback costs no extra pass. */
 __global__ void k_mamba_conv(int n, int K, int CD, int I, int zxdw, const float *conv_w, const float *conv_b,
-                             const float *zxd, float *ring, float *xbc) {
+                             const float *zxd, float *ring, float *snap, float *xbc) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= CD) return;
     const float *wc = conv_w + (size_t)c * K;
     float r[NT_MAX_CONV_KERNEL];
     for (int k = 0; k < K - 1; k++) r[k] = ring[(size_t)k * CD + c];
     for (int t = 0; t < n; t++) {
+        if (snap)
+            for (int k = 0; k < K - 1; k++) snap[((size_t)t * (K - 1) + k) * CD + c] = r[k];
         float in = zxd[(size_t)t * zxdw + I + c];
         float acc = conv_b ? conv_b[c] : 0.0f;
         for (int k = 0; k < K - 1; k++) acc = __fadd_rn(acc, __fmul_rn(wc[k], r[k]));
@@ -25,11 +29,12 @@ __global__ void k_mamba_conv(int n, int K, int CD, int I, int zxdw, const float 
 }
 
 void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
-                   const struct nt_mamba_weights *w, const float *zxd, float *ring, float *xbc) {
-    OP_START(be, OP_CONV, DIMS(d), U(w->conv_w), U(w->conv_b), U(zxd), U(ring), U(xbc));
-    PROFILE(be, "mamba_conv n=%d", p->n);
+                   const struct nt_mamba_weights *w, const float *zxd, float *ring, float *ring_snap, float *xbc) {
+    float *snap = p->snap ? ring_snap : NULL;
+    OP_START(be, OP_CONV, DIMS(d), U(w->conv_w), U(w->conv_b), U(zxd), U(ring), U(snap), U(xbc));
+    PROFILE(be, "mamba_conv n=%d%s", p->n, snap ? " snap" : "");
     NT_LAUNCH(k_mamba_conv, (d->CD + 127) / 128, 128, p->n, d->K, d->CD, d->I, d->zxd, w->conv_w, w->conv_b, zxd,
-              ring, xbc);
+              ring, snap, xbc);
     LAUNCHED(be);
 }
 
@@ -38,7 +43,8 @@ void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct 
  * state is read and written once per pass, not once per position), and advances them position
  * by position. y[t] = ((a0 + a1) + (a2 + a3)) + D x, a_j the quarter sums in k order: a fixed
  * tree per element, whatever n is (the CPU sums the N terms in one chain: last-bit differences).
- * B and C of the position go through shared memory. */
+ * B and C of the position go through shared memory. snap (a verify pass; else NULL): slot t gets
+ * the state before position t, stored from the registers at the top of the position. */
 #define SCAN_SPLIT 4
 #define SCAN_MAX_N 256
 #define SCAN_MAX_P 256
@@ -46,7 +52,8 @@ template <int NPT>
 __global__ void k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, int zxdw, float dt_lo, float dt_hi,
                              const float *__restrict__ dt_bias, const float *__restrict__ A_log,
                              const float *__restrict__ Dv, const float *__restrict__ zxd,
-                             const float *__restrict__ xbc, float *__restrict__ state, float *__restrict__ y) {
+                             const float *__restrict__ xbc, float *__restrict__ state, float *__restrict__ snap,
+                             float *__restrict__ y) {
     __shared__ float sB[SCAN_MAX_N], sC[SCAN_MAX_N], part[SCAN_SPLIT][SCAN_MAX_P];
     int h = blockIdx.x, q = threadIdx.x % P, j = threadIdx.x / P, g = h / (nh / G);
     float A = -expf(A_log[h]);
@@ -54,7 +61,13 @@ __global__ void k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, 
     float st[NPT];
 #pragma unroll
     for (int kk = 0; kk < NPT; kk++) st[kk] = S[(size_t)kk * P];
+    size_t S_off = (size_t)(S - state), state_floats = (size_t)nh * N * P;
     for (int t = 0; t < n; t++) {
+        if (snap) {
+            float *Sn = snap + (size_t)t * state_floats + S_off;
+#pragma unroll
+            for (int kk = 0; kk < NPT; kk++) Sn[(size_t)kk * P] = st[kk];
+        }
         const float *row = xbc + (size_t)t * CD;
         for (int k = threadIdx.x; k < N; k += blockDim.x) {
             sB[k] = row[I + (size_t)g * N + k];
@@ -88,15 +101,17 @@ __global__ void k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, 
 }
 
 void be_mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
-                   const struct nt_mamba_weights *w, const float *zxd, const float *xbc, float *state, float *y) {
-    OP_START(be, OP_SCAN, DIMS(d), U(w->A_log), U(w->dt_bias), U(w->D), U(zxd), U(xbc), U(state), U(y));
-    PROFILE(be, "mamba_scan n=%d", p->n);
+                   const struct nt_mamba_weights *w, const float *zxd, const float *xbc, float *state,
+                   float *state_snap, float *y) {
+    float *snap = p->snap ? state_snap : NULL;
+    OP_START(be, OP_SCAN, DIMS(d), U(w->A_log), U(w->dt_bias), U(w->D), U(zxd), U(xbc), U(state), U(snap), U(y));
+    PROFILE(be, "mamba_scan n=%d%s", p->n, snap ? " snap" : "");
     int npt = d->N / SCAN_SPLIT;
     dim3 grid(d->nh), block(SCAN_SPLIT * d->P);
 #define SCAN_CASE(v)                                                                               \
     case v:                                                                                        \
         NT_LAUNCH(k_mamba_scan<v>, grid, block, p->n, d->nh, d->P, d->N, d->G, d->I, d->CD, d->zxd, d->dt_lo,    \
-                  d->dt_hi, w->dt_bias, w->A_log, w->D, zxd, xbc, state, y);                               \
+                  d->dt_hi, w->dt_bias, w->A_log, w->D, zxd, xbc, state, snap, y);                         \
         break;
     switch (npt) {
         SCAN_CASE(1) SCAN_CASE(2) SCAN_CASE(4) SCAN_CASE(8) SCAN_CASE(16) SCAN_CASE(32) SCAN_CASE(64)

@@ -39,6 +39,7 @@ struct expert_table {
 struct pass_graph {
     const void *scratch;         /* the session's pass scratch: one session, one set of buffers */
     int n, want;
+    int snap, embd;              /* a verify pass; the input is embeddings (not tokens) */
     int runs;                    /* eager runs so far (the program is captured on the second) */
     uint64_t print;              /* fingerprint of every operation and argument of the pass */
     cudaGraphExec_t exec;        /* NULL until captured */
@@ -130,6 +131,10 @@ struct op_timer {
 void prof_print(void);
 const char *dtype_name(int dt);
 
+/* Whether a pass is open on this thread (between begin_pass and end_pass): an operation that
+ * would wait for the stream must not then (a capture cannot contain a wait). */
+bool pass_open(void);
+
 /* Drops the captured programs of the session whose pass scratch is `scratch`. */
 void drop_graphs_of(struct cuda_backend *b, const void *scratch);
 
@@ -148,9 +153,10 @@ void be_argmax(struct nt_backend *be, int n, const float *logits, int vocab, int
 void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, const struct nt_matrix *W, const float *bias,
                enum nt_act act, const float *x, int x_stride, float *y, int y_stride);
 void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
-                   const struct nt_mamba_weights *w, const float *zxd, float *ring, float *xbc);
+                   const struct nt_mamba_weights *w, const float *zxd, float *ring, float *ring_snap, float *xbc);
 void be_mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
-                   const struct nt_mamba_weights *w, const float *zxd, const float *xbc, float *state, float *y);
+                   const struct nt_mamba_weights *w, const float *zxd, const float *xbc, float *state,
+                   float *state_snap, float *y);
 void be_mamba_gated_norm(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
                          const struct nt_mamba_weights *w, const float *y, const float *zxd, float *out);
 void be_attention(struct nt_backend *be, const struct nt_pass *p, const struct nt_attn_dims *d, const float *q,

@@ -32,6 +32,8 @@ static const char *const op_names[] = {
 
 const char *op_now(void) { return op_names[cur.op]; }
 
+bool pass_open(void) { return cur.mode != MODE_NONE; }
+
 size_t be_pass_scratch_bytes(struct nt_backend *be, int64_t max_cols, int n) {
     return META_BYTES + tok_bytes(n) + (size_t)(n > 0 ? n : 0) * pk_qx_stride(max_cols);
 }
@@ -134,14 +136,16 @@ void drop_graphs_of(struct cuda_backend *b, const void *scratch) {
     pthread_mutex_unlock(&b->lock);
 }
 
-/* The program slot of (scratch, n, want): found, or a fresh one (a free slot, else the least
- * recently used, whose graph is destroyed). */
+/* The program slot of (scratch, n, want, snap, input kind): found, or a fresh one (a free slot,
+ * else the least recently used, whose graph is destroyed). */
 static struct pass_graph *graph_slot(struct cuda_backend *b, const struct nt_pass *p) {
     pthread_mutex_lock(&b->lock);
     struct pass_graph *g = NULL, *lru = &b->graphs[0];
     for (int i = 0; i < MAX_GRAPHS && !g; i++) {
         struct pass_graph *c = &b->graphs[i];
-        if (c->scratch == p->scratch && c->n == p->n && c->want == p->want) g = c;
+        if (c->scratch == p->scratch && c->n == p->n && c->want == p->want && c->snap == !!p->snap &&
+            c->embd == (p->embd != NULL))
+            g = c;
         else if (!c->scratch || (lru->scratch && c->used < lru->used)) lru = c;
     }
     if (!g) {
@@ -151,6 +155,8 @@ static struct pass_graph *graph_slot(struct cuda_backend *b, const struct nt_pas
         g->scratch = p->scratch;
         g->n = p->n;
         g->want = p->want;
+        g->snap = !!p->snap;
+        g->embd = p->embd != NULL;
     }
     g->used = ++b->clock;
     pthread_mutex_unlock(&b->lock);

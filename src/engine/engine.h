@@ -27,13 +27,35 @@ struct nemotron_session {
     nemotron_model *model;
     int ready;                        /* 0: the handle only carries a creation failure's message */
     int n_ctx, pass_max, pos;
+    int verify_max;                   /* positions a verify pass may hold (state.snap_max) */
     struct nt_state state;
     struct nt_acts acts;
     float *last_logits;               /* host [V] */
     int has_last;
     int32_t last_argmax;
+    /* The verify pass that accept may still cut short: its first position and its size (0: none,
+     * or it was accepted or superseded); the last logits, their argmax and has_last from before it
+     * (accept(0) puts them back); every position's argmax (host [verify_max]). */
+    int verify_pos0, verify_n;
+    float *prev_logits;
+    int prev_has_last;
+    int32_t prev_argmax;
+    int32_t *verify_argmax;
     int broken;                       /* a device error happened in one of its passes: refused until
                                        * freed (its state is whatever the device left) */
+};
+
+/* A session's state at one position, on the model's backend (nemotron.h). */
+struct nemotron_snapshot {
+    nemotron_model *model;
+    int pos;
+    void *recurrent;                  /* resident: per Mamba layer, in layer order, the conv ring
+                                       * then the SSM state; NULL when the model has no Mamba layer */
+    void *kv;                         /* resident: per attention layer, K rows [0, pos) then V rows
+                                       * [0, pos); NULL when there are none */
+    float *logits;                    /* host [V]: the session's last logits */
+    int has_last;
+    int32_t argmax;
 };
 
 #endif /* NT_ENGINE_H */

@@ -231,3 +231,21 @@ int nemotron_model_eos_ids(const nemotron_model *m, int32_t *ids, int n_max) {
     for (int i = 0; i < m->cfg.n_eos && i < n_max; i++) ids[i] = m->cfg.eos_token_id[i];
     return m->cfg.n_eos;
 }
+
+nemotron_status nemotron_model_token_embedding(const nemotron_model *m, int32_t token, float *out) {
+    if (!m || !m->loaded || !out || token < 0 || token >= m->cfg.vocab_size) return NEMOTRON_ERR_ARG;
+    const struct nt_matrix *e = &m->w.embeddings;
+    int H = (int)e->cols;
+    size_t esize = e->dtype == NT_DTYPE_F32 ? 4 : 2; /* the loader keeps embeddings f32, f16 or bf16 */
+    /* the stored row lands in the front of out, then is widened in place from the back (element c
+     * is read at byte esize*c before any write at 4*c' >= 4*(c+1) could reach it) */
+    m->be->ops->to_host(m->be, out, (const uint8_t *)e->data + (size_t)token * H * esize, (size_t)H * esize);
+    if (m->be->fault[0]) return NEMOTRON_ERR_DEVICE;
+    if (esize == 4) return NEMOTRON_OK;
+    for (int c = H - 1; c >= 0; c--) {
+        uint16_t v;
+        memcpy(&v, (const uint8_t *)out + 2 * (size_t)c, 2);
+        out[c] = e->dtype == NT_DTYPE_BF16 ? nt_bf16_to_f32(v) : nt_f16_to_f32(v);
+    }
+    return NEMOTRON_OK;
+}

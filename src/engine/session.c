@@ -6,16 +6,22 @@
  * pass_max positions; each pass runs inside the allocation guard (no allocation in a pass).
  * A device error (backend.h: nt_backend.fault) met by a pass is returned as NEMOTRON_ERR_DEVICE
  * and leaves the session refused until it is freed: its state is no longer known.
+ *
+ * Embeddings input goes through a resident buffer written before each pass. A verify pass is one
+ * pass that keeps the recurrent state before every position (nt_pass.snap); accept rolls the
+ * state back to one of those slots and the position back, which drops the later KV rows (rows
+ * past the position are never read). Snapshots copy the state out and back, KV rows included.
  */
 #include "engine.h"
 
+#include <math.h>
 #include <stdio.h>
 
 /* The context a session holds when the caller does not say. */
 #define NT_DEFAULT_N_CTX 4096
 
 nemotron_session_params nemotron_session_default_params(void) {
-    nemotron_session_params p = {.n_ctx = NT_DEFAULT_N_CTX, .pass_max = 0};
+    nemotron_session_params p = {.n_ctx = NT_DEFAULT_N_CTX, .pass_max = 0, .verify_max = 0};
     return p;
 }
 
@@ -29,11 +35,19 @@ static nemotron_status create(nemotron_session *s, nemotron_model *m, const nemo
         return nt_fail(&s->err, NEMOTRON_ERR_ARG, "pass_max %d is larger than NEMOTRON_PASS_MAX (%d)",
                        s->pass_max, NEMOTRON_PASS_MAX);
     if (s->pass_max < 1) s->pass_max = 1; /* a backend that names none */
-    nemotron_status st = nt_state_alloc(&m->fwd, s->n_ctx, &s->state, &s->err);
+    if (p->verify_max < 0 || p->verify_max > s->pass_max)
+        return nt_fail(&s->err, NEMOTRON_ERR_ARG,
+                       "verify_max %d: a verify pass holds 0 (none) to pass_max (%d) positions", p->verify_max,
+                       s->pass_max);
+    s->verify_max = p->verify_max;
+    nemotron_status st = nt_state_alloc(&m->fwd, s->n_ctx, s->verify_max, &s->state, &s->err);
     if (st) return st;
     if ((st = nt_acts_alloc(&m->fwd, s->pass_max, &s->acts, &s->err))) return st;
     s->last_logits = nt_calloc((size_t)m->cfg.vocab_size, sizeof(float));
-    if (!s->last_logits) return nt_fail(&s->err, NEMOTRON_ERR_NOMEM, "out of memory for the logits");
+    s->prev_logits = nt_calloc((size_t)m->cfg.vocab_size, sizeof(float));
+    s->verify_argmax = nt_calloc((size_t)(s->verify_max > 0 ? s->verify_max : 1), sizeof(int32_t));
+    if (!s->last_logits || !s->prev_logits || !s->verify_argmax)
+        return nt_fail(&s->err, NEMOTRON_ERR_NOMEM, "out of memory for the logits");
     nt_state_clear(&m->fwd, &s->state);
     s->last_argmax = -1;
     return NEMOTRON_OK;
@@ -45,7 +59,10 @@ static void release(nemotron_session *s) {
         nt_acts_free(&s->model->fwd, &s->acts);
     }
     nt_free(s->last_logits);
-    s->last_logits = NULL;
+    nt_free(s->prev_logits);
+    nt_free(s->verify_argmax);
+    s->last_logits = s->prev_logits = NULL;
+    s->verify_argmax = NULL;
 }
 
 nemotron_status nemotron_session_new(nemotron_model *m, const nemotron_session_params *params,
@@ -84,30 +101,53 @@ static nemotron_status device_failed(nemotron_session *s) {
                    s->model->fwd.be->fault);
 }
 
-nemotron_status nemotron_session_eval(nemotron_session *s, const int32_t *tokens, int n, float *logits) {
+/* NEMOTRON_OK when the session can run: a handle that holds a session that no device error
+ * broke. */
+static nemotron_status usable(nemotron_session *s) {
     if (!s) return NEMOTRON_ERR_ARG; /* no handle to carry a message */
     if (!s->ready) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "the session handle holds no session");
     if (s->broken) return device_failed(s);
-    const struct nt_forward *f = &s->model->fwd;
-    int V = f->V;
-    if (n < 1) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "eval needs at least one token (n = %d)", n);
-    if (!tokens) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "tokens is NULL (n = %d)", n);
-    /* the length before the tokens: a wrong n must not read past the caller's array */
+    return NEMOTRON_OK;
+}
+
+/* n positions from the session's position fit its context (checked before the input is read: a
+ * wrong n must not read past the caller's array). */
+static nemotron_status fits(nemotron_session *s, int n, const void *input, const char *what) {
+    if (n < 1) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "%s needs at least one position (n = %d)", what, n);
+    if (!input) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "%s: the input is NULL (n = %d)", what, n);
     if (n > s->n_ctx - s->pos)
         return nt_fail(&s->err, NEMOTRON_ERR_CONTEXT,
                        "%d positions at position %d would pass the context length %d", n, s->pos, s->n_ctx);
+    return NEMOTRON_OK;
+}
+
+static nemotron_status tokens_valid(nemotron_session *s, const int32_t *tokens, int n) {
+    int V = s->model->fwd.V;
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= V)
             return nt_fail(&s->err, NEMOTRON_ERR_ARG,
                            "token %d at index %d is outside the vocabulary [0, %d)", (int)tokens[i], i, V);
+    return NEMOTRON_OK;
+}
+
+/* Runs n checked positions (tokens, or host embeddings [n][H]) in passes of up to pass_max. */
+static nemotron_status run(nemotron_session *s, const int32_t *tokens, const float *embd, int n, float *logits) {
+    const struct nt_forward *f = &s->model->fwd;
+    int V = f->V, H = f->H;
     struct nt_backend *be = f->be;
     if (be->fault[0]) return device_failed(s);
+    s->verify_n = 0; /* the state moves on: a verify pass before can no longer be cut short */
     for (int off = 0; off < n;) {
         int chunk = n - off < s->pass_max ? n - off : s->pass_max;
         int last = off + chunk == n;
         enum nt_logits want = logits ? NT_LOGITS_ALL : last ? NT_LOGITS_LAST : NT_LOGITS_NONE;
-        struct nt_pass p = {.n = chunk, .pos0 = s->pos, .tokens = tokens + off, .want = want,
-                            .scratch = s->acts.scratch};
+        struct nt_pass p = {.n = chunk, .pos0 = s->pos, .want = want, .scratch = s->acts.scratch};
+        if (embd) {
+            be->ops->write(be, s->acts.embd, embd + (size_t)off * H, (size_t)chunk * H * sizeof(float));
+            p.embd = s->acts.embd;
+        } else {
+            p.tokens = tokens + off;
+        }
         nt_pass_enter();
         nt_forward_pass(f, &s->state, &s->acts, &p);
         nt_pass_leave();
@@ -123,6 +163,203 @@ nemotron_status nemotron_session_eval(nemotron_session *s, const int32_t *tokens
         s->pos += chunk;
         off += chunk;
     }
+    s->err.msg[0] = 0;
+    return NEMOTRON_OK;
+}
+
+nemotron_status nemotron_session_eval(nemotron_session *s, const int32_t *tokens, int n, float *logits) {
+    nemotron_status st = usable(s);
+    if (!st) st = fits(s, n, tokens, "eval");
+    if (!st) st = tokens_valid(s, tokens, n);
+    return st ? st : run(s, tokens, NULL, n, logits);
+}
+
+nemotron_status nemotron_session_eval_embd(nemotron_session *s, const float *embd, int n, float *logits) {
+    nemotron_status st = usable(s);
+    if (!st) st = fits(s, n, embd, "eval_embd");
+    if (st) return st;
+    size_t count = (size_t)n * (size_t)s->model->fwd.H;
+    for (size_t i = 0; i < count; i++)
+        if (!isfinite(embd[i]))
+            return nt_fail(&s->err, NEMOTRON_ERR_ARG, "embedding value %zu (position %zu) is not finite", i,
+                           i / (size_t)s->model->fwd.H);
+    return run(s, NULL, embd, n, logits);
+}
+
+nemotron_status nemotron_session_verify(nemotron_session *s, const int32_t *tokens, int n, int32_t *argmax) {
+    nemotron_status st = usable(s);
+    if (st) return st;
+    if (n > s->verify_max)
+        return nt_fail(&s->err, NEMOTRON_ERR_ARG,
+                       "a verify pass of %d positions: this session holds at most %d (session parameter "
+                       "verify_max)", n, s->verify_max);
+    if ((st = fits(s, n, tokens, "verify")) || (st = tokens_valid(s, tokens, n))) return st;
+    const struct nt_forward *f = &s->model->fwd;
+    struct nt_backend *be = f->be;
+    if (be->fault[0]) return device_failed(s);
+    struct nt_pass p = {.n = n, .pos0 = s->pos, .tokens = tokens, .snap = 1, .want = NT_LOGITS_ARGMAX,
+                        .scratch = s->acts.scratch};
+    nt_pass_enter();
+    nt_forward_pass(f, &s->state, &s->acts, &p);
+    nt_pass_leave();
+    /* the last logits before the pass stay at hand for accept(0) */
+    float *before = s->last_logits;
+    s->last_logits = s->prev_logits;
+    s->prev_logits = before;
+    s->prev_has_last = s->has_last;
+    s->prev_argmax = s->last_argmax;
+    int V = f->V;
+    be->ops->to_host(be, s->verify_argmax, s->acts.argmax, (size_t)n * sizeof(int32_t));
+    be->ops->to_host(be, s->last_logits, s->acts.logits + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
+    if (be->fault[0]) return device_failed(s);
+    s->last_argmax = s->verify_argmax[n - 1];
+    s->has_last = 1;
+    if (argmax) memcpy(argmax, s->verify_argmax, (size_t)n * sizeof(int32_t));
+    s->verify_pos0 = s->pos;
+    s->verify_n = n;
+    s->pos += n;
+    s->err.msg[0] = 0;
+    return NEMOTRON_OK;
+}
+
+nemotron_status nemotron_session_accept(nemotron_session *s, int m) {
+    nemotron_status st = usable(s);
+    if (st) return st;
+    if (!s->verify_n)
+        return nt_fail(&s->err, NEMOTRON_ERR_ARG,
+                       "accept: no verify pass to cut short (accept follows nemotron_session_verify directly, once)");
+    int n = s->verify_n;
+    if (m < 0 || m > n)
+        return nt_fail(&s->err, NEMOTRON_ERR_ARG, "accept %d positions of a verify pass of %d", m, n);
+    s->verify_n = 0;
+    s->err.msg[0] = 0;
+    if (m == n) return NEMOTRON_OK; /* the pass left the state after its last position */
+    const struct nt_forward *f = &s->model->fwd;
+    struct nt_backend *be = f->be;
+    nt_state_roll_back(f, &s->state, m);
+    s->pos = s->verify_pos0 + m;
+    if (m == 0) {
+        float *t = s->last_logits;
+        s->last_logits = s->prev_logits;
+        s->prev_logits = t;
+        s->has_last = s->prev_has_last;
+        s->last_argmax = s->prev_argmax;
+    } else {
+        int V = f->V;
+        be->ops->to_host(be, s->last_logits, s->acts.logits + (size_t)(m - 1) * V, (size_t)V * sizeof(float));
+        s->last_argmax = s->verify_argmax[m - 1];
+        s->has_last = 1;
+    }
+    if (be->fault[0]) return device_failed(s);
+    return NEMOTRON_OK;
+}
+
+/* ---- snapshots ---- */
+
+static int n_kind(const struct nt_forward *f, char kind) {
+    int k = 0;
+    for (const char *c = f->cfg->pattern; *c; c++) k += *c == kind;
+    return k;
+}
+
+/* Bytes of one layer's K (or V) rows [0, pos). */
+static size_t kv_rows_bytes(const struct nt_forward *f, int pos) {
+    return (size_t)pos * (size_t)f->nkv * (size_t)f->dh * sizeof(float);
+}
+
+void nemotron_snapshot_free(nemotron_snapshot *snap) {
+    if (!snap) return;
+    struct nt_backend *be = snap->model->fwd.be;
+    if (snap->recurrent) be->ops->release(be, snap->recurrent);
+    if (snap->kv) be->ops->release(be, snap->kv);
+    nt_free(snap->logits);
+    nt_free(snap);
+}
+
+int nemotron_snapshot_pos(const nemotron_snapshot *snap) { return snap ? snap->pos : 0; }
+
+/* Copies every Mamba layer's ring and state, and every attention layer's rows [0, pos), between
+ * the session and the snapshot (to_snap: out of the session). */
+static void copy_state(const struct nt_forward *f, struct nt_state *st, const nemotron_snapshot *snap, int to_snap) {
+    struct nt_backend *be = f->be;
+    size_t cb = nt_state_conv_bytes(f), sb = nt_state_ssm_bytes(f), kb = kv_rows_bytes(f, snap->pos);
+    uint8_t *rec = snap->recurrent, *kv = snap->kv;
+    for (int i = 0; i < st->n_layer; i++) {
+        void *pairs[2][2] = {{st->conv[i], rec}, {st->ssm[i], rec + cb}};
+        size_t sizes[2] = {cb, sb};
+        if (st->conv[i]) {
+            for (int j = 0; j < 2; j++)
+                if (to_snap) be->ops->copy(be, pairs[j][1], pairs[j][0], sizes[j]);
+                else be->ops->copy(be, pairs[j][0], pairs[j][1], sizes[j]);
+            rec += cb + sb;
+        } else if (st->k_cache[i] && kb) {
+            if (to_snap) {
+                be->ops->copy(be, kv, st->k_cache[i], kb);
+                be->ops->copy(be, kv + kb, st->v_cache[i], kb);
+            } else {
+                be->ops->copy(be, st->k_cache[i], kv, kb);
+                be->ops->copy(be, st->v_cache[i], kv + kb, kb);
+            }
+            kv += 2 * kb;
+        }
+    }
+}
+
+nemotron_status nemotron_session_snapshot(nemotron_session *s, nemotron_snapshot **out) {
+    if (out) *out = NULL;
+    nemotron_status st = usable(s);
+    if (st) return st;
+    if (!out) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "snapshot: out is NULL");
+    const struct nt_forward *f = &s->model->fwd;
+    struct nt_backend *be = f->be;
+    if (be->fault[0]) return device_failed(s);
+    nemotron_snapshot *snap = nt_calloc(1, sizeof *snap);
+    if (!snap) return nt_fail(&s->err, NEMOTRON_ERR_NOMEM, "out of host memory for a snapshot");
+    snap->model = s->model;
+    snap->pos = s->pos;
+    size_t rec = (size_t)n_kind(f, NT_LAYER_MAMBA) * (nt_state_conv_bytes(f) + nt_state_ssm_bytes(f));
+    size_t kv = (size_t)n_kind(f, NT_LAYER_ATTENTION) * 2 * kv_rows_bytes(f, s->pos);
+    snap->logits = nt_calloc((size_t)f->V, sizeof(float));
+    int ok = snap->logits && (!rec || (snap->recurrent = be->ops->alloc(be, rec))) &&
+             (!kv || (snap->kv = be->ops->alloc(be, kv)));
+    if (!ok) {
+        nemotron_snapshot_free(snap);
+        if (be->fault[0]) return device_failed(s);
+        return nt_fail(&s->err, NEMOTRON_ERR_NOMEM, "out of %s memory for a snapshot at position %d (%.1f MiB)%s%s",
+                       be->ops->name, s->pos, (double)(rec + kv) / 1048576.0, be->alloc_error[0] ? ": " : "",
+                       be->alloc_error);
+    }
+    copy_state(f, &s->state, snap, 1);
+    memcpy(snap->logits, s->last_logits, (size_t)f->V * sizeof(float));
+    snap->has_last = s->has_last;
+    snap->argmax = s->last_argmax;
+    if (be->fault[0]) {
+        nemotron_snapshot_free(snap);
+        return device_failed(s);
+    }
+    *out = snap;
+    s->err.msg[0] = 0;
+    return NEMOTRON_OK;
+}
+
+nemotron_status nemotron_session_restore(nemotron_session *s, const nemotron_snapshot *snap) {
+    nemotron_status st = usable(s);
+    if (st) return st;
+    if (!snap) return nt_fail(&s->err, NEMOTRON_ERR_ARG, "restore: the snapshot is NULL");
+    if (snap->model != s->model)
+        return nt_fail(&s->err, NEMOTRON_ERR_ARG, "restore: the snapshot is of another model handle than the session's");
+    if (snap->pos > s->n_ctx)
+        return nt_fail(&s->err, NEMOTRON_ERR_CONTEXT, "restore: the snapshot's position %d is past the context length %d",
+                       snap->pos, s->n_ctx);
+    const struct nt_forward *f = &s->model->fwd;
+    if (f->be->fault[0]) return device_failed(s);
+    copy_state(f, &s->state, snap, 0);
+    s->pos = snap->pos;
+    s->verify_n = 0;
+    memcpy(s->last_logits, snap->logits, (size_t)f->V * sizeof(float));
+    s->has_last = snap->has_last;
+    s->last_argmax = snap->argmax;
+    if (f->be->fault[0]) return device_failed(s);
     s->err.msg[0] = 0;
     return NEMOTRON_OK;
 }
@@ -144,6 +381,7 @@ void nemotron_session_reset(nemotron_session *s) {
     if (!s || !s->ready || s->broken) return; /* a broken session stays refused */
     nt_state_clear(&s->model->fwd, &s->state);
     s->pos = 0;
+    s->verify_n = 0;
     s->has_last = 0;
     s->last_argmax = -1;
 }

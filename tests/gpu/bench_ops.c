@@ -162,8 +162,8 @@ struct mamba_case {
 };
 static void mamba_op(const struct nt_pass *p, void *arg) {
     struct mamba_case *c = arg;
-    be->ops->mamba_conv(be, p, &c->d, &c->w, c->zxd, c->ring, c->xbc);
-    be->ops->mamba_scan(be, p, &c->d, &c->w, c->zxd, c->xbc, c->state, c->y);
+    be->ops->mamba_conv(be, p, &c->d, &c->w, c->zxd, c->ring, NULL, c->xbc);
+    be->ops->mamba_scan(be, p, &c->d, &c->w, c->zxd, c->xbc, c->state, NULL, c->y);
 }
 
 static void row(const char *op, int n, double s, double bytes, double ops) {

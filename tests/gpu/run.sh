@@ -7,7 +7,8 @@
 # machine may lack the -dev packages: then build/ is built on the development machine and
 # carried, with the shared libraries it needs in build/gpu-libs), then:
 #   1. ops:       every backend operation, CUDA against the CPU reference, on random inputs
-#                 (build/bin/gpu_test_ops: its own named tolerances);
+#                 (build/bin/gpu_test_ops: its own named tolerances); verify: verify passes,
+#                 accept, snapshots and embeddings input on whole models (build/bin/test_verify);
 #   2. fixtures:  whole-model logits of every transformers fixture, CUDA against CPU, float
 #                 weights and the default packed mix (.nemo);
 #   3. greedy:    64 greedy tokens of the demo model (bf16 and default mix), CUDA == CPU;
@@ -87,6 +88,9 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 if [ $checks = 1 ]; then
 # 1. every operation against the CPU
 [ -x build/bin/gpu_test_ops ] && check ops build/bin/gpu_test_ops
+# 1b. verify passes + accept, snapshots and embeddings input on every fixture and the demo model,
+#     CPU and CUDA: bit-identical to plain evals within each backend (build/bin/test_verify)
+[ -x build/bin/test_verify ] && check verify build/bin/test_verify
 
 # 2. fixtures: float weights, then the default packed mix
 logits_pair() { # logits_pair NAME MODEL IDS TOL [REFERENCE.npy]

@@ -15,7 +15,9 @@
  * outside the output (stride padding, rows past n, cache rows past the context) may be.
  * Within CUDA, a position's result must not depend on the pass: a pass of 64 against 64 passes
  * of 1 (products, experts), a prefill of pos0 + n against pos0 then n (attention), and Mamba
- * state carried over passes of 5 and 3 against one pass of 8 - all bit for bit. Every operation
+ * state carried over passes of 5 and 3 against one pass of 8 - all bit for bit. A verify pass
+ * (nt_pass.snap) of the conv and scan must give the plain pass's bits and keep in snapshot slot t
+ * the ring and state that t one-position passes leave; write and copy move bytes exactly. Every operation
  * runs inside begin_pass/end_pass with a scratch of its own (so eagerly); test_replay then runs a
  * session-shaped program pass after pass, which the CUDA backend captures into a graph and
  * replays, against a CUDA backend with graphs off (bit for bit) and the CPU.
@@ -206,10 +208,14 @@ static struct nt_pass make_pass(int s, int n, int pos0, int64_t max_cols, const 
  * graph on its second run). begin() opens a pass with a scratch of its own, so each operation
  * here runs eagerly; test_replay checks captured programs. */
 static struct nt_pass open_pass[2];
-static const struct nt_pass *begin(int s, int n, int pos0, int64_t max_cols, const int32_t *tokens) {
+static const struct nt_pass *begin_kind(int s, int n, int pos0, int64_t max_cols, const int32_t *tokens, int snap) {
     open_pass[s] = make_pass(s, n, pos0, max_cols, tokens);
+    open_pass[s].snap = snap;
     BE[s]->ops->begin_pass(BE[s], &open_pass[s]);
     return &open_pass[s];
+}
+static const struct nt_pass *begin(int s, int n, int pos0, int64_t max_cols, const int32_t *tokens) {
+    return begin_kind(s, n, pos0, max_cols, tokens, 0);
 }
 static void end(int s) { BE[s]->ops->end_pass(BE[s], &open_pass[s]); }
 
@@ -562,6 +568,31 @@ static void test_argmax(int V, int n) {
     if (n > 6) CHECK(cpu[6] == 0, "%s: the cpu's winner of a NaN row is %d, not 0", what, cpu[6]);
 }
 
+/* write (host bytes into a resident buffer) and copy (resident to resident), outside a pass:
+ * count random floats written at an offset into a poisoned buffer, then copied to an offset of a
+ * second one; both read back bit for bit, and nothing around either range touched. */
+static void test_copy_write(size_t count) {
+    new_case();
+    size_t pad = 37, total = count + 2 * pad;
+    float *src = random_vec(count, 0.001f, 100.0f);
+    struct twin a = twin_poison(total * 4), b = twin_poison(total * 4);
+    char what[120];
+    for (int s = 0; s < 2; s++) {
+        struct nt_backend *be = BE[s];
+        be->ops->write(be, F(a, s) + pad, src, count * 4);
+        be->ops->copy(be, F(b, s) + pad, F(a, s) + pad, count * 4);
+        float *ha = back(s, a.p[s], total * 4), *hb = back(s, b.p[s], total * 4);
+        snprintf(what, sizeof what, "write %zu floats (%s)", count, s == CPU ? "cpu" : "cuda");
+        compare(what, "host", src, "written", ha + pad, 1, (int)count, count, TOL_EXACT);
+        untouched(what, s, ha, 0, 0, pad, 1);
+        untouched(what, s, ha + pad + count, 0, 0, pad, 1);
+        snprintf(what, sizeof what, "copy %zu floats (%s)", count, s == CPU ? "cpu" : "cuda");
+        compare(what, "host", src, "copied", hb + pad, 1, (int)count, count, TOL_EXACT);
+        untouched(what, s, hb, 0, 0, pad, 1);
+        untouched(what, s, hb + pad + count, 0, 0, pad, 1);
+    }
+}
+
 /* ---- Mamba-2 ------------------------------------------------------------------------------- */
 
 struct mamba_cfg {
@@ -570,6 +601,66 @@ struct mamba_cfg {
     float dt_lo, dt_hi;
     int conv_bias;
 };
+
+/* A verify pass (nt_pass.snap) of the conv and the scan: the same outputs, ring and state bits as
+ * the plain pass of 8 (xbc_8 ... st_8: test_mamba's results per side), and snapshot slot t equal
+ * to the ring and state after t positions run one pass at a time (slot 0: the state carried in):
+ * within one backend bit for bit, CUDA against the CPU as the plain pass. The slot past the pass
+ * (the buffer holds T + 1) must stay unwritten. */
+static void test_mamba_snap(const struct nt_mamba_dims *d, const struct nt_mamba_weights w[2], struct twin zt,
+                            struct twin xin, const float *ring0, const float *state0, float *const xbc_8[2],
+                            float *const ring_8[2], float *const y_8[2], float *const st_8[2], const char *pre) {
+    enum { T = 8 };
+    int K = d->K, CD = d->CD, I = d->I, nh = d->nh, hs = d->N * d->P;
+    size_t ring_f = (size_t)(K - 1) * CD, state_f = (size_t)nh * hs;
+    char what[200];
+    struct twin ring = twin_in(ring0, ring_f * 4), state = twin_in(state0, state_f * 4);
+    struct twin rsnap = twin_poison((T + 1) * ring_f * 4), ssnap = twin_poison((T + 1) * state_f * 4);
+    struct twin xo = twin_poison((size_t)T * CD * 4), yo = twin_poison((size_t)T * I * 4);
+    /* the one-position passes' ring and state after each position, per side */
+    struct twin r1 = twin_in(ring0, ring_f * 4), s1 = twin_in(state0, state_f * 4);
+    struct twin x1 = twin_poison((size_t)T * CD * 4), y1 = twin_poison((size_t)T * I * 4);
+    float *ring_at[2][T], *state_at[2][T];
+    for (int s = 0; s < 2; s++) {
+        struct nt_backend *be = BE[s];
+        const struct nt_pass *p = begin_kind(s, T, 0, d->H, NULL, 1);
+        be->ops->mamba_conv(be, p, d, &w[s], F(zt, s), F(ring, s), F(rsnap, s), F(xo, s));
+        be->ops->mamba_scan(be, p, d, &w[s], F(zt, s), F(xin, s), F(state, s), F(ssnap, s), F(yo, s));
+        end(s);
+        for (int t = 0; t < T; t++) {
+            ring_at[s][t] = back(s, r1.p[s], ring_f * 4);
+            state_at[s][t] = back(s, s1.p[s], state_f * 4);
+            p = begin(s, 1, t, d->H, NULL);
+            be->ops->mamba_conv(be, p, d, &w[s], F(zt, s) + (size_t)t * d->zxd, F(r1, s), NULL, F(x1, s) + (size_t)t * CD);
+            be->ops->mamba_scan(be, p, d, &w[s], F(zt, s) + (size_t)t * d->zxd, F(xin, s) + (size_t)t * CD, F(s1, s),
+                                NULL, F(y1, s) + (size_t)t * I);
+            end(s);
+        }
+    }
+    float *rs[2], *ss[2];
+    for (int s = 0; s < 2; s++) {
+        const char *side = s == CPU ? "cpu" : "cuda";
+        snprintf(what, sizeof what, "mamba verify pass %s n=8 (%s): xbc, y, ring and state as the plain pass", pre, side);
+        compare(what, "plain", xbc_8[s], "verify", back(s, xo.p[s], (size_t)T * CD * 4), T, CD, (size_t)CD, TOL_EXACT);
+        compare(what, "plain", y_8[s], "verify", back(s, yo.p[s], (size_t)T * I * 4), T, I, (size_t)I, TOL_EXACT);
+        compare(what, "plain", ring_8[s], "verify", back(s, ring.p[s], ring_f * 4), K - 1, CD, (size_t)CD, TOL_EXACT);
+        compare(what, "plain", st_8[s], "verify", back(s, state.p[s], state_f * 4), nh, hs, (size_t)hs, TOL_EXACT);
+        rs[s] = back(s, rsnap.p[s], (T + 1) * ring_f * 4);
+        ss[s] = back(s, ssnap.p[s], (T + 1) * state_f * 4);
+        snprintf(what, sizeof what, "mamba verify pass %s (%s): snapshot slots t = 0..7 against passes of 1", pre, side);
+        for (int t = 0; t < T; t++) {
+            compare(what, "passes of 1", ring_at[s][t], "ring slot", rs[s] + t * ring_f, K - 1, CD, (size_t)CD, TOL_EXACT);
+            compare(what, "passes of 1", state_at[s][t], "state slot", ss[s] + t * state_f, nh, hs, (size_t)hs,
+                    TOL_EXACT);
+        }
+        snprintf(what, sizeof what, "mamba verify pass %s (%s): the slots past the pass", pre, side);
+        untouched(what, s, rs[s] + T * ring_f, 0, 0, ring_f, 1);
+        untouched(what, s, ss[s] + T * state_f, 0, 0, state_f, 1);
+    }
+    snprintf(what, sizeof what, "mamba verify pass %s: snapshot slots, cuda vs cpu", pre);
+    compare_cuda(what, rs[CPU], rs[GPU], T * (K - 1), CD, (size_t)CD, TOL_EXACT);
+    compare_cuda(what, ss[CPU], ss[GPU], T * nh, hs, (size_t)hs, TOL_SCAN);
+}
 
 /* conv, scan and gated norm, each from identical inputs (the scan from the CPU's conv output,
  * the norm from the CPU's scan output), with random ring and state carried in: one pass of 8,
@@ -615,12 +706,12 @@ static void test_mamba(const struct mamba_cfg *mc) {
     struct twin xa = twin_poison((size_t)T * CD * 4), xb = twin_poison((size_t)T * CD * 4);
     for (int s = 0; s < 2; s++) {
         struct nt_backend *be = BE[s];
-        be->ops->mamba_conv(be, begin(s, T, 0, d.H, NULL), &d, &w[s], F(zt, s), F(ra, s), F(xa, s));
+        be->ops->mamba_conv(be, begin(s, T, 0, d.H, NULL), &d, &w[s], F(zt, s), F(ra, s), NULL, F(xa, s));
         end(s);
-        be->ops->mamba_conv(be, begin(s, T1, 0, d.H, NULL), &d, &w[s], F(zt, s), F(rb, s), F(xb, s));
+        be->ops->mamba_conv(be, begin(s, T1, 0, d.H, NULL), &d, &w[s], F(zt, s), F(rb, s), NULL, F(xb, s));
         end(s);
         be->ops->mamba_conv(be, begin(s, T - T1, T1, d.H, NULL), &d, &w[s], F(zt, s) + (size_t)T1 * d.zxd,
-                            F(rb, s), F(xb, s) + (size_t)T1 * CD);
+                            F(rb, s), NULL, F(xb, s) + (size_t)T1 * CD);
         end(s);
     }
     float *xbc[2], *xbc2[2], *ring[2], *ring2[2];
@@ -646,12 +737,12 @@ static void test_mamba(const struct mamba_cfg *mc) {
     struct twin ya = twin_poison((size_t)T * I * 4), yb = twin_poison((size_t)T * I * 4);
     for (int s = 0; s < 2; s++) {
         struct nt_backend *be = BE[s];
-        be->ops->mamba_scan(be, begin(s, T, 0, d.H, NULL), &d, &w[s], F(zt, s), F(xin, s), F(sa, s), F(ya, s));
+        be->ops->mamba_scan(be, begin(s, T, 0, d.H, NULL), &d, &w[s], F(zt, s), F(xin, s), F(sa, s), NULL, F(ya, s));
         end(s);
-        be->ops->mamba_scan(be, begin(s, T1, 0, d.H, NULL), &d, &w[s], F(zt, s), F(xin, s), F(sb, s), F(yb, s));
+        be->ops->mamba_scan(be, begin(s, T1, 0, d.H, NULL), &d, &w[s], F(zt, s), F(xin, s), F(sb, s), NULL, F(yb, s));
         end(s);
         be->ops->mamba_scan(be, begin(s, T - T1, T1, d.H, NULL), &d, &w[s], F(zt, s) + (size_t)T1 * d.zxd,
-                            F(xin, s) + (size_t)T1 * CD, F(sb, s), F(yb, s) + (size_t)T1 * I);
+                            F(xin, s) + (size_t)T1 * CD, F(sb, s), NULL, F(yb, s) + (size_t)T1 * I);
         end(s);
     }
     float *y[2], *y2[2], *st[2], *st2[2];
@@ -672,6 +763,8 @@ static void test_mamba(const struct mamba_cfg *mc) {
     snprintf(what, sizeof what, "mamba_scan %s: state carried, state after", pre);
     compare(what, "cuda pass of 8", st[GPU], "cuda passes 5+3", st2[GPU], nh, hs, (size_t)hs, TOL_EXACT);
     compare(what, "cpu passes 5+3", st2[CPU], "cuda passes 5+3", st2[GPU], nh, hs, (size_t)hs, TOL_SCAN);
+
+    test_mamba_snap(&d, w, zt, xin, ring0, state0, xbc, ring, y, st, pre);
 
     /* gated norm, from the CPU's y on both sides */
     struct twin yin = twin_in(y[CPU], (size_t)T * I * 4), g = twin_poison((size_t)T * I * 4);
@@ -951,8 +1044,11 @@ static void test_experts(const struct experts_cfg *ec) {
 
 /* A session-shaped program, run pass after pass with the same buffers and the same scratch:
  * the tokens pick rows of tables holding each position's q, k, v and Mamba in_proj output
- * (embed), then attention at the pass's pos0, rmsnorm, a q4tp product, argmax, and conv, scan and
- * gated norm carrying the ring and the state. Passes of 1 at pos0 0..3, then of 3 at 4, 7, 10:
+ * (embed), then attention at the pass's pos0, a copy of its output (a copy inside a pass is part
+ * of the program), rmsnorm, a q4tp product, argmax, and conv, scan and gated norm carrying the
+ * ring and the state. Passes of 1 at pos0 0..3, then of 3 at 4, 7, 10, then verify passes of 3
+ * (snap: the ring and state before each position kept) at 13, 16, 19, then a plain pass of 3 at
+ * 22 (its kind's fourth run: the verify kind is a program of its own, never the plain one's):
  * the CUDA backend runs each kind eagerly, captures it on its second run and replays it after.
  * The same passes run on the CPU and on a second CUDA backend made with NEMOTRON_CUDA_GRAPHS=0:
  * after every pass the graph backend's outputs must be the eager one's bits, and near the CPU's. */
@@ -963,7 +1059,7 @@ static void test_replay(void) {
     memset(&err, 0, sizeof err);
     if (nt_cuda_backend_new(0, &BE[EAGER], &err) != NEMOTRON_OK) die(err.msg);
     unsetenv("NEMOTRON_CUDA_GRAPHS");
-    enum { V = 16, PMAX = 3, R = 40 };
+    enum { V = 25, PMAX = 3, R = 40 };
     struct nt_attn_dims ad = {.nq = 4, .nkv = 2, .dh = 64, .n_ctx = V};
     struct nt_mamba_dims md = {.H = 256, .nh = 4, .P = 16, .N = 16, .G = 2, .K = 4, .eps = 1e-5f, .dt_lo = 0.0f,
                                .dt_hi = INFINITY};
@@ -1011,41 +1107,47 @@ static void test_replay(void) {
     struct twin x = twin_poison((size_t)PMAX * qw * 4), y = twin_poison((size_t)PMAX * R * 4);
     struct twin idx = twin_poison((size_t)PMAX * 4), zxd = twin_poison((size_t)PMAX * md.zxd * 4);
     struct twin xbc = twin_poison((size_t)PMAX * CD * 4), ys = twin_poison((size_t)PMAX * I * 4);
-    struct twin g = twin_poison((size_t)PMAX * I * 4);
+    struct twin g = twin_poison((size_t)PMAX * I * 4), att2 = twin_poison((size_t)PMAX * qw * 4);
+    size_t ring_f = (size_t)(md.K - 1) * CD, state_f = (size_t)md.nh * md.N * md.P;
+    struct twin rsnap = twin_poison(PMAX * ring_f * 4), ssnap = twin_poison(PMAX * state_f * 4);
     struct nt_pass P[3];
     int32_t tok[PMAX] = {0};
     for (int s = 0; s < 3; s++) P[s] = make_pass(s, PMAX, 0, qw, tok); /* one session's scratch */
-    static const int sched[][2] = {{1, 0}, {1, 1}, {1, 2}, {1, 3}, {3, 4}, {3, 7}, {3, 10}}; /* n, pos0 */
+    static const int sched[][4] = {/* n, pos0, snap, run of its kind (1 eager, 2 captured, 3.. replayed) */
+                                   {1, 0, 0, 1},  {1, 1, 0, 2},  {1, 2, 0, 3},  {1, 3, 0, 4},
+                                   {3, 4, 0, 1},  {3, 7, 0, 2},  {3, 10, 0, 3}, {3, 13, 1, 1},
+                                   {3, 16, 1, 2}, {3, 19, 1, 3}, {3, 22, 0, 4}};
     for (size_t pi = 0; pi < sizeof sched / sizeof sched[0]; pi++) {
-        int n = sched[pi][0], pos0 = sched[pi][1];
+        int n = sched[pi][0], pos0 = sched[pi][1], snap = sched[pi][2], kind_run = sched[pi][3];
         for (int t = 0; t < n; t++) tok[t] = pos0 + t;
         for (int s = 0; s < 3; s++) {
             struct nt_backend *be = BE[s];
             const struct nt_pass *p = &P[s];
             P[s].n = n;
             P[s].pos0 = pos0;
+            P[s].snap = snap;
             be->ops->begin_pass(be, p);
             be->ops->embed(be, p, &Eq[s], F(q, s));
             be->ops->embed(be, p, &Ek[s], F(k, s));
             be->ops->embed(be, p, &Ev[s], F(v, s));
             be->ops->attention(be, p, &ad, F(q, s), F(k, s), F(v, s), F(kc, s), F(vc, s), F(att, s));
-            be->ops->rmsnorm(be, p, F(att, s), F(nw, s), qw, 1e-5f, F(x, s));
+            be->ops->copy(be, F(att2, s), F(att, s), (size_t)n * qw * 4);
+            be->ops->rmsnorm(be, p, F(att2, s), F(nw, s), qw, 1e-5f, F(x, s));
             be->ops->matmul(be, p, n, &W[s], NULL, NT_ACT_NONE, F(x, s), qw, F(y, s), R);
             be->ops->argmax(be, n, F(y, s), R, (int32_t *)idx.p[s]);
             be->ops->embed(be, p, &Ez[s], F(zxd, s));
-            be->ops->mamba_conv(be, p, &md, &mw[s], F(zxd, s), F(ring, s), F(xbc, s));
-            be->ops->mamba_scan(be, p, &md, &mw[s], F(zxd, s), F(xbc, s), F(state, s), F(ys, s));
+            be->ops->mamba_conv(be, p, &md, &mw[s], F(zxd, s), F(ring, s), F(rsnap, s), F(xbc, s));
+            be->ops->mamba_scan(be, p, &md, &mw[s], F(zxd, s), F(xbc, s), F(state, s), F(ssnap, s), F(ys, s));
             be->ops->mamba_gated_norm(be, p, &md, &mw[s], F(ys, s), F(zxd, s), F(g, s));
             be->ops->end_pass(be, p);
         }
-        int kind_run = 1 + (n == 1 ? pos0 : (pos0 - 4) / 3); /* 1 eager, 2 captured, 3.. replayed */
         struct {
             const char *name;
             struct twin t;
             int cols;
             double tol;
-        } outs[] = {{"attention", att, qw, TOL_ATTN}, {"q4tp product", y, R, TOL_CHAIN_PACKED},
-                    {"gated norm", g, I, TOL_SCAN}};
+        } outs[] = {{"attention", att, qw, TOL_ATTN}, {"attention copied in the pass", att2, qw, TOL_ATTN},
+                    {"q4tp product", y, R, TOL_CHAIN_PACKED}, {"gated norm", g, I, TOL_SCAN}};
         for (size_t oi = 0; oi < sizeof outs / sizeof outs[0]; oi++) {
             char what[200];
             snprintf(what, sizeof what, "pass program n=%d pos0=%d (run %d of its kind): %s", n, pos0, kind_run,
@@ -1061,17 +1163,33 @@ static void test_replay(void) {
         char what[200];
         snprintf(what, sizeof what, "pass program n=%d pos0=%d (run %d of its kind): argmax", n, pos0, kind_run);
         compare_i32(what, back(EAGER, idx.p[EAGER], (size_t)n * 4), back(GPU, idx.p[GPU], (size_t)n * 4), n, 1);
+        if (!snap) continue;
+        /* the verify pass's slots: the ring and the state before each of its positions */
+        snprintf(what, sizeof what, "verify pass program n=%d pos0=%d (run %d of its kind): ring slots", n, pos0,
+                 kind_run);
+        float *rs[3], *ss[3];
+        for (int s = 0; s < 3; s++) {
+            rs[s] = back(s, rsnap.p[s], (size_t)n * ring_f * 4);
+            ss[s] = back(s, ssnap.p[s], (size_t)n * state_f * 4);
+        }
+        compare(what, "cuda eager", rs[EAGER], "cuda graphs", rs[GPU], n * (md.K - 1), CD, (size_t)CD, TOL_EXACT);
+        compare(what, "cpu", rs[CPU], "cuda graphs", rs[GPU], n * (md.K - 1), CD, (size_t)CD, TOL_EXACT);
+        snprintf(what, sizeof what, "verify pass program n=%d pos0=%d (run %d of its kind): state slots", n, pos0,
+                 kind_run);
+        compare(what, "cuda eager", ss[EAGER], "cuda graphs", ss[GPU], n * md.nh, md.N * md.P, (size_t)md.N * md.P,
+                TOL_EXACT);
+        compare(what, "cpu", ss[CPU], "cuda graphs", ss[GPU], n * md.nh, md.N * md.P, (size_t)md.N * md.P, TOL_SCAN);
     }
-    /* the state the passes leave: caches (positions 0..12 written), ring, Mamba state */
+    /* the state the passes leave: caches (positions 0..24 written), ring, Mamba state */
     struct {
         const char *name;
         struct twin t;
         int rows, cols;
-    } st[] = {{"k cache", kc, 13, kvw}, {"v cache", vc, 13, kvw}, {"conv ring", ring, md.K - 1, CD},
+    } st[] = {{"k cache", kc, V, kvw}, {"v cache", vc, V, kvw}, {"conv ring", ring, md.K - 1, CD},
               {"ssm state", state, md.nh, md.N * md.P}};
     for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
         char what[200];
-        snprintf(what, sizeof what, "pass program, after 7 passes: %s", st[i].name);
+        snprintf(what, sizeof what, "pass program, after 11 passes: %s", st[i].name);
         size_t bytes = (size_t)st[i].rows * st[i].cols * 4;
         compare(what, "cuda eager", back(EAGER, st[i].t.p[EAGER], bytes), "cuda graphs",
                 back(GPU, st[i].t.p[GPU], bytes), st[i].rows, st[i].cols, (size_t)st[i].cols, TOL_EXACT);
@@ -1171,6 +1289,11 @@ int main(int argc, char **argv) {
     }
 
     test_replay();
+    group_end();
+
+    /* new cases go last: a case's seed derives from its number, so the ones above keep theirs */
+    test_copy_write(100003);
+    test_copy_write(1);
     group_end();
 
     clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -1,5 +1,5 @@
 /* mamba.cu - the CUDA backend's Mamba-2 operations: the causal depthwise conv, the selective
- * scan (state in registers for the whole pass) and the gated group norm. mamba_limits says which
+ * scan (state in registers for the whole pass, one barrier a position) and the gated group norm. mamba_limits says which
  * shapes these kernels hold; a model past them is refused when it is loaded.
  */
 #include "ops.cuh"
@@ -38,12 +38,17 @@ void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct 
     LAUNCHED(be);
 }
 
-/* One block per head, SCAN_SPLIT * P threads: thread (j, q) keeps the states S[k][q] of its
- * quarter k in [j*NPT, (j+1)*NPT), NPT = N / SCAN_SPLIT, in registers for the whole pass (the
+/* One block per head. Thread (q, j) = threadIdx.x = SCAN_SPLIT q + j keeps the states S[k][q] of
+ * its quarter k in [j*NPT, (j+1)*NPT), NPT = N / SCAN_SPLIT, in registers for the whole pass (the
  * state is read and written once per pass, not once per position), and advances them position
  * by position. y[t] = ((a0 + a1) + (a2 + a3)) + D x, a_j the quarter sums in k order: a fixed
  * tree per element, whatever n is (the CPU sums the N terms in one chain: last-bit differences).
- * B and C of the position go through shared memory. snap (a verify pass; else NULL): slot t gets
+ *
+ * The scan is a chain of n dependent steps, so what bounds a long pass is one step's latency
+ * (512 steps: 645 us at three barriers a step, docs/PERF.md). So a step has one barrier: the
+ * four quarters of an output are neighbouring lanes and join by shuffles in that tree; B and C of
+ * position t + 1 are staged in the other half of a double buffer while t is computed, and x and
+ * dt of t + 1 are loaded into registers a step ahead. snap (a verify pass; else NULL): slot t gets
  * the state before position t, stored from the registers at the top of the position. */
 #define SCAN_SPLIT 4
 #define SCAN_MAX_N 256
@@ -54,50 +59,55 @@ __global__ void k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, 
                              const float *__restrict__ Dv, const float *__restrict__ zxd,
                              const float *__restrict__ xbc, float *__restrict__ state, float *__restrict__ snap,
                              float *__restrict__ y) {
-    __shared__ float sB[SCAN_MAX_N], sC[SCAN_MAX_N], part[SCAN_SPLIT][SCAN_MAX_P];
-    int h = blockIdx.x, q = threadIdx.x % P, j = threadIdx.x / P, g = h / (nh / G);
-    float A = -expf(A_log[h]);
-    float *S = state + (size_t)h * N * P + (size_t)j * NPT * P + q;
+    __shared__ float sB[2][SCAN_MAX_N], sC[2][SCAN_MAX_N];
+    int h = blockIdx.x, j = threadIdx.x % SCAN_SPLIT, q = threadIdx.x / SCAN_SPLIT, g = h / (nh / G);
+    bool mine = q < P; /* the block is whole warps: lanes past P only join the shuffles */
+    float A = -expf(A_log[h]), bias = dt_bias[h], D = Dv[h];
+    float *S = state + (size_t)h * N * P + (size_t)j * NPT * P + (mine ? q : 0);
     float st[NPT];
 #pragma unroll
-    for (int kk = 0; kk < NPT; kk++) st[kk] = S[(size_t)kk * P];
+    for (int kk = 0; kk < NPT; kk++) st[kk] = mine ? S[(size_t)kk * P] : 0.0f;
     size_t S_off = (size_t)(S - state), state_floats = (size_t)nh * N * P;
+    const size_t xo = (size_t)h * P + (mine ? q : 0), dto = (size_t)I + CD + h, bo = (size_t)I + (size_t)g * N,
+                 co = (size_t)I + (size_t)G * N + (size_t)g * N;
+    for (int k = threadIdx.x; k < N; k += blockDim.x) sB[0][k] = xbc[bo + k], sC[0][k] = xbc[co + k];
+    float x_next = n > 0 ? xbc[xo] : 0.0f, dtr_next = n > 0 ? zxd[dto] : 0.0f;
     for (int t = 0; t < n; t++) {
-        if (snap) {
+        int buf = t & 1;
+        /* position t's B and C are staged, and every thread is done with position t - 1's */
+        __syncthreads();
+        float x = x_next, dtr = dtr_next;
+        if (t + 1 < n) {
+            const float *next = xbc + (size_t)(t + 1) * CD;
+            for (int k = threadIdx.x; k < N; k += blockDim.x) sB[buf ^ 1][k] = next[bo + k], sC[buf ^ 1][k] = next[co + k];
+            x_next = next[xo];
+            dtr_next = zxd[(size_t)(t + 1) * zxdw + dto];
+        }
+        if (snap && mine) {
             float *Sn = snap + (size_t)t * state_floats + S_off;
 #pragma unroll
             for (int kk = 0; kk < NPT; kk++) Sn[(size_t)kk * P] = st[kk];
         }
-        const float *row = xbc + (size_t)t * CD;
-        for (int k = threadIdx.x; k < N; k += blockDim.x) {
-            sB[k] = row[I + (size_t)g * N + k];
-            sC[k] = row[I + (size_t)G * N + (size_t)g * N + k];
-        }
-        float x = row[(size_t)h * P + q];
-        float dt = softplus_d(__fadd_rn(zxd[(size_t)t * zxdw + I + CD + h], dt_bias[h]));
+        float dt = softplus_d(__fadd_rn(dtr, bias));
         dt = fminf(fmaxf(dt, dt_lo), dt_hi);
         float dA = expf(__fmul_rn(dt, A));
-        __syncthreads();
         float acc = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < NPT; kk++) {
             int k = j * NPT + kk;
-            float dtB = __fmul_rn(dt, sB[k]);
+            float dtB = __fmul_rn(dt, sB[buf][k]);
             float sv = __fadd_rn(__fmul_rn(dA, st[kk]), __fmul_rn(dtB, x));
             st[kk] = sv;
-            acc = __fadd_rn(acc, __fmul_rn(sv, sC[k]));
+            acc = __fadd_rn(acc, __fmul_rn(sv, sC[buf][k]));
         }
-        part[j][q] = acc;
-        __syncthreads();
-        if (j == 0) {
-            float sum = __fadd_rn(__fadd_rn(part[0][q], part[1][q]), __fadd_rn(part[2][q], part[3][q]));
-            y[(size_t)t * I + (size_t)h * P + q] = __fadd_rn(sum, __fmul_rn(Dv[h], x));
-        }
-        /* the next position's B, C and parts are written only after every thread passed here */
-        __syncthreads();
+        /* j = 0 gets a0 + a1 then + (a2 + a3), which j = 2 formed: the fixed tree */
+        float pair = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, 1));
+        float sum = __fadd_rn(pair, __shfl_xor_sync(0xffffffffu, pair, 2));
+        if (j == 0 && mine) y[(size_t)t * I + xo] = __fadd_rn(sum, __fmul_rn(D, x));
     }
+    if (mine)
 #pragma unroll
-    for (int kk = 0; kk < NPT; kk++) S[(size_t)kk * P] = st[kk];
+        for (int kk = 0; kk < NPT; kk++) S[(size_t)kk * P] = st[kk];
 }
 
 void be_mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
@@ -107,7 +117,7 @@ void be_mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct 
     OP_START(be, OP_SCAN, DIMS(d), U(w->A_log), U(w->dt_bias), U(w->D), U(zxd), U(xbc), U(state), U(snap), U(y));
     PROFILE(be, "mamba_scan n=%d%s", p->n, snap ? " snap" : "");
     int npt = d->N / SCAN_SPLIT;
-    dim3 grid(d->nh), block(SCAN_SPLIT * d->P);
+    dim3 grid(d->nh), block((SCAN_SPLIT * d->P + 31) / 32 * 32);
 #define SCAN_CASE(v)                                                                               \
     case v:                                                                                        \
         NT_LAUNCH(k_mamba_scan<v>, grid, block, p->n, d->nh, d->P, d->N, d->G, d->I, d->CD, d->zxd, d->dt_lo,    \

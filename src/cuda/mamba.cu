@@ -46,20 +46,24 @@ void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct 
  *
  * The scan is a chain of n dependent steps, so what bounds a long pass is one step's latency
  * (512 steps: 645 us at three barriers a step, docs/PERF.md). So a step has one barrier: the
- * four quarters of an output are neighbouring lanes and join by shuffles in that tree; B and C of
- * position t + 1 are staged in the other half of a double buffer while t is computed, and x and
- * dt of t + 1 are loaded into registers a step ahead. snap (a verify pass; else NULL): slot t gets
+ * four quarters of an output are neighbouring lanes and join by shuffles in that tree; B, C, x
+ * and dt of position t + 1 are loaded into registers while t is computed and B, C stored after it
+ * into the other half of a double buffer. Neighbouring lanes read different quarters of B and C:
+ * each quarter is padded by one float (SCAN_QPAD) so the four fall on different banks (unpadded,
+ * the 4-way conflicts made the scan 1.6x slower). snap (a verify pass; else NULL): slot t gets
  * the state before position t, stored from the registers at the top of the position. */
 #define SCAN_SPLIT 4
 #define SCAN_MAX_N 256
-#define SCAN_MAX_P 256
+#define SCAN_MAX_P 128 /* 512 threads: the registers of a block (65536) hold 128 a thread */
+#define SCAN_STAGE (SCAN_MAX_N / 32) /* B and C elements a thread stages: N / (its >= 32 threads) */
+#define SCAN_QPAD(k, npt) ((k) + (k) / (npt)) /* element k of B or C in the padded buffer */
 template <int NPT>
-__global__ void k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, int zxdw, float dt_lo, float dt_hi,
+__global__ void __launch_bounds__(SCAN_SPLIT * SCAN_MAX_P) k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, int zxdw, float dt_lo, float dt_hi,
                              const float *__restrict__ dt_bias, const float *__restrict__ A_log,
                              const float *__restrict__ Dv, const float *__restrict__ zxd,
                              const float *__restrict__ xbc, float *__restrict__ state, float *__restrict__ snap,
                              float *__restrict__ y) {
-    __shared__ float sB[2][SCAN_MAX_N], sC[2][SCAN_MAX_N];
+    __shared__ float sB[2][SCAN_MAX_N + SCAN_SPLIT], sC[2][SCAN_MAX_N + SCAN_SPLIT];
     int h = blockIdx.x, j = threadIdx.x % SCAN_SPLIT, q = threadIdx.x / SCAN_SPLIT, g = h / (nh / G);
     bool mine = q < P; /* the block is whole warps: lanes past P only join the shuffles */
     float A = -expf(A_log[h]), bias = dt_bias[h], D = Dv[h];
@@ -70,16 +74,24 @@ __global__ void k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, 
     size_t S_off = (size_t)(S - state), state_floats = (size_t)nh * N * P;
     const size_t xo = (size_t)h * P + (mine ? q : 0), dto = (size_t)I + CD + h, bo = (size_t)I + (size_t)g * N,
                  co = (size_t)I + (size_t)G * N + (size_t)g * N;
-    for (int k = threadIdx.x; k < N; k += blockDim.x) sB[0][k] = xbc[bo + k], sC[0][k] = xbc[co + k];
+    /* thread i stages B and C elements i, i + blockDim.x, ... (N <= 256, blockDim.x >= 32) */
+    for (int k = threadIdx.x; k < N; k += blockDim.x)
+        sB[0][SCAN_QPAD(k, NPT)] = xbc[bo + k], sC[0][SCAN_QPAD(k, NPT)] = xbc[co + k];
     float x_next = n > 0 ? xbc[xo] : 0.0f, dtr_next = n > 0 ? zxd[dto] : 0.0f;
     for (int t = 0; t < n; t++) {
         int buf = t & 1;
         /* position t's B and C are staged, and every thread is done with position t - 1's */
         __syncthreads();
-        float x = x_next, dtr = dtr_next;
-        if (t + 1 < n) {
+        float x = x_next, dtr = dtr_next, nb[SCAN_STAGE], nc[SCAN_STAGE];
+        bool more = t + 1 < n;
+        if (more) { /* position t + 1's inputs: in flight while t is computed */
             const float *next = xbc + (size_t)(t + 1) * CD;
-            for (int k = threadIdx.x; k < N; k += blockDim.x) sB[buf ^ 1][k] = next[bo + k], sC[buf ^ 1][k] = next[co + k];
+#pragma unroll
+            for (int u = 0; u < SCAN_STAGE; u++) {
+                int k = threadIdx.x + u * blockDim.x;
+                nb[u] = k < N ? next[bo + k] : 0.0f;
+                nc[u] = k < N ? next[co + k] : 0.0f;
+            }
             x_next = next[xo];
             dtr_next = zxd[(size_t)(t + 1) * zxdw + dto];
         }
@@ -95,11 +107,17 @@ __global__ void k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, 
 #pragma unroll
         for (int kk = 0; kk < NPT; kk++) {
             int k = j * NPT + kk;
-            float dtB = __fmul_rn(dt, sB[buf][k]);
+            float dtB = __fmul_rn(dt, sB[buf][SCAN_QPAD(k, NPT)]);
             float sv = __fadd_rn(__fmul_rn(dA, st[kk]), __fmul_rn(dtB, x));
             st[kk] = sv;
-            acc = __fadd_rn(acc, __fmul_rn(sv, sC[buf][k]));
+            acc = __fadd_rn(acc, __fmul_rn(sv, sC[buf][SCAN_QPAD(k, NPT)]));
         }
+        if (more)
+#pragma unroll
+            for (int u = 0; u < SCAN_STAGE; u++) {
+                int k = threadIdx.x + u * blockDim.x;
+                if (k < N) sB[buf ^ 1][SCAN_QPAD(k, NPT)] = nb[u], sC[buf ^ 1][SCAN_QPAD(k, NPT)] = nc[u];
+            }
         /* j = 0 gets a0 + a1 then + (a2 + a3), which j = 2 formed: the fixed tree */
         float pair = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, 1));
         float sum = __fadd_rn(pair, __shfl_xor_sync(0xffffffffu, pair, 2));

@@ -1,5 +1,5 @@
 /* mamba.cu - the CUDA backend's Mamba-2 operations: the causal depthwise conv, the selective
- * scan (state in registers for the whole pass, one barrier a position) and the gated group norm. mamba_limits says which
+ * scan (state in registers for the whole pass) and the gated group norm. mamba_limits says which
  * shapes these kernels hold; a model past them is refused when it is loaded.
  */
 #include "ops.cuh"
@@ -38,94 +38,68 @@ void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct 
     LAUNCHED(be);
 }
 
-/* One block per head. Thread (q, j) = threadIdx.x = SCAN_SPLIT q + j keeps the states S[k][q] of
- * its quarter k in [j*NPT, (j+1)*NPT), NPT = N / SCAN_SPLIT, in registers for the whole pass (the
+/* One block per head, SCAN_SPLIT * P threads: thread (j, q) keeps the states S[k][q] of its
+ * quarter k in [j*NPT, (j+1)*NPT), NPT = N / SCAN_SPLIT, in registers for the whole pass (the
  * state is read and written once per pass, not once per position), and advances them position
  * by position. y[t] = ((a0 + a1) + (a2 + a3)) + D x, a_j the quarter sums in k order: a fixed
  * tree per element, whatever n is (the CPU sums the N terms in one chain: last-bit differences).
- *
- * The scan is a chain of n dependent steps, so what bounds a long pass is one step's latency
- * (512 steps: 645 us at three barriers a step, docs/PERF.md). So a step has one barrier: the
- * four quarters of an output are neighbouring lanes and join by shuffles in that tree; B, C, x
- * and dt of position t + 1 are loaded into registers while t is computed and B, C stored after it
- * into the other half of a double buffer. Neighbouring lanes read different quarters of B and C:
- * each quarter is padded by one float (SCAN_QPAD) so the four fall on different banks (unpadded,
- * the 4-way conflicts made the scan 1.6x slower). snap (a verify pass; else NULL): slot t gets
+ * B and C of the position go through shared memory. snap (a verify pass; else NULL): slot t gets
  * the state before position t, stored from the registers at the top of the position. */
 #define SCAN_SPLIT 4
 #define SCAN_MAX_N 256
-#define SCAN_MAX_P 128 /* 512 threads: the registers of a block (65536) hold 128 a thread */
-#define SCAN_STAGE (SCAN_MAX_N / 32) /* B and C elements a thread stages: N / (its >= 32 threads) */
-#define SCAN_QPAD(k, npt) ((k) + (k) / (npt)) /* element k of B or C in the padded buffer */
+#define SCAN_MAX_P 128 /* a block's 65536 registers must hold SCAN_SPLIT * P threads: nvcc 13.0 gives
+                         * the kernel 96 registers at NPT = 32 (P <= 170) and 166 at NPT = 64 (N =
+                         * 256: P <= 98, held to 64 by mamba_limits); 1024 threads could not launch */
 template <int NPT>
-__global__ void __launch_bounds__(SCAN_SPLIT * SCAN_MAX_P) k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, int zxdw, float dt_lo, float dt_hi,
+__global__ void k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, int zxdw, float dt_lo, float dt_hi,
                              const float *__restrict__ dt_bias, const float *__restrict__ A_log,
                              const float *__restrict__ Dv, const float *__restrict__ zxd,
                              const float *__restrict__ xbc, float *__restrict__ state, float *__restrict__ snap,
                              float *__restrict__ y) {
-    __shared__ float sB[2][SCAN_MAX_N + SCAN_SPLIT], sC[2][SCAN_MAX_N + SCAN_SPLIT];
-    int h = blockIdx.x, j = threadIdx.x % SCAN_SPLIT, q = threadIdx.x / SCAN_SPLIT, g = h / (nh / G);
-    bool mine = q < P; /* the block is whole warps: lanes past P only join the shuffles */
-    float A = -expf(A_log[h]), bias = dt_bias[h], D = Dv[h];
-    float *S = state + (size_t)h * N * P + (size_t)j * NPT * P + (mine ? q : 0);
+    __shared__ float sB[SCAN_MAX_N], sC[SCAN_MAX_N], part[SCAN_SPLIT][SCAN_MAX_P];
+    int h = blockIdx.x, q = threadIdx.x % P, j = threadIdx.x / P, g = h / (nh / G);
+    float A = -expf(A_log[h]);
+    float *S = state + (size_t)h * N * P + (size_t)j * NPT * P + q;
     float st[NPT];
 #pragma unroll
-    for (int kk = 0; kk < NPT; kk++) st[kk] = mine ? S[(size_t)kk * P] : 0.0f;
+    for (int kk = 0; kk < NPT; kk++) st[kk] = S[(size_t)kk * P];
     size_t S_off = (size_t)(S - state), state_floats = (size_t)nh * N * P;
-    const size_t xo = (size_t)h * P + (mine ? q : 0), dto = (size_t)I + CD + h, bo = (size_t)I + (size_t)g * N,
-                 co = (size_t)I + (size_t)G * N + (size_t)g * N;
-    /* thread i stages B and C elements i, i + blockDim.x, ... (N <= 256, blockDim.x >= 32) */
-    for (int k = threadIdx.x; k < N; k += blockDim.x)
-        sB[0][SCAN_QPAD(k, NPT)] = xbc[bo + k], sC[0][SCAN_QPAD(k, NPT)] = xbc[co + k];
-    float x_next = n > 0 ? xbc[xo] : 0.0f, dtr_next = n > 0 ? zxd[dto] : 0.0f;
     for (int t = 0; t < n; t++) {
-        int buf = t & 1;
-        /* position t's B and C are staged, and every thread is done with position t - 1's */
-        __syncthreads();
-        float x = x_next, dtr = dtr_next, nb[SCAN_STAGE], nc[SCAN_STAGE];
-        bool more = t + 1 < n;
-        if (more) { /* position t + 1's inputs: in flight while t is computed */
-            const float *next = xbc + (size_t)(t + 1) * CD;
-#pragma unroll
-            for (int u = 0; u < SCAN_STAGE; u++) {
-                int k = threadIdx.x + u * blockDim.x;
-                nb[u] = k < N ? next[bo + k] : 0.0f;
-                nc[u] = k < N ? next[co + k] : 0.0f;
-            }
-            x_next = next[xo];
-            dtr_next = zxd[(size_t)(t + 1) * zxdw + dto];
-        }
-        if (snap && mine) {
+        if (snap) {
             float *Sn = snap + (size_t)t * state_floats + S_off;
 #pragma unroll
             for (int kk = 0; kk < NPT; kk++) Sn[(size_t)kk * P] = st[kk];
         }
-        float dt = softplus_d(__fadd_rn(dtr, bias));
+        const float *row = xbc + (size_t)t * CD;
+        for (int k = threadIdx.x; k < N; k += blockDim.x) {
+            sB[k] = row[I + (size_t)g * N + k];
+            sC[k] = row[I + (size_t)G * N + (size_t)g * N + k];
+        }
+        float x = row[(size_t)h * P + q];
+        float dt = softplus_d(__fadd_rn(zxd[(size_t)t * zxdw + I + CD + h], dt_bias[h]));
         dt = fminf(fmaxf(dt, dt_lo), dt_hi);
         float dA = expf(__fmul_rn(dt, A));
+        __syncthreads();
         float acc = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < NPT; kk++) {
             int k = j * NPT + kk;
-            float dtB = __fmul_rn(dt, sB[buf][SCAN_QPAD(k, NPT)]);
+            float dtB = __fmul_rn(dt, sB[k]);
             float sv = __fadd_rn(__fmul_rn(dA, st[kk]), __fmul_rn(dtB, x));
             st[kk] = sv;
-            acc = __fadd_rn(acc, __fmul_rn(sv, sC[buf][SCAN_QPAD(k, NPT)]));
+            acc = __fadd_rn(acc, __fmul_rn(sv, sC[k]));
         }
-        if (more)
-#pragma unroll
-            for (int u = 0; u < SCAN_STAGE; u++) {
-                int k = threadIdx.x + u * blockDim.x;
-                if (k < N) sB[buf ^ 1][SCAN_QPAD(k, NPT)] = nb[u], sC[buf ^ 1][SCAN_QPAD(k, NPT)] = nc[u];
-            }
-        /* j = 0 gets a0 + a1 then + (a2 + a3), which j = 2 formed: the fixed tree */
-        float pair = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, 1));
-        float sum = __fadd_rn(pair, __shfl_xor_sync(0xffffffffu, pair, 2));
-        if (j == 0 && mine) y[(size_t)t * I + xo] = __fadd_rn(sum, __fmul_rn(D, x));
+        part[j][q] = acc;
+        __syncthreads();
+        if (j == 0) {
+            float sum = __fadd_rn(__fadd_rn(part[0][q], part[1][q]), __fadd_rn(part[2][q], part[3][q]));
+            y[(size_t)t * I + (size_t)h * P + q] = __fadd_rn(sum, __fmul_rn(Dv[h], x));
+        }
+        /* the next position's B, C and parts are written only after every thread passed here */
+        __syncthreads();
     }
-    if (mine)
 #pragma unroll
-        for (int kk = 0; kk < NPT; kk++) S[(size_t)kk * P] = st[kk];
+    for (int kk = 0; kk < NPT; kk++) S[(size_t)kk * P] = st[kk];
 }
 
 void be_mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
@@ -135,7 +109,7 @@ void be_mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct 
     OP_START(be, OP_SCAN, DIMS(d), U(w->A_log), U(w->dt_bias), U(w->D), U(zxd), U(xbc), U(state), U(snap), U(y));
     PROFILE(be, "mamba_scan n=%d%s", p->n, snap ? " snap" : "");
     int npt = d->N / SCAN_SPLIT;
-    dim3 grid(d->nh), block((SCAN_SPLIT * d->P + 31) / 32 * 32);
+    dim3 grid(d->nh), block(SCAN_SPLIT * d->P);
 #define SCAN_CASE(v)                                                                               \
     case v:                                                                                        \
         NT_LAUNCH(k_mamba_scan<v>, grid, block, p->n, d->nh, d->P, d->N, d->G, d->I, d->CD, d->zxd, d->dt_lo,    \
@@ -182,8 +156,9 @@ void mamba_limits(const struct nt_mamba_dims *d, char *why, size_t cap) {
     else if (d->N % SCAN_SPLIT || d->N > SCAN_MAX_N || (npt & (npt - 1)))
         snprintf(why, cap, "ssm_state_size %d: the CUDA scan holds 4, 8, 16, ... %d (a power of two from 4)", d->N,
                  SCAN_MAX_N);
-    else if (d->P < 1 || d->P > SCAN_MAX_P)
-        snprintf(why, cap, "mamba_head_dim %d: the CUDA scan holds 1 to %d", d->P, SCAN_MAX_P);
+    else if (d->P < 1 || d->P > (d->N > 128 ? SCAN_MAX_P / 2 : SCAN_MAX_P))
+        snprintf(why, cap, "mamba_head_dim %d: the CUDA scan holds 1 to %d with ssm_state_size %d", d->P,
+                 d->N > 128 ? SCAN_MAX_P / 2 : SCAN_MAX_P, d->N);
     else if (d->G < 1 || d->nh % d->G || d->I % d->G)
         snprintf(why, cap, "n_groups %d must divide mamba_num_heads %d", d->G, d->nh);
     else

@@ -80,74 +80,12 @@ __global__ void __launch_bounds__(ROUTE_THREADS) k_moe_route(int E, int k, int n
     }
 }
 
-/* Without expert groups and with up to RW_PER_LANE experts per lane: one warp per position, the
- * scores in its registers and every pick a warp reduction (no block barriers: k_moe_route's 2 k
- * barriers were most of its ~9 us at one position). The same winners as k_moe_route and the CPU:
- * the largest biased score, the lowest index among equals (each lane scans its experts e = lane,
- * lane + 32, ... in increasing order keeping the first of equals; `better` joins the lanes); the
- * same sigmoid, weights and normalisation chain. */
-#define RW_PER_LANE 16
-#define RW_WARPS 4
-__global__ void __launch_bounds__(RW_WARPS * 32) k_moe_route_warp(int n, int E, int k, int norm, float scaling,
-                                                                   float *logits, const float *bias, int32_t *idx,
-                                                                   float *wts) {
-    int lane = threadIdx.x & 31, t = blockIdx.x * RW_WARPS + (threadIdx.x >> 5);
-    if (t >= n) return; /* whole warps */
-    float *s = logits + (size_t)t * E;
-    float sc[RW_PER_LANE];
-    unsigned taken = 0; /* bit j: expert lane + 32 j chosen */
-#pragma unroll
-    for (int j = 0; j < RW_PER_LANE; j++) {
-        int e = lane + 32 * j;
-        sc[j] = 0.0f;
-        if (e < E) {
-            float v = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-s[e])));
-            s[e] = v;
-            sc[j] = __fadd_rn(v, bias[e]);
-        }
-    }
-    __syncwarp(); /* the scores written over the logits, read back below by lane 0 */
-    for (int pick = 0; pick < k; pick++) {
-        float bv = 0.0f;
-        int bi = -1;
-#pragma unroll
-        for (int j = 0; j < RW_PER_LANE; j++) {
-            int e = lane + 32 * j;
-            if (e < E && !(taken >> j & 1) && (bi < 0 || sc[j] > bv)) { bv = sc[j]; bi = e; }
-        }
-        for (int o = 16; o > 0; o >>= 1) {
-            float v2 = __shfl_xor_sync(0xffffffffu, bv, o);
-            int i2 = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (better(v2, i2, bv, bi)) { bv = v2; bi = i2; }
-        }
-        if (bi < 0) bi = 0; /* k <= E is a config invariant; stay in bounds */
-        if (lane == (bi & 31)) taken |= 1u << (bi >> 5);
-        if (lane == 0) {
-            idx[(size_t)t * k + pick] = bi;
-            wts[(size_t)t * k + pick] = s[bi];
-        }
-    }
-    if (lane == 0) {
-        float sum = 0.0f;
-        for (int j = 0; j < k; j++) sum = __fadd_rn(sum, wts[(size_t)t * k + j]);
-        for (int j = 0; j < k; j++) {
-            float wj = wts[(size_t)t * k + j];
-            if (norm) wj = __fdiv_rn(wj, __fadd_rn(sum, 1e-20f));
-            wts[(size_t)t * k + j] = __fmul_rn(wj, scaling);
-        }
-    }
-}
-
 void be_moe_route(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d, float *logits,
                   const float *score_bias, int32_t *idx, float *wts) {
     OP_START(be, OP_ROUTE, DIMS(d), U(logits), U(score_bias), U(idx), U(wts));
     PROFILE(be, "moe_route n=%d", p->n);
-    if (d->n_group <= 1 && d->E <= 32 * RW_PER_LANE)
-        NT_LAUNCH(k_moe_route_warp, (p->n + RW_WARPS - 1) / RW_WARPS, RW_WARPS * 32, p->n, d->E, d->k,
-                  d->norm_topk_prob, d->routed_scaling_factor, logits, score_bias, idx, wts);
-    else
-        NT_LAUNCH(k_moe_route, p->n, ROUTE_THREADS, d->E, d->k, d->n_group, d->topk_group, d->norm_topk_prob,
-                  d->routed_scaling_factor, logits, score_bias, idx, wts);
+    NT_LAUNCH(k_moe_route, p->n, ROUTE_THREADS, d->E, d->k, d->n_group, d->topk_group, d->norm_topk_prob,
+              d->routed_scaling_factor, logits, score_bias, idx, wts);
     LAUNCHED(be);
 }
 

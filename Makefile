@@ -23,6 +23,9 @@ CFLAGS_REL  := $(BASEFLAGS) -O3 -g
 CFLAGS_ASAN := $(BASEFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
                -fno-sanitize-recover=undefined -DNT_DEBUG
 LDLIBS  := $(PKG_LIBS) -lm -fopenmp
+# the command alone links libedit (Debian's readline-compatible line editor): chat's line
+# editing and history on a terminal; the library does not need it
+TOOL_LIBS := $(shell pkg-config --libs libedit 2>/dev/null || echo -ledit)
 
 LIB_SRC  := $(wildcard src/*.c src/model/*.c src/quant/*.c src/cpu/*.c src/engine/*.c src/text/*.c \
               src/convert/*.c)
@@ -133,10 +136,10 @@ $(ASAN)/libnemotron.a: $(LIB_OBJ_ASAN)
 	rm -f $@ && ar rcs $@ $^
 
 $(REL)/nemotron: $(TOOL_SRC:%.c=$(REL)/%.o) $(REL)/libnemotron.a
-	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS) $(CUDA_LIBS)
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS) $(TOOL_LIBS) $(CUDA_LIBS)
 
 $(ASAN)/nemotron: $(TOOL_SRC:%.c=$(ASAN)/%.o) $(ASAN)/libnemotron.a
-	$(CC) $(CFLAGS_ASAN) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS_ASAN) $^ -o $@ $(LDLIBS) $(TOOL_LIBS)
 
 $(REL)/bin/%: $(REL)/tests/unit/%.o $(SUPPORT_REL) $(REL)/libnemotron.a
 	@mkdir -p $(dir $@)
@@ -228,7 +231,7 @@ $(1)/emu/backend_open.o: src/backend_open.c
 	$$(CC) $(3) -DNT_HAVE_CUDA -c $$< -o $$@
 $(1)/emu/nemotron: $(TOOL_SRC:%.c=$(1)/%.o) $(call EMU_LIBRARY,$(1))
 	@mkdir -p $$(dir $$@)
-	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
+	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS) $$(TOOL_LIBS)
 -include $(1)/emu/cuda_emu.d $(1)/emu/test_cuda_emu_checks.d $(patsubst src/cuda/%.cu,$(1)/emu/%.d,$(wildcard src/cuda/*.cu))
 endef
 $(eval $(call EMU_RULES,$(REL),$(EMU_REL_FLAGS),$(CFLAGS_REL),$(EMU_CHECK_FLAGS)))
@@ -260,7 +263,7 @@ $(REL)/bin/gpu_test_%: $(REL)/tests/gpu/test_%.o $(SUPPORT_REL) $(REL)/libnemotr
 gpu-bundle: gpu-test
 	@scripts/gpu-verified.sh --hash > $(REL)/gpu-sources.sha256
 	@mkdir -p $(REL)/gpu-libs
-	@for l in $$(ldd $(REL)/nemotron | awk '/json-c|pcre2|gomp/ {print $$3}'); do cp -L $$l $(REL)/gpu-libs/; done
+	@for l in $$(ldd $(REL)/nemotron | awk '/json-c|pcre2|gomp|libedit|libbsd|libmd/ {print $$3}'); do cp -L $$l $(REL)/gpu-libs/; done
 
 bench: $(REL)/nemotron $(REL)/make_model
 	tools/bench_cpu.sh $(REL)

@@ -10,7 +10,9 @@
 #   - a line over 64 KiB is one message, never two;
 #   - a """ block is one message, its lines joined with newlines (the prompt's tokens are those of
 #     the template's rendering of that message); a block the input ends inside is not sent;
-#   - //text sends /text.
+#   - //text sends /text;
+#   - Ctrl-C during an answer stops that answer and the chat goes on; Ctrl-C while the chat
+#     waits for input ends it with status 130.
 # Every chat must exit 0 at the end of its input.
 # usage (from the repository root): bash tests/cli/test_chat.sh build/nemotron
 set -u
@@ -102,6 +104,31 @@ check "unterminated block: not sent ($(turns))" test "$(turns)" -eq 0
 # //text is a message that starts with /
 chat $'//In the beginning\n' --no-think -n 4
 check "//text: sent as one turn ($(turns))" test "$(turns)" -eq 1
+
+# Ctrl-C: an answer stops, the chat goes on (input through a fifo, so it arrives when we say)
+mkfifo "$work/in"
+"$bin" chat -m "$model" --no-think -n 1000000 -c 8192 <"$work/in" >/dev/null 2>"$work/err" &
+pid=$!
+exec 3>"$work/in"
+printf 'In the beginning\n' >&3
+sleep 1
+kill -INT $pid
+sleep 0.5
+printf 'And God said\n/exit\n' >&3
+exec 3>&-
+wait $pid
+rc=$?
+check "Ctrl-C in an answer: the chat went on and ended with 0 (exit $rc)" test $rc -eq 0
+check "Ctrl-C in an answer: the answer says it was interrupted" grep -q 'interrupted\]' "$work/err"
+check "Ctrl-C in an answer: the next message was answered ($(turns))" test "$(turns)" -eq 2
+# Ctrl-C at the input: 130
+sleep 5 | "$bin" chat -m "$model" --no-think >/dev/null 2>&1 &
+pid=$!
+sleep 1
+kill -INT $pid
+wait $pid
+rc=$?
+check "Ctrl-C at the input: exit $rc, expected 130" test $rc -eq 130
 
 printf '%-28s %d checks, %d failed\n' chat "$checks" "$failed"
 [ "$failed" -eq 0 ]

@@ -50,6 +50,13 @@ static int append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
 static enum line_status read_physical(struct line_input *in, const char *prompt, size_t *len) {
     *len = 0;
     if (in->tty) {
+        /* the blank line before a prompt is printed apart: libedit redraws a prompt holding a
+         * newline twice */
+        if (prompt[0] == '\n') {
+            fputc('\n', stdout);
+            fflush(stdout);
+            prompt++;
+        }
         char *l = readline(prompt);
         if (!l) return cli_interrupted ? LINE_INTERRUPTED : LINE_EOF;
         size_t n = strlen(l);

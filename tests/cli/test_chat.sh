@@ -12,7 +12,9 @@
 #     the template's rendering of that message); a block the input ends inside is not sent;
 #   - //text sends /text;
 #   - Ctrl-C during an answer stops that answer and the chat goes on; Ctrl-C while the chat
-#     waits for input ends it with status 130.
+#     waits for input ends it with status 130;
+#   - on a terminal (tests/cli/chat_terminal.py, a pseudo-terminal) lines go through libedit:
+#     the up arrow recalls the previous message.
 # Every chat must exit 0 at the end of its input.
 # usage (from the repository root): bash tests/cli/test_chat.sh build/nemotron
 set -u
@@ -129,6 +131,13 @@ kill -INT $pid
 wait $pid
 rc=$?
 check "Ctrl-C at the input: exit $rc, expected 130" test $rc -eq 130
+
+# on a terminal (a pseudo-terminal), libedit reads the lines: the up arrow recalls the last one
+python3 tests/cli/chat_terminal.py "$bin" "$model" >"$work/tty" 2>&1
+rc=$?
+check "terminal: exit $rc, expected 0" test $rc -eq 0
+check "terminal: the up arrow sent the first message again: $(tail -1 "$work/tty")" grep -q '^turns=2 recalled=1$' "$work/tty"
+check "terminal: no raw escape sequence reached the model" test -z "$(grep -F '^[[A' "$work/tty")"
 
 printf '%-28s %d checks, %d failed\n' chat "$checks" "$failed"
 [ "$failed" -eq 0 ]

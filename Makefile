@@ -23,6 +23,9 @@ CFLAGS_REL  := $(BASEFLAGS) -O3 -g
 CFLAGS_ASAN := $(BASEFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
                -fno-sanitize-recover=undefined -DNT_DEBUG
 LDLIBS  := $(PKG_LIBS) -lm -fopenmp
+# the command alone links libedit (Debian's readline-compatible line editor): chat's line
+# editing and history on a terminal; the library does not need it
+TOOL_LIBS := $(shell pkg-config --libs libedit 2>/dev/null || echo -ledit)
 
 LIB_SRC  := $(wildcard src/*.c src/model/*.c src/quant/*.c src/cpu/*.c src/engine/*.c src/text/*.c \
               src/convert/*.c)
@@ -84,7 +87,7 @@ TESTS_ASAN   := $(TEST_SRC:tests/unit/%.c=$(ASAN)/bin/%)
 SUPPORT_REL  := $(SUPPORT_SRC:%.c=$(REL)/%.o)
 SUPPORT_ASAN := $(SUPPORT_SRC:%.c=$(ASAN)/%.o)
 
-.PHONY: help cpu all test asan bench clean fixtures-check gpu-test gpu-bundle
+.PHONY: help cpu all test asan bench clean fixtures-check gpu-test gpu-bundle install shared
 
 help:
 	@echo "nemotron.c - targets:"
@@ -95,6 +98,8 @@ help:
 	@echo "  make asan     build and run every test under AddressSanitizer + UBSan, with the"
 	@echo "                debug allocation guard (no allocation inside a pass)"
 	@echo "  make bench    build and run the CPU benchmark (see docs/PERF.md)"
+	@echo "  make install  PREFIX=/usr/local (default): the header, libnemotron.a, libnemotron.so.0,"
+	@echo "                nemotron.pc (pkg-config) and the nemotron command; DESTDIR for staging"
 	@echo "  make clean    remove build/"
 	@echo "  WERROR=1      treat warnings as errors (CI)"
 
@@ -133,10 +138,10 @@ $(ASAN)/libnemotron.a: $(LIB_OBJ_ASAN)
 	rm -f $@ && ar rcs $@ $^
 
 $(REL)/nemotron: $(TOOL_SRC:%.c=$(REL)/%.o) $(REL)/libnemotron.a
-	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS) $(CUDA_LIBS)
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS) $(TOOL_LIBS) $(CUDA_LIBS)
 
 $(ASAN)/nemotron: $(TOOL_SRC:%.c=$(ASAN)/%.o) $(ASAN)/libnemotron.a
-	$(CC) $(CFLAGS_ASAN) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS_ASAN) $^ -o $@ $(LDLIBS) $(TOOL_LIBS)
 
 $(REL)/bin/%: $(REL)/tests/unit/%.o $(SUPPORT_REL) $(REL)/libnemotron.a
 	@mkdir -p $(dir $@)
@@ -161,7 +166,8 @@ $(REL)/fixtures/big.json: tests/fixtures/tokenizer/big.json.xz
 	@mkdir -p $(dir $@)
 	xz -dc $< > $@.tmp && mv $@.tmp $@
 
-test: $(TESTS_REL) $(EMU_TEST) $(REL)/nemotron $(CUDA_OBJ) $(REL)/make_model $(REL)/tests/header_cxx.o $(REL)/fixtures/big.json
+test: $(TESTS_REL) $(EMU_TEST) $(REL)/nemotron $(CUDA_OBJ) $(REL)/make_model $(REL)/tests/header_cxx.o $(REL)/fixtures/big.json \
+      $(REL)/$(SHLIB)
 	@tests/run.sh $(REL)
 
 asan: $(TESTS_ASAN) $(EMU_TEST_ASAN) $(ASAN)/nemotron $(REL)/make_model $(REL)/fixtures/big.json
@@ -232,7 +238,7 @@ $(1)/emu/backend_open.o: src/backend_open.c
 	$$(CC) $(3) -DNT_HAVE_CUDA -c $$< -o $$@
 $(1)/emu/nemotron: $(TOOL_SRC:%.c=$(1)/%.o) $(call EMU_LIBRARY,$(1))
 	@mkdir -p $$(dir $$@)
-	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
+	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS) $$(TOOL_LIBS)
 -include $(1)/emu/cuda_emu.d $(1)/emu/test_cuda_emu_checks.d $(patsubst src/cuda/%.cu,$(1)/emu/%.d,$(wildcard src/cuda/*.cu))
 endef
 $(eval $(call EMU_RULES,$(REL),$(EMU_REL_FLAGS),$(CFLAGS_REL),$(EMU_CHECK_FLAGS)))
@@ -266,7 +272,56 @@ $(REL)/bin/gpu_test_%: $(REL)/tests/gpu/test_%.o $(SUPPORT_REL) $(REL)/libnemotr
 gpu-bundle: gpu-test
 	@scripts/gpu-verified.sh --hash > $(REL)/gpu-sources.sha256
 	@mkdir -p $(REL)/gpu-libs
-	@for l in $$(ldd $(REL)/nemotron | awk '/json-c|pcre2|gomp/ {print $$3}'); do cp -L $$l $(REL)/gpu-libs/; done
+	@for l in $$(ldd $(REL)/nemotron | awk '/json-c|pcre2|gomp|libedit|libbsd|libmd/ {print $$3}'); do cp -L $$l $(REL)/gpu-libs/; done
+
+# ---- the shared library and `make install` --------------------------------------------------
+# libnemotron.so.MAJOR.MINOR.PATCH with the soname libnemotron.so.MAJOR, the version read from the
+# public header (one place). Its objects are compiled again as position-independent code in
+# build/pic (the static archive's are not), the CUDA backend's too when it is built; the CUDA
+# runtime is linked in statically, as for the command. Only nemotron_* is exported
+# (src/libnemotron.map).
+VERSION := $(shell awk '/^\#define NEMOTRON_VERSION_(MAJOR|MINOR|PATCH)/ {printf "%s%s", s, $$3; s = "."}' include/nemotron.h)
+SONAME  := libnemotron.so.$(firstword $(subst ., ,$(VERSION)))
+SHLIB   := libnemotron.so.$(VERSION)
+PIC     := $(REL)/pic
+LIB_OBJ_PIC := $(LIB_SRC:%.c=$(PIC)/%.o) $(if $(CUDA_LINKED),$(CUDA_SRC:%.cu=$(PIC)/%.o))
+
+shared: $(REL)/$(SHLIB)
+
+$(PIC)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) -fPIC -c $< -o $@
+
+$(PIC)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -c $< -o $@
+
+$(PIC)/src/backend_open.o: $(CUDA_STAMP)
+ifneq ($(CUDA_LINKED),)
+$(PIC)/src/backend_open.o: CFLAGS_REL += -DNT_HAVE_CUDA
+endif
+
+$(REL)/$(SHLIB): $(LIB_OBJ_PIC) src/libnemotron.map $(CUDA_STAMP)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/libnemotron.map -Wl,--no-undefined \
+	    $(LIB_OBJ_PIC) -o $@ $(LDLIBS) $(CUDA_LIBS)
+
+# What a program linking the static archive needs besides it (nemotron.pc's Libs.private): the
+# CUDA runtime and libstdc++ (the .cu objects are C++) when the backend is built, json-c, PCRE2,
+# zlib, OpenMP and libm always.
+LIBS_PRIVATE := $(CUDA_LIBS) $(PKG_LIBS) -fopenmp -lm
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+
+install: $(REL)/nemotron $(REL)/libnemotron.a $(REL)/$(SHLIB) nemotron.pc.in
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(LIBDIR)/pkgconfig
+	install -m 644 include/nemotron.h $(DESTDIR)$(PREFIX)/include/nemotron.h
+	install -m 644 $(REL)/libnemotron.a $(DESTDIR)$(LIBDIR)/libnemotron.a
+	install -m 755 $(REL)/$(SHLIB) $(DESTDIR)$(LIBDIR)/$(SHLIB)
+	ln -sf $(SHLIB) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libnemotron.so
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@VERSION@|$(VERSION)|; s|@LIBS_PRIVATE@|$(strip $(LIBS_PRIVATE))|' \
+	    nemotron.pc.in | grep -v '^#' > $(DESTDIR)$(LIBDIR)/pkgconfig/nemotron.pc
+	install -m 755 $(REL)/nemotron $(DESTDIR)$(PREFIX)/bin/nemotron
 
 bench: $(REL)/nemotron $(REL)/make_model
 	tools/bench_cpu.sh $(REL)
@@ -274,7 +329,7 @@ bench: $(REL)/nemotron $(REL)/make_model
 clean:
 	rm -rf build
 
--include $(LIB_OBJ_REL:.o=.d) $(LIB_OBJ_ASAN:.o=.d) $(SUPPORT_REL:.o=.d) $(SUPPORT_ASAN:.o=.d)
+-include $(LIB_OBJ_REL:.o=.d) $(LIB_OBJ_ASAN:.o=.d) $(LIB_OBJ_PIC:.o=.d) $(SUPPORT_REL:.o=.d) $(SUPPORT_ASAN:.o=.d)
 -include $(TOOL_SRC:%.c=$(REL)/%.d) $(TOOL_SRC:%.c=$(ASAN)/%.d)
 -include $(CUDA_OBJ:.o=.d) $(GPU_TEST_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d) $(GPU_BENCH_SRC:tests/gpu/%.c=$(REL)/tests/gpu/%.d)
 -include $(foreach d,$(REL) $(ASAN),$(d)/emu/test_cuda_emu.d)

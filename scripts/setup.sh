@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # setup.sh - installs what nemotron.c needs to build and test on Debian 12: C and C++ compilers, make,
 # pkg-config, json-c (libjson-c-dev), PCRE2 (libpcre2-dev), zlib (zlib1g-dev: .nemo checksums),
+# libedit (libedit-dev: chat's line editing and history on a terminal),
 # xz (a compressed test fixture), python3 (a test reads a JSON fixture with it) and numpy
 # (python3-numpy: tools/nemo.py and the tests that use it). Installs only what is missing; uses
 # sudo when not root. Safe to run again.
@@ -13,6 +14,7 @@ command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 dpkg -s libjson-c-dev >/dev/null 2>&1 || need+=(libjson-c-dev)
 dpkg -s libpcre2-dev >/dev/null 2>&1 || need+=(libpcre2-dev)
 dpkg -s zlib1g-dev >/dev/null 2>&1 || need+=(zlib1g-dev)           # CRC-32 of .nemo files
+dpkg -s libedit-dev >/dev/null 2>&1 || need+=(libedit-dev)         # chat's line editing
 command -v xz >/dev/null 2>&1 || need+=(xz-utils)
 command -v python3 >/dev/null 2>&1 || need+=(python3)   # tests/cli/test_text_cli.sh reads a fixture
 dpkg -s python3-numpy >/dev/null 2>&1 || need+=(python3-numpy)   # tools/nemo.py and its test

@@ -9,7 +9,9 @@
  * tokens/s) / bandwidth, for the mean and for the best repetition. And the cost of one full pass
  * against single-position passes (best against best): the point of passes is that a
  * 64-position pass costs far less than 64 one-position passes.
- * Token ids are a fixed pseudo-random sequence, so runs are comparable.
+ * -p and -n take lists (-p 256,512), one row each as llama-bench gives; the bandwidth share and
+ * the pass are the first length's. --json gives "pp" and "tg" as one object each, or as arrays
+ * of them for lists. Token ids are a fixed pseudo-random sequence, so runs are comparable.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -118,25 +120,29 @@ static void summarize(struct samples *s) {
     s->sd = s->n > 1 ? sqrt(sq / (s->n - 1)) : 0;
 }
 
+/* One row per -p length (pp) and per -n length (tg), as llama-bench's lists give. */
 struct result {
-    struct samples pp, tg;
+    struct samples pp[CLI_MAX_BENCH_SIZES], tg[CLI_MAX_BENCH_SIZES];
     double pass_s;              /* one full pass from position 0, the best repetition */
 };
 
 static int run(const struct args *a, nemotron_session *s, const int32_t *tok, struct result *r) {
     nemotron_status st;
-    int pass = nemotron_session_pass_max(s), full = a->n_prompt < pass ? a->n_prompt : pass;
+    int pass = nemotron_session_pass_max(s), full = a->bench_p[0] < pass ? a->bench_p[0] : pass;
     r->pass_s = 0;
     /* a warm-up, as llama-bench does: the first touch of the mapped weights and of the session's
      * buffers (page faults) is not what a repetition measures */
     nemotron_session_reset(s);
     if ((st = nemotron_session_eval(s, tok, full, NULL))) goto fail;
     for (int rep = 0; rep < a->reps; rep++) {
-        /* pp: the whole prompt from position 0 */
-        nemotron_session_reset(s);
-        double t0 = cli_now();
-        if ((st = nemotron_session_eval(s, tok, a->n_prompt, NULL))) goto fail;
-        r->pp.v[rep] = a->n_prompt / (cli_now() - t0);
+        /* pp: each whole prompt from position 0 */
+        double t0;
+        for (int i = 0; i < a->n_bench_p; i++) {
+            nemotron_session_reset(s);
+            t0 = cli_now();
+            if ((st = nemotron_session_eval(s, tok, a->bench_p[i], NULL))) goto fail;
+            r->pp[i].v[rep] = a->bench_p[i] / (cli_now() - t0);
+        }
         /* one full pass from position 0 */
         nemotron_session_reset(s);
         t0 = cli_now();
@@ -144,26 +150,33 @@ static int run(const struct args *a, nemotron_session *s, const int32_t *tok, st
         double dt = cli_now() - t0;
         if (r->pass_s == 0 || dt < r->pass_s) r->pass_s = dt;
         /* tg: one position per pass after a one-token start */
-        nemotron_session_reset(s);
-        if ((st = nemotron_session_eval(s, tok, 1, NULL))) goto fail;
-        t0 = cli_now();
-        for (int i = 0; i < a->n_gen; i++) {
-            int32_t next = nemotron_session_argmax(s);
-            if ((st = nemotron_session_eval(s, &next, 1, NULL))) goto fail;
+        for (int k = 0; k < a->n_bench_n; k++) {
+            nemotron_session_reset(s);
+            if ((st = nemotron_session_eval(s, tok, 1, NULL))) goto fail;
+            t0 = cli_now();
+            for (int i = 0; i < a->bench_n[k]; i++) {
+                int32_t next = nemotron_session_argmax(s);
+                if ((st = nemotron_session_eval(s, &next, 1, NULL))) goto fail;
+            }
+            r->tg[k].v[rep] = a->bench_n[k] / (cli_now() - t0);
         }
-        r->tg.v[rep] = a->n_gen / (cli_now() - t0);
     }
-    r->pp.n = r->tg.n = a->reps;
-    summarize(&r->pp);
-    summarize(&r->tg);
+    for (int i = 0; i < a->n_bench_p; i++) {
+        r->pp[i].n = a->reps;
+        summarize(&r->pp[i]);
+    }
+    for (int k = 0; k < a->n_bench_n; k++) {
+        r->tg[k].n = a->reps;
+        summarize(&r->tg[k]);
+    }
     return 0;
 fail:
     return cli_fail("bench", nemotron_session_errmsg(s), st);
 }
 
-static void json_samples(const char *name, int n, const struct samples *s) {
-    printf("\"%s\": {\"n\": %d, \"tokens_per_s\": %.3f, \"stddev\": %.3f, \"best\": %.3f, \"samples\": [",
-           name, n, s->mean, s->sd, s->best);
+static void json_samples(int n, const struct samples *s) {
+    printf("{\"n\": %d, \"tokens_per_s\": %.3f, \"stddev\": %.3f, \"best\": %.3f, \"samples\": [",
+           n, s->mean, s->sd, s->best);
     for (int i = 0; i < s->n; i++) printf("%s%.3f", i ? ", " : "", s->v[i]);
     printf("]}");
 }
@@ -187,18 +200,36 @@ static void print_row(const char *model, double gib, double bparams, const char 
            bparams, backend, threads, name, s->mean, s->sd);
 }
 
+/* "pp": {...} for one length, "pp": [{...}, ...] for a list */
+static void json_tests(const char *name, const int *sizes, int n, const struct samples *s) {
+    printf("\"%s\": %s", name, n > 1 ? "[" : "");
+    for (int i = 0; i < n; i++) {
+        printf("%s", i ? ", " : "");
+        json_samples(sizes[i], &s[i]);
+    }
+    printf("%s", n > 1 ? "]" : "");
+}
+
+static int max_of(const int *v, int n) {
+    int m = 0;
+    for (int i = 0; i < n; i++) m = v[i] > m ? v[i] : m;
+    return m;
+}
+
 int cmd_bench(const struct args *a) {
-    if (a->n_gen < 1) return cli_fail("bench", "-n must be at least 1", NEMOTRON_ERR_ARG);
     nemotron_model *m = NULL;
     nemotron_session *s = NULL;
-    int rc = cli_open(a, (a->n_prompt > a->n_gen ? a->n_prompt : a->n_gen) + 1, &m, &s);
+    int max_p = max_of(a->bench_p, a->n_bench_p), max_n = max_of(a->bench_n, a->n_bench_n);
+    int rc = cli_open(a, (max_p > max_n ? max_p : max_n) + 1, &m, &s);
     int32_t *tok = NULL;
-    struct result r = {.pp.v = calloc((size_t)a->reps, sizeof(double)),
-                       .tg.v = calloc((size_t)a->reps, sizeof(double))};
-    if (!rc && (!r.pp.v || !r.tg.v)) rc = cli_fail("bench", "out of memory", NEMOTRON_ERR_NOMEM);
+    struct result r = {0};
+    for (int i = 0; i < a->n_bench_p; i++)
+        if (!(r.pp[i].v = calloc((size_t)a->reps, sizeof(double)))) rc = rc ? rc : cli_fail("bench", "out of memory", NEMOTRON_ERR_NOMEM);
+    for (int i = 0; i < a->n_bench_n; i++)
+        if (!(r.tg[i].v = calloc((size_t)a->reps, sizeof(double)))) rc = rc ? rc : cli_fail("bench", "out of memory", NEMOTRON_ERR_NOMEM);
     if (!rc) {
         int vocab = nemotron_model_vocab_size(m);
-        int pass = nemotron_session_pass_max(s), len = a->n_prompt > pass ? a->n_prompt : pass;
+        int pass = nemotron_session_pass_max(s), len = max_p > pass ? max_p : pass;
         tok = malloc((size_t)len * sizeof *tok);
         if (!tok) rc = cli_fail("bench", "out of memory", NEMOTRON_ERR_NOMEM);
         else fill_tokens(tok, len, vocab);
@@ -213,10 +244,11 @@ int cmd_bench(const struct args *a) {
         if (bw <= 0) bw = read_bandwidth(threads, 5);
         double wbytes = (double)nemotron_model_active_weight_bytes(m);
         double size = (double)nemotron_model_weight_bytes(m), params = (double)nemotron_model_n_params(m);
-        double decode_bw = wbytes * r.tg.mean, share = bw > 0 ? decode_bw / bw : 0;
-        double share_best = bw > 0 ? wbytes * r.tg.best / bw : 0;
-        double pass_ratio = r.pass_s * r.tg.best;     /* the pass in single-position passes */
-        int full = a->n_prompt < nemotron_session_pass_max(s) ? a->n_prompt : nemotron_session_pass_max(s);
+        /* the share of the bandwidth: the first -n length's decoding */
+        double decode_bw = wbytes * r.tg[0].mean, share = bw > 0 ? decode_bw / bw : 0;
+        double share_best = bw > 0 ? wbytes * r.tg[0].best / bw : 0;
+        double pass_ratio = r.pass_s * r.tg[0].best;     /* the pass in single-position passes */
+        int full = a->bench_p[0] < nemotron_session_pass_max(s) ? a->bench_p[0] : nemotron_session_pass_max(s);
         if (a->json) {
             printf("{\"model\": ");
             print_json_string(a->model);
@@ -226,14 +258,14 @@ int cmd_bench(const struct args *a) {
                    "\"weight_bytes\": %.0f, \"n_params\": %.0f, \"repetitions\": %d, "
                    "\"active_weight_bytes\": %.0f, \"read_bandwidth_gbs\": %.3f, ",
                    nemotron_model_pattern(m), backend, threads, size, params, a->reps, wbytes, bw / 1e9);
-            json_samples("pp", a->n_prompt, &r.pp);
+            json_tests("pp", a->bench_p, a->n_bench_p, r.pp);
             printf(", ");
-            json_samples("tg", a->n_gen, &r.tg);
+            json_tests("tg", a->bench_n, a->n_bench_n, r.tg);
             printf(", \"decode_weight_gbs\": %.3f, \"decode_bandwidth_share\": %.4f, "
                    "\"decode_bandwidth_share_best\": %.4f, "
                    "\"pass\": {\"n\": %d, \"seconds\": %.6f, \"single_seconds\": %.6f, "
                    "\"in_single_passes\": %.3f, \"per_position_speedup\": %.3f}}\n",
-                   decode_bw / 1e9, share, share_best, full, r.pass_s, 1.0 / r.tg.best, pass_ratio,
+                   decode_bw / 1e9, share, share_best, full, r.pass_s, 1.0 / r.tg[0].best, pass_ratio,
                    full / pass_ratio);
         } else {
             printf("| %-24s | %12s | %10s | %-7s | %7s | %8s | %17s |\n", "model", "size", "params",
@@ -241,8 +273,10 @@ int cmd_bench(const struct args *a) {
             printf("| %-24s | %12s | %10s | %-7s | %7s | %8s | %17s |\n", "------------------------",
                    "-----------:", "---------:", "-------", "------:", "-------:", "----------------:");
             const char *name = base_name(a->model);
-            print_row(name, size / 1073741824.0, params / 1e9, backend, threads, "pp", a->n_prompt, &r.pp);
-            print_row(name, size / 1073741824.0, params / 1e9, backend, threads, "tg", a->n_gen, &r.tg);
+            for (int i = 0; i < a->n_bench_p; i++)
+                print_row(name, size / 1073741824.0, params / 1e9, backend, threads, "pp", a->bench_p[i], &r.pp[i]);
+            for (int i = 0; i < a->n_bench_n; i++)
+                print_row(name, size / 1073741824.0, params / 1e9, backend, threads, "tg", a->bench_n[i], &r.tg[i]);
             printf("\n%d repetitions (mean ± standard deviation); layers %s; device %s; prompts in passes of "
                    "up to %d positions\n",
                    a->reps, nemotron_model_pattern(m), nemotron_model_device(m), nemotron_session_pass_max(s));
@@ -255,8 +289,10 @@ int cmd_bench(const struct args *a) {
                    full, 1e3 * r.pass_s, pass_ratio, full / pass_ratio);
         }
     }
-    free(r.pp.v);
-    free(r.tg.v);
+    for (int i = 0; i < CLI_MAX_BENCH_SIZES; i++) {
+        free(r.pp[i].v);
+        free(r.tg[i].v);
+    }
     free(tok);
     nemotron_session_free(s);
     nemotron_model_free(m);

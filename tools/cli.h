@@ -1,7 +1,10 @@
 /* cli.h - what the files of the `nemotron` command share: parsed arguments and small helpers.
  *
- * nemotron.c parses the command line and runs logits/generate; bench.c runs the benchmark;
- * text_cmds.c tokenize and template; run.c run and chat; model_cmds.c convert and synth. All use only the public header.
+ * args.c parses the command line (every option, the commands it applies to, the help);
+ * nemotron.c runs logits/generate; bench.c the benchmark; text_cmds.c tokenize and template;
+ * run.c run and chat.c chat over generation.c (line_input.c reads the chat's input);
+ * model_cmds.c convert and synth. All use the public header; a few private library helpers
+ * (output paths, UTF-8, config.json) are reused rather than written twice.
  */
 #ifndef NEMOTRON_CLI_H
 #define NEMOTRON_CLI_H
@@ -16,11 +19,27 @@
 /* --stop strings one run may give */
 #define CLI_MAX_STOP_STRINGS 16
 
+/* The commands, as bits: an option lists the commands it applies to. */
+enum cli_command {
+    CMD_LOGITS = 1 << 0, CMD_GENERATE = 1 << 1, CMD_RUN = 1 << 2, CMD_CHAT = 1 << 3,
+    CMD_TOKENIZE = 1 << 4, CMD_TEMPLATE = 1 << 5, CMD_BENCH = 1 << 6, CMD_CONVERT = 1 << 7,
+    CMD_SYNTH = 1 << 8, CMD_VERSION = 1 << 9
+};
+
+/* bench -p and -n lists (llama-bench's `-p 256,512`) */
+#define CLI_MAX_BENCH_SIZES 16
+
 struct args {
-    const char *command, *model, *tokens_arg, *output;
+    const char *command;             /* as typed; run -i is "chat" */
+    enum cli_command cmd;
+    const char *model, *tokens_arg, *output;
     int n_gen, threads, pass, ctx, ignore_eos;
-    const char *p_arg;               /* -p: bench's prompt length, run's prompt text */
-    int n_prompt, reps, json;        /* bench: -p, -r, --json */
+    const char *p_arg;               /* -p: run's prompt text ("-": stdin) */
+    const char *prompt_file;         /* -f: run's prompt from a file */
+    int verbose_prompt;              /* --verbose-prompt: print the prompt's tokens */
+    int n_prompt, reps, json;        /* bench: the first -p, -r, --json */
+    int bench_p[CLI_MAX_BENCH_SIZES], n_bench_p;   /* bench -p list */
+    int bench_n[CLI_MAX_BENCH_SIZES], n_bench_n;   /* bench -n list */
     int32_t *tokens;
     int n_tokens;
     /* text */
@@ -35,6 +54,17 @@ struct args {
     const char *quant, *shape;       /* --quant, --shape */
     int list;                        /* synth --list */
 };
+
+/* Parses the command line into *a (args.c); on a usage error prints it and exits with 2, on
+ * --help prints the help and exits with 0. */
+void cli_parse_args(int argc, char **argv, struct args *a);
+/* Prints "nemotron: MESSAGE" and the pointer to --help on stderr and exits with 2. */
+void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* A token-id list in either form the command prints: "1,2,3" (generate) or "[1, 2, 3]"
+ * (tokenize), white space allowed around items. Every id in [0, limit). Returns the ids
+ * (malloc'd, *n of them, maybe 0) or NULL with why in err. */
+int32_t *cli_parse_ids(const char *s, int32_t limit, int *n, char *err, size_t err_len);
+
 
 double cli_now(void);
 /* Prints "nemotron: WHAT: MSG (status)" and returns 1. */

@@ -5,13 +5,43 @@
  *   nemotron synth --list
  *
  * Both stream through the library (nemotron_convert, nemotron_synth), which writes to a
- * temporary name and renames on success. On a terminal, stderr shows a progress bar.
+ * temporary name and renames on success. On a terminal, stderr shows a progress bar. Ctrl-C (or
+ * SIGTERM) removes the temporary file and exits with 130.
  */
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
+
+/* The library writes `TARGET.partial` and renames it over TARGET when complete, and removes it
+ * when it fails; a SIGINT would end the process in between and leave it behind (a full-size
+ * .nemo). The handler removes it (unlink is async-signal-safe) and exits with 128 + the signal
+ * (130 for SIGINT), as the signal's own status would be. TARGET is the file a symbolic link names, as the library resolves it. */
+static char partial_path[PATH_MAX + sizeof ".partial"];
+
+static void on_sigint_remove_partial(int sig) {
+    unlink(partial_path);
+    _exit(128 + sig);
+}
+
+static void remove_partial_on_sigint(const char *output) {
+    struct stat sb;
+    char resolved[PATH_MAX];
+    const char *target = output;
+    if (lstat(output, &sb) == 0 && S_ISLNK(sb.st_mode) && realpath(output, resolved)) target = resolved;
+    if (snprintf(partial_path, sizeof partial_path, "%s.partial", target) >= (int)sizeof partial_path) return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint_remove_partial;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
 
 struct progress {
     const char *what;
@@ -75,6 +105,7 @@ int cmd_convert(const struct args *a) {
         p.progress_ctx = &pr;
     }
     char msg[1024];
+    remove_partial_on_sigint(a->output);
     nemotron_status st = nemotron_convert(a->model, a->output, &p, msg, sizeof msg);
     return finish(&pr, "convert", st, msg, a->output);
 }
@@ -103,6 +134,7 @@ int cmd_synth(const struct args *a) {
         p.progress_ctx = &pr;
     }
     char msg[1024];
+    remove_partial_on_sigint(a->output);
     nemotron_status st = nemotron_synth(a->shape, a->output, &p, msg, sizeof msg);
     return finish(&pr, "synth", st, msg, a->output);
 }

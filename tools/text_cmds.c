@@ -1,6 +1,7 @@
 /* text_cmds.c - `nemotron tokenize` and `nemotron template`: the text side without a model.
  *
  *   nemotron tokenize --tokenizer FILE [--decode]     stdin text -> JSON array of ids, or back
+ *                                                     (--decode also takes generate's 1,2,3)
  *   nemotron template --messages FILE.json [--tools FILE.json] [--no-think] [--no-generation-prompt]
  *
  * Output is written only after all input was read and processed, so a failure prints nothing
@@ -87,43 +88,26 @@ static int encode_stdin(nemotron_tokenizer *t) {
     return 0;
 }
 
+/* The ids in either form the command prints (generate's 1,2,3 or tokenize's [1, 2, 3]). */
 static int decode_stdin(nemotron_tokenizer *t) {
     size_t len;
     char *text = cli_read_file("-", &len);
     if (!text) return 1;
-    json_tokener *tk = json_tokener_new();
-    json_object *arr = tk ? json_tokener_parse_ex(tk, text, (int)len) : NULL;
-    int bad = !arr || !json_object_is_type(arr, json_type_array);
-    /* nothing but white space may follow the array */
-    for (size_t i = tk ? json_tokener_get_parse_end(tk) : 0; !bad && i < len; i++)
-        bad = !strchr(" \t\r\n", text[i]);
-    if (tk) json_tokener_free(tk);
+    char err[160];
+    int n = 0, rc = 0;
+    int32_t *ids = strlen(text) == len ? cli_parse_ids(text, nemotron_tokenizer_vocab_size(t), &n, err, sizeof err)
+                                       : NULL;
+    if (strlen(text) != len) snprintf(err, sizeof err, "stdin holds a NUL byte");
     free(text);
-    if (bad) {
-        json_object_put(arr);
-        fprintf(stderr, "nemotron: tokenize --decode: stdin is not a JSON array of token ids\n");
+    if (!ids) {
+        fprintf(stderr, "nemotron: tokenize --decode: stdin is not a list of token ids (1,2,3 or [1, 2, 3]): %s\n", err);
         return 2;
     }
-    size_t n = json_object_array_length(arr);
-    int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
-    int rc = ids ? 0 : cli_fail("tokenize", "out of memory", NEMOTRON_ERR_NOMEM);
-    for (size_t i = 0; !rc && i < n; i++) {
-        json_object *v = json_object_array_get_idx(arr, i);
-        int64_t id = json_object_get_int64(v);
-        if (!json_object_is_type(v, json_type_int) || id < 0 || id >= nemotron_tokenizer_vocab_size(t)) {
-            fprintf(stderr, "nemotron: tokenize --decode: item %zu is not a token id in [0, %d)\n", i,
-                    nemotron_tokenizer_vocab_size(t));
-            rc = 2;
-        } else {
-            ids[i] = (int32_t)id;
-        }
-    }
-    json_object_put(arr);
     size_t out_len = 0;
-    nemotron_status st = rc ? NEMOTRON_OK : nemotron_detokenize(t, ids, n, 0, NULL, 0, &out_len);
+    nemotron_status st = nemotron_detokenize(t, ids, (size_t)n, 0, NULL, 0, &out_len);
     char *out = (!rc && !st) ? malloc(out_len + 1) : NULL;
     if (!rc && !st && !out) st = NEMOTRON_ERR_NOMEM;
-    if (!rc && !st) st = nemotron_detokenize(t, ids, n, 0, out, out_len + 1, &out_len);
+    if (!rc && !st) st = nemotron_detokenize(t, ids, (size_t)n, 0, out, out_len + 1, &out_len);
     if (!rc && st) rc = cli_fail("tokenize --decode", "decoding failed", st);
     if (!rc) fwrite(out, 1, out_len, stdout);
     free(out);

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# test_cli_habits.sh - the command line as a llama.cpp user types it, on the bundled model:
+#   - aliases: -c/--ctx-size (= --ctx), -f/--file (= -p TEXT), -p - (stdin), -sys/--system-prompt
+#     (the system prompt reaches the model), -s (= --seed), --seed -1 (a random seed, printed,
+#     that repeats the run), -i (run becomes chat), -ngl (0: the CPU; N > 0: the GPU, said),
+#     --verbose-prompt (the prompt's ids), bench lists (-p 8,16 -n 4,8: one row each; --json
+#     arrays);
+#   - per-command --help lists that command's options only; an option that does not apply to a
+#     command is refused, naming both;
+#   - Ctrl-C: run exits 130 during generation and during prompt processing; an interrupted
+#     synth leaves neither its .partial nor the output;
+#   - one id list both ways: generate's 1,2,3 decodes with tokenize --decode, and tokenize's
+#     [1, 2, 3] is accepted by --tokens with the same result as 1,2,3;
+#   - --ctx past the trained length (4096) warns; a run cut by the end of the context says so.
+# usage (from the repository root): bash tests/cli/test_cli_habits.sh build/nemotron
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+bin=${1:-build/nemotron}
+model=models/nemotron-h-kjv
+tok=$model/tokenizer.json
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+checks=0
+failed=0
+check() { # check DESCRIPTION COMMAND...
+    local what=$1
+    shift
+    checks=$((checks + 1))
+    if ! "$@"; then failed=$((failed + 1)); echo "FAIL cli-habits: $what" >&2; fi
+}
+prompt="And the LORD said unto Moses,"
+
+# aliases of the context length: -c and --ctx-size refuse a run that cannot fit, as --ctx does
+for o in -c --ctx-size --ctx; do
+    "$bin" generate -m "$model" --tokens 1,2 "$o" 3 -n 5 --ignore-eos >/dev/null 2>"$work/err"
+    check "generate $o 3: exit 2 with the context named" test $? -eq 2 -a -n "$(grep 'need a context of' "$work/err")"
+done
+
+# the prompt: -p TEXT, -f FILE and -p - give the same greedy text
+want=$("$bin" run -m "$model" -p "$prompt" -n 12 --temp 0 2>/dev/null)
+printf '%s' "$prompt" >"$work/prompt.txt"
+got_f=$("$bin" run -m "$model" -f "$work/prompt.txt" -n 12 --temp 0 2>/dev/null)
+got_stdin=$(printf '%s' "$prompt" | "$bin" run -m "$model" -p - -n 12 --temp 0 2>/dev/null)
+check "run -f FILE = run -p TEXT: '$got_f'" test -n "$want" -a "$got_f" = "$want"
+check "run -p - (stdin) = run -p TEXT: '$got_stdin'" test "$got_stdin" = "$want"
+"$bin" run -m "$model" -p x -f "$work/prompt.txt" >/dev/null 2>&1
+check "run -p and -f together: a usage error" test $? -eq 2
+
+# seeds: -s is --seed; --seed -1 picks one, prints it, and that seed repeats the text
+s1=$("$bin" run -m "$model" -p "$prompt" -n 12 --temp 0.9 -s 5 2>/dev/null)
+s2=$("$bin" run -m "$model" -p "$prompt" -n 12 --temp 0.9 --seed 5 2>/dev/null)
+check "-s 5 = --seed 5" test -n "$s1" -a "$s1" = "$s2"
+r1=$("$bin" run -m "$model" -p "$prompt" -n 12 --temp 0.9 --seed -1 2>"$work/err")
+seed=$(sed -n 's/^nemotron: seed \([0-9]*\)$/\1/p' "$work/err")
+check "--seed -1 prints the seed it used: $(head -1 "$work/err")" test -n "$seed"
+r2=$("$bin" run -m "$model" -p "$prompt" -n 12 --temp 0.9 --seed "${seed:-0}" 2>/dev/null)
+check "the printed seed repeats the run: '$r1' vs '$r2'" test "$r1" = "$r2"
+"$bin" run -m "$model" -p "$prompt" -n 2 2>"$work/err" >/dev/null
+check "run without --seed says which seed it drew" grep -q '^nemotron: seed [0-9]*$' "$work/err"
+
+# -sys: the system prompt is in the chat's prompt; -i: run is a chat
+printf 'In the beginning\n' | "$bin" chat -m "$model" --no-think -n 2 --temp 0 --verbose-prompt \
+    -sys "Thou art Moses" >/dev/null 2>"$work/err"
+check "-sys reaches the prompt" grep -q "Moses" <(grep -- "->" "$work/err" | tr -d "\n")
+printf 'In the beginning\n' | "$bin" chat -m "$model" --no-think -n 2 --temp 0 --verbose-prompt \
+    --system-prompt "Thou art Moses" >/dev/null 2>"$work/err2"
+check "--system-prompt = -sys" cmp -s <(grep -- "->" "$work/err") <(grep -- "->" "$work/err2")
+printf 'In the beginning\n/exit\n' | "$bin" run -i -m "$model" --no-think -n 4 --temp 0 >/dev/null 2>"$work/err"
+check "run -i chats: exit $?" grep -q '^\[prompt ' "$work/err"
+"$bin" run -i -m "$model" -p x >/dev/null 2>"$work/err"
+check "run -i -p: refused, saying -i makes a chat" grep -q "does not apply to 'chat' (-i makes run a chat)" "$work/err"
+
+# -ngl: 0 is the CPU; N > 0 asks for the GPU and says what that means here
+g0=$("$bin" generate -m "$model" --tokens 1,2,3 -n 3 -ngl 0 2>/dev/null)
+g=$("$bin" generate -m "$model" --tokens 1,2,3 -n 3 2>/dev/null)
+check "-ngl 0 runs on the CPU: '$g0'" test -n "$g" -a "$g0" = "$g"
+"$bin" generate -m "$model" --tokens 1,2,3 -n 3 -ngl 99 >/dev/null 2>"$work/err"
+check "-ngl 99 explains itself" grep -q -- "-ngl 99: every layer runs on the GPU (--device cuda)" "$work/err"
+"$bin" generate -m "$model" --tokens 1,2,3 -n 3 -ngl 99 --device cpu >/dev/null 2>"$work/err"
+check "-ngl 99 --device cpu: refused as a contradiction" grep -q "contradicts --device cpu" "$work/err"
+
+# --verbose-prompt lists the prompt's ids, those tokenize gives
+"$bin" run -m "$model" -p "$prompt" -n 1 --verbose-prompt >/dev/null 2>"$work/err"
+vp=$(grep -- "->" "$work/err" | awk '{ printf "%s%s", s, $1; s = "," }')
+tk=$(printf '%s' "$prompt" | "$bin" tokenize --tokenizer "$tok" | tr -d '[] ')
+check "--verbose-prompt ids = tokenize's: $vp vs $tk" test -n "$vp" -a "$vp" = "$tk"
+
+# bench lists: a row per length
+"$bin" bench -m "$model" -p 8,16 -n 4,8 -r 1 >"$work/bench" 2>/dev/null
+rows=$(grep -cE '\| +(pp8|pp16|tg4|tg8) +\|' "$work/bench")
+check "bench -p 8,16 -n 4,8: four rows ($rows)" test "$rows" -eq 4
+"$bin" bench -m "$model" -p 8,16 -n 4 -r 1 --json >"$work/bench.json" 2>/dev/null
+check "bench --json with a -p list: pp is an array of 2, tg one object" python3 -c "
+import json, sys
+d = json.load(open('$work/bench.json'))
+sys.exit(not (isinstance(d['pp'], list) and [x['n'] for x in d['pp']] == [8, 16] and d['tg']['n'] == 4))"
+"$bin" bench -m "$model" -p 8,x >/dev/null 2>"$work/err"
+check "bench -p 8,x: refused naming the item" grep -q "'x' is not an integer" "$work/err"
+
+# per-command help; options that do not apply are refused
+"$bin" generate --help >"$work/help"
+check "generate --help: exit 0, lists --tokens" grep -q -- "--tokens" "$work/help"
+check "generate --help: does not list --temp" test -z "$(grep -- "--temp" "$work/help")"
+"$bin" tokenize --help >"$work/help"
+check "tokenize --help lists --decode, not -m" test -n "$(grep -- --decode "$work/help")" -a -z "$(grep -- --model "$work/help")"
+"$bin" generate -m "$model" --tokens 1 --temp 0.5 >/dev/null 2>"$work/err"
+rc=$?
+check "generate --temp: exit $rc, expected 2" test $rc -eq 2
+check "generate --temp: names the flag and the command" grep -q "option '--temp' does not apply to 'generate'" "$work/err"
+"$bin" tokenize --tokenizer "$tok" -n 5 </dev/null >/dev/null 2>"$work/err"
+check "tokenize -n: refused" grep -q "option '-n' does not apply to 'tokenize'" "$work/err"
+
+# one id list both ways
+gids=$("$bin" generate -m "$model" --tokens 1170,278,3 -n 6 --ignore-eos 2>/dev/null)
+t1=$(printf '%s' "$gids" | "$bin" tokenize --tokenizer "$tok" --decode)
+t2=$(printf '[%s]' "${gids//,/, }" | "$bin" tokenize --tokenizer "$tok" --decode)
+check "tokenize --decode takes generate's '$gids'" test -n "$t1" -a "$t1" = "$t2"
+tids=$(printf '%s' "$prompt" | "$bin" tokenize --tokenizer "$tok")
+a1=$("$bin" generate -m "$model" --tokens "$tids" -n 4 --ignore-eos 2>/dev/null)
+a2=$("$bin" generate -m "$model" --tokens "$(tr -d '[] ' <<<"$tids")" -n 4 --ignore-eos 2>/dev/null)
+check "--tokens takes tokenize's '$tids' as its comma form" test -n "$a1" -a "$a1" = "$a2"
+"$bin" generate -m "$model" --tokens "[1, 2" -n 1 >/dev/null 2>"$work/err"
+check "--tokens '[1, 2': refused, the bracket named" grep -q "does not end with ']'" "$work/err"
+
+# the context: past the trained length warns; the end of it cuts the text and says so
+"$bin" run -m "$model" -p "$prompt" -n 2 -c 5000 >/dev/null 2>"$work/err"
+check "-c 5000 > 4096 trained: a warning" grep -q "longer than the 4096 positions the model was trained on" "$work/err"
+"$bin" run -m "$model" -p "$prompt" -n 2 -c 4096 >/dev/null 2>"$work/err"
+check "-c 4096: no warning" test -z "$(grep trained "$work/err")"
+"$bin" run -m "$model" -p "$prompt" -n 100 -c 20 --temp 0 --ignore-eos >/dev/null 2>"$work/err"
+check "a run cut by the context says so" grep -q "the context of 20 positions is full" "$work/err"
+
+# Ctrl-C: 130 during generation and during prompt processing (the flag survives the prompt)
+"$bin" run -m "$model" -p "$prompt" -n 1000000 --ignore-eos >/dev/null 2>"$work/err" &
+pid=$!
+sleep 1
+kill -INT $pid
+wait $pid
+rc=$?
+check "Ctrl-C while generating: exit $rc, expected 130" test $rc -eq 130
+python3 -c "print(' '.join(['and the LORD said unto Moses'] * 6000))" >"$work/long.txt"
+"$bin" run -m "$model" -f "$work/long.txt" -c 40000 -n 4 >/dev/null 2>"$work/err" &
+pid=$!
+sleep 1
+kill -INT $pid
+wait $pid
+rc=$?
+check "Ctrl-C in the prompt: exit $rc, expected 130" test $rc -eq 130
+check "Ctrl-C in the prompt: nothing generated: $(tail -1 "$work/err")" grep -q "generated 0 tokens.*interrupted" "$work/err"
+
+# an interrupted synth removes its .partial (mini: ~3.3 GB, far from written in a second)
+"$bin" synth --shape mini -o "$work/mini.nemo" -t 1 >/dev/null 2>&1 &
+pid=$!
+for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$work/mini.nemo.partial" ] && break; sleep 0.2; done
+check "synth started writing its .partial" test -s "$work/mini.nemo.partial"
+kill -INT $pid
+wait $pid
+rc=$?
+check "interrupted synth: exit $rc, expected 130" test $rc -eq 130
+check "interrupted synth: no .partial, no output: $(ls "$work" | grep mini)" test -z "$(ls "$work" | grep mini)"
+
+printf '%-28s %d checks, %d failed\n' cli-habits "$checks" "$failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,101 @@
+/* model_open.c - opening a model and a session for a command (cli_open).
+ *
+ * Besides the two library calls it owns what a user should hear while that happens: a load that
+ * takes longer than LOAD_QUIET_S says what it is doing on stderr (a .nemo's checksums are all
+ * verified, a large GPU upload takes seconds), and a context (--ctx) longer than the model was
+ * trained for is warned about, since positions past it are outside what the model learned.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "model/config.h"
+
+/* Loads shorter than this pass without a word: a small model opens in well under a second. */
+#define LOAD_QUIET_S 1
+
+struct load_watch {
+    pthread_mutex_t lock;
+    pthread_cond_t done_cv;
+    int done, spoke;
+    const char *path;
+    double t0;
+};
+
+/* The watcher: silent unless the load outlasts LOAD_QUIET_S; then one line, and on a terminal
+ * the elapsed seconds kept up to date. */
+static void *watch_load(void *arg) {
+    struct load_watch *w = arg;
+    int tty = isatty(STDERR_FILENO);
+    pthread_mutex_lock(&w->lock);
+    for (int tick = 0; !w->done; tick++) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += tick == 0 ? LOAD_QUIET_S : 1;
+        while (!w->done && pthread_cond_timedwait(&w->done_cv, &w->lock, &until) == 0) {}
+        if (w->done) break;
+        if (!w->spoke || tty) {
+            struct stat sb;
+            char size[48] = "";
+            if (stat(w->path, &sb) == 0 && S_ISREG(sb.st_mode))
+                snprintf(size, sizeof size, " (%.2f GB)", (double)sb.st_size / 1e9);
+            fprintf(stderr, "%snemotron: loading %s%s: verifying and mapping the weights, %.0f s", tty ? "\r" : "",
+                    w->path, size, cli_now() - w->t0);
+            if (!tty) fputc('\n', stderr);
+            fflush(stderr);
+            w->spoke = 1;
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+/* The trained context length, where it can be read without loading the model twice: a model
+ * directory's config.json (a .nemo carries its config inside; the public API does not report
+ * it yet). 0 when unknown. */
+static int trained_context(const char *path) {
+    struct stat sb;
+    char cfg_path[4096];
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 0;
+    if (snprintf(cfg_path, sizeof cfg_path, "%s/config.json", path) >= (int)sizeof cfg_path) return 0;
+    struct nt_config cfg;
+    struct nt_err err;
+    if (nt_config_load(cfg_path, &cfg, &err)) return 0;
+    return cfg.max_position_embeddings;
+}
+
+int cli_open(const struct args *a, int n_ctx, nemotron_model **m, nemotron_session **s) {
+    nemotron_model_params mp = nemotron_model_default_params();
+    mp.n_threads = a->threads;
+    mp.device = a->device;
+    struct load_watch w = {.lock = PTHREAD_MUTEX_INITIALIZER, .done_cv = PTHREAD_COND_INITIALIZER,
+                           .path = a->model, .t0 = cli_now()};
+    pthread_t watcher;
+    int watching = pthread_create(&watcher, NULL, watch_load, &w) == 0;
+    nemotron_status st = nemotron_model_load(a->model, &mp, m);
+    if (watching) {
+        pthread_mutex_lock(&w.lock);
+        w.done = 1;
+        pthread_cond_signal(&w.done_cv);
+        pthread_mutex_unlock(&w.lock);
+        pthread_join(watcher, NULL);
+        if (w.spoke) fprintf(stderr, "%snemotron: loaded %s in %.1f s\n", isatty(STDERR_FILENO) ? "\n" : "",
+                             a->model, cli_now() - w.t0);
+    }
+    if (st) return cli_fail("loading the model", nemotron_model_errmsg(*m), st);
+    nemotron_session_params sp = nemotron_session_default_params();
+    sp.n_ctx = a->ctx ? a->ctx : n_ctx;
+    if (a->pass) sp.pass_max = a->pass;
+    int trained = a->ctx ? trained_context(a->model) : 0;
+    if (trained > 0 && a->ctx > trained)
+        fprintf(stderr, "nemotron: warning: --ctx %d is longer than the %d positions the model was trained on "
+                        "(config.json max_position_embeddings); positions past them may give poor text\n",
+                a->ctx, trained);
+    st = nemotron_session_new(*m, &sp, s);
+    if (st) return cli_fail("creating the session", nemotron_session_errmsg(*s), st);
+    return 0;
+}

@@ -48,7 +48,7 @@ enum opt_id {
     O_MODEL, O_TOKENS, O_OUTPUT, O_N, O_THREADS, O_DEVICE, O_NGL, O_PASS, O_CTX, O_IGNORE_EOS, O_PROMPT,
     O_FILE, O_INTERACTIVE, O_VERBOSE_PROMPT, O_TOKENIZER, O_DECODE, O_MESSAGES, O_TOOLS, O_SYSTEM,
     O_NO_THINK, O_NO_GEN_PROMPT, O_TEMP, O_TOP_K, O_TOP_P, O_MIN_P, O_REPEAT, O_PRESENCE, O_FREQUENCY,
-    O_SEED, O_STOP, O_REPS, O_JSON, O_QUANT, O_SHAPE, O_LIST, O_HELP
+    O_SEED, O_STOP, O_REPS, O_VERIFY, O_JSON, O_QUANT, O_SHAPE, O_LIST, O_HELP
 };
 
 static const struct option {
@@ -95,6 +95,8 @@ static const struct option {
      "random seed; -1 (and run/chat's default): a random one, printed on stderr"},
     {O_STOP, "--stop", "TEXT", TEXT_GEN_CMDS, "stop when TEXT appears (repeatable, up to 16)"},
     {O_REPS, "-r|--repetitions", "N", CMD_BENCH, "repetitions, mean and deviation reported (default 3)"},
+    {O_VERIFY, "--verify", "K[,K...]", CMD_BENCH,
+     "time verify passes of 1+K positions (speculative decoding's check) against decode steps"},
     {O_JSON, "--json", NULL, CMD_BENCH, "one JSON object per line instead of the table"},
     {O_QUANT, "--quant", "MIX", CMD_CONVERT | CMD_SYNTH, "default, q8_2f, bf16 (convert: also source)"},
     {O_SHAPE, "--shape", "NAME", CMD_SYNTH, "the published shape (--list shows them)"},
@@ -273,6 +275,11 @@ static void set_option(struct args *a, const struct option *o, const char *name,
         }
         break;
     case O_FILE: a->prompt_file = v; break;
+    case O_VERIFY:
+        a->n_bench_v = parse_int_list(v, name, 1, NEMOTRON_PASS_MAX - 1, a->bench_v);
+        for (int i = 0; i < a->n_bench_v; i++)
+            if (a->bench_v[i] + 1 > a->verify_max) a->verify_max = a->bench_v[i] + 1;
+        break;
     case O_INTERACTIVE: break;   /* handled before the parse: it changes the command */
     case O_VERBOSE_PROMPT: a->verbose_prompt = 1; break;
     case O_TOKENIZER: a->tokenizer = v; break;

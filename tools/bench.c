@@ -12,6 +12,9 @@
  * -p and -n take lists (-p 256,512), one row each as llama-bench gives; the bandwidth share and
  * the pass are the first length's. --json gives "pp" and "tg" as one object each, or as arrays
  * of them for lists. Token ids are a fixed pseudo-random sequence, so runs are comparable.
+ * --verify K,... times a verify pass of 1 + K positions (speculative decoding's check of K
+ * drafted tokens, snapshots written) against a decode step, best against best, and the accept
+ * that keeps one of them: the ceiling of what speculation can gain on this device.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -124,6 +127,7 @@ static void summarize(struct samples *s) {
 struct result {
     struct samples pp[CLI_MAX_BENCH_SIZES], tg[CLI_MAX_BENCH_SIZES];
     double pass_s;              /* one full pass from position 0, the best repetition */
+    double verify_s[CLI_MAX_BENCH_SIZES], accept_s[CLI_MAX_BENCH_SIZES]; /* --verify: the best */
 };
 
 static int run(const struct args *a, nemotron_session *s, const int32_t *tok, struct result *r) {
@@ -159,6 +163,21 @@ static int run(const struct args *a, nemotron_session *s, const int32_t *tok, st
                 if ((st = nemotron_session_eval(s, &next, 1, NULL))) goto fail;
             }
             r->tg[k].v[rep] = a->bench_n[k] / (cli_now() - t0);
+        }
+        /* verify: 1 + k drafted positions in one pass after a one-token start, every position's
+         * argmax brought back (as a speculative step needs them); then keep the first */
+        for (int v = 0; v < a->n_bench_v; v++) {
+            int32_t argmax[NEMOTRON_PASS_MAX];
+            nemotron_session_reset(s);
+            if ((st = nemotron_session_eval(s, tok, 1, NULL))) goto fail;
+            t0 = cli_now();
+            if ((st = nemotron_session_verify(s, tok + 1, a->bench_v[v] + 1, argmax))) goto fail;
+            double tv = cli_now() - t0;
+            t0 = cli_now();
+            if ((st = nemotron_session_accept(s, 1))) goto fail;
+            double ta = cli_now() - t0;
+            if (rep == 0 || tv < r->verify_s[v]) r->verify_s[v] = tv;
+            if (rep == 0 || ta < r->accept_s[v]) r->accept_s[v] = ta;
         }
     }
     for (int i = 0; i < a->n_bench_p; i++) {
@@ -220,7 +239,9 @@ int cmd_bench(const struct args *a) {
     nemotron_model *m = NULL;
     nemotron_session *s = NULL;
     int max_p = max_of(a->bench_p, a->n_bench_p), max_n = max_of(a->bench_n, a->n_bench_n);
-    int rc = cli_open(a, (max_p > max_n ? max_p : max_n) + 1, &m, &s);
+    int max_v = a->n_bench_v ? max_of(a->bench_v, a->n_bench_v) + 2 : 0; /* a start, then 1 + k */
+    int ctx = max_p > max_n ? max_p : max_n;
+    int rc = cli_open(a, (ctx > max_v ? ctx : max_v) + 1, &m, &s);
     int32_t *tok = NULL;
     struct result r = {0};
     for (int i = 0; i < a->n_bench_p; i++)
@@ -229,7 +250,7 @@ int cmd_bench(const struct args *a) {
         if (!(r.tg[i].v = calloc((size_t)a->reps, sizeof(double)))) rc = rc ? rc : cli_fail("bench", "out of memory", NEMOTRON_ERR_NOMEM);
     if (!rc) {
         int vocab = nemotron_model_vocab_size(m);
-        int pass = nemotron_session_pass_max(s), len = max_p > pass ? max_p : pass;
+        int pass = nemotron_session_pass_max(s), len = (max_p > pass ? max_p : pass) + 1;
         tok = malloc((size_t)len * sizeof *tok);
         if (!tok) rc = cli_fail("bench", "out of memory", NEMOTRON_ERR_NOMEM);
         else fill_tokens(tok, len, vocab);
@@ -264,9 +285,17 @@ int cmd_bench(const struct args *a) {
             printf(", \"decode_weight_gbs\": %.3f, \"decode_bandwidth_share\": %.4f, "
                    "\"decode_bandwidth_share_best\": %.4f, "
                    "\"pass\": {\"n\": %d, \"seconds\": %.6f, \"single_seconds\": %.6f, "
-                   "\"in_single_passes\": %.3f, \"per_position_speedup\": %.3f}}\n",
+                   "\"in_single_passes\": %.3f, \"per_position_speedup\": %.3f}",
                    decode_bw / 1e9, share, share_best, full, r.pass_s, 1.0 / r.tg[0].best, pass_ratio,
                    full / pass_ratio);
+            if (a->n_bench_v) {
+                printf(", \"verify\": [");
+                for (int v = 0; v < a->n_bench_v; v++)
+                    printf("%s{\"k\": %d, \"seconds\": %.6f, \"decode_steps\": %.3f, \"accept_seconds\": %.6f}",
+                           v ? ", " : "", a->bench_v[v], r.verify_s[v], r.verify_s[v] * r.tg[0].best, r.accept_s[v]);
+                printf("]");
+            }
+            printf("}\n");
         } else {
             printf("| %-24s | %12s | %10s | %-7s | %7s | %8s | %17s |\n", "model", "size", "params",
                    "backend", "threads", "test", "t/s");
@@ -287,6 +316,9 @@ int cmd_bench(const struct args *a) {
             printf("one %d-position pass: %.2f ms = %.2f single-position passes "
                    "(%.2fx cheaper per position than decode)\n",
                    full, 1e3 * r.pass_s, pass_ratio, full / pass_ratio);
+            for (int v = 0; v < a->n_bench_v; v++)
+                printf("verify pass of 1+%d positions: %.2f ms = %.2f decode steps; accept(1): %.3f ms\n",
+                       a->bench_v[v], 1e3 * r.verify_s[v], r.verify_s[v] * r.tg[0].best, 1e3 * r.accept_s[v]);
         }
     }
     for (int i = 0; i < CLI_MAX_BENCH_SIZES; i++) {

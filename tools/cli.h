@@ -40,6 +40,8 @@ struct args {
     int n_prompt, reps, json;        /* bench: the first -p, -r, --json */
     int bench_p[CLI_MAX_BENCH_SIZES], n_bench_p;   /* bench -p list */
     int bench_n[CLI_MAX_BENCH_SIZES], n_bench_n;   /* bench -n list */
+    int bench_v[CLI_MAX_BENCH_SIZES], n_bench_v;   /* bench --verify list: drafted positions k */
+    int verify_max;                  /* sessions keep snapshots for verify passes this long (0: none) */
     int32_t *tokens;
     int n_tokens;
     /* text */

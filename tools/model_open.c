@@ -90,6 +90,7 @@ int cli_open(const struct args *a, int n_ctx, nemotron_model **m, nemotron_sessi
     nemotron_session_params sp = nemotron_session_default_params();
     sp.n_ctx = a->ctx ? a->ctx : n_ctx;
     if (a->pass) sp.pass_max = a->pass;
+    if (a->verify_max) sp.verify_max = a->verify_max;
     int trained = a->ctx ? trained_context(a->model) : 0;
     if (trained > 0 && a->ctx > trained)
         fprintf(stderr, "nemotron: warning: --ctx %d is longer than the %d positions the model was trained on "

@@ -96,6 +96,18 @@ d = json.load(open('$work/bench.json'))
 sys.exit(not (isinstance(d['pp'], list) and [x['n'] for x in d['pp']] == [8, 16] and d['tg']['n'] == 4))"
 "$bin" bench -m "$model" -p 8,x >/dev/null 2>"$work/err"
 check "bench -p 8,x: refused naming the item" grep -q "'x' is not an integer" "$work/err"
+# bench --verify: a line per drafted length, and the JSON's verify array with positive times
+"$bin" bench -m "$model" -p 8 -n 4 -r 1 --verify 1,4 >"$work/bench" 2>/dev/null
+rows=$(grep -cE '^verify pass of 1\+(1|4) positions: [0-9.]+ ms = [0-9.]+ decode steps; accept\(1\): [0-9.]+ ms$' "$work/bench")
+check "bench --verify 1,4: two verify lines ($rows)" test "$rows" -eq 2
+"$bin" bench -m "$model" -p 8 -n 4 -r 2 --verify 2 --json >"$work/bench.json" 2>/dev/null
+check "bench --verify --json: verify [{k: 2, seconds > 0, decode_steps > 0}]" python3 -c "
+import json, sys
+v = json.load(open('$work/bench.json'))['verify']
+sys.exit(not (len(v) == 1 and v[0]['k'] == 2 and v[0]['seconds'] > 0 and v[0]['decode_steps'] > 0
+              and v[0]['accept_seconds'] > 0))"
+"$bin" bench -m "$model" -p 8 -n 4 -r 1 --pass 4 --verify 8 >/dev/null 2>"$work/err"
+check "bench --pass 4 --verify 8: refused (verify_max past pass_max), non-zero" grep -qi "verify" "$work/err"
 
 # per-command help; options that do not apply are refused
 "$bin" generate --help >"$work/help"

@@ -24,14 +24,8 @@ model=models/nemotron-h-kjv
 tok=$model/tokenizer.json
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-checks=0
-failed=0
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    checks=$((checks + 1))
-    if ! "$@"; then failed=$((failed + 1)); echo "FAIL chat: $what" >&2; fi
-}
+suite=chat
+. tests/cli/checks.sh
 # chat INPUT ARGS...: runs a greedy chat on INPUT; stdout in $work/out, stderr in $work/err
 chat() {
     local input=$1
@@ -139,5 +133,4 @@ check "terminal: exit $rc, expected 0" test $rc -eq 0
 check "terminal: the up arrow sent the first message again: $(tail -1 "$work/tty")" grep -q '^turns=2 recalled=1$' "$work/tty"
 check "terminal: no raw escape sequence reached the model" test -z "$(grep -F '^[[A' "$work/tty")"
 
-printf '%-28s %d checks, %d failed\n' chat "$checks" "$failed"
-[ "$failed" -eq 0 ]
+checks_summary

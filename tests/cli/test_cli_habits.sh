@@ -20,14 +20,8 @@ model=models/nemotron-h-kjv
 tok=$model/tokenizer.json
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-checks=0
-failed=0
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    checks=$((checks + 1))
-    if ! "$@"; then failed=$((failed + 1)); echo "FAIL cli-habits: $what" >&2; fi
-}
+suite=cli-habits
+. tests/cli/checks.sh
 prompt="And the LORD said unto Moses,"
 
 # aliases of the context length: -c and --ctx-size refuse a run that cannot fit, as --ctx does
@@ -171,5 +165,4 @@ rc=$?
 check "interrupted synth: exit $rc, expected 130" test $rc -eq 130
 check "interrupted synth: no .partial, no output: $(ls "$work" | grep mini)" test -z "$(ls "$work" | grep mini)"
 
-printf '%-28s %d checks, %d failed\n' cli-habits "$checks" "$failed"
-[ "$failed" -eq 0 ]
+checks_summary

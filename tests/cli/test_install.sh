@@ -24,14 +24,8 @@ fi
 model=models/nemotron-h-kjv
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-checks=0
-failed=0
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    checks=$((checks + 1))
-    if ! "$@"; then failed=$((failed + 1)); echo "FAIL install: $what" >&2; fi
-}
+suite=install
+. tests/cli/checks.sh
 prefix=$work/prefix
 # make's own variables of the calling make (test runs inside `make test`) must not leak in
 if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install PREFIX="$prefix" >"$work/make.log" 2>&1; then
@@ -79,5 +73,4 @@ else
 fi
 check "the installed nemotron runs" grep -q "^nemotron 0.1.0$" <("$prefix/bin/nemotron" version)
 
-printf '%-28s %d checks, %d failed\n' install "$checks" "$failed"
-[ "$failed" -eq 0 ]
+checks_summary

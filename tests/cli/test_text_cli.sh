@@ -15,14 +15,8 @@ model=models/nemotron-h-kjv
 tok=$model/tokenizer.json
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-checks=0
-failed=0
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    checks=$((checks + 1))
-    if ! "$@"; then failed=$((failed + 1)); echo "FAIL text-cli: $what" >&2; fi
-}
+suite=text-cli
+. tests/cli/checks.sh
 expect_fail() { # expect_fail DESCRIPTION STDIN_TEXT ARGS...: non-zero exit, a message, no stdout
     local what=$1 input=$2
     shift 2
@@ -102,5 +96,4 @@ expect_fail "template with malformed JSON" "" template --messages "$work/m.json"
 printf '[{"content": "hi"}]' >"$work/m.json"
 expect_fail "template with a message without a role" "" template --messages "$work/m.json"
 
-printf '%-28s %d checks, %d failed\n' text-cli "$checks" "$failed"
-[ "$failed" -eq 0 ]
+checks_summary

@@ -730,6 +730,24 @@ nemotron_status nt_table_add_bytes(struct nt_tensor_table *t, const char *path,
         }
         prev = s;
     }
+    /* No holes (the format's rule, which the reference writer keeps): the tensors fill the data
+     * section exactly. A hole is what a header length one byte short looks like - the JSON still
+     * parses (its padding is spaces) and every tensor would be read one byte early - so it is
+     * an error, not a gap to skip. Overlaps were refused above, so the spans' lengths add up to
+     * the data section only if they tile it. */
+    uint64_t covered = 0;
+    for (size_t i = 0; i < n_fresh; i++) covered += spans[i].end - spans[i].begin;
+    if (covered != data_size) {
+        uint64_t at = 0; /* the first byte no tensor holds */
+        for (size_t i = 0; i < n_fresh && spans[i].begin <= at; i++)
+            if (spans[i].end > at) at = spans[i].end;
+        st = nt_fail(err, NEMOTRON_ERR_FORMAT,
+                     "%s: the tensors hold %llu of the %llu bytes of the data section (byte %llu is "
+                     "in none: the format has no holes; a header length that is off makes one)",
+                     path, (unsigned long long)covered, (unsigned long long)data_size,
+                     (unsigned long long)at);
+        goto done;
+    }
 
     st = commit_file(t, path, bytes, size, owned_map, fresh, (int)n_fresh, err);
 

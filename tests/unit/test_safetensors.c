@@ -279,6 +279,13 @@ static const struct bad_case bad_cases[] = {
     {"same span twice",
      "{\"a\":{" F32_2 ",\"data_offsets\":[0,8]},\"b\":{" F32_2 ",\"data_offsets\":[0,8]}}", 8,
      {"overlaps", "'a'", "'b'"}},
+    {"hole between tensors",
+     "{\"a\":{" F32_2 ",\"data_offsets\":[0,8]},\"b\":{" F32_2 ",\"data_offsets\":[12,20]}}", 20,
+     {"bad.st: the tensors hold 16 of the 20 bytes of the data section (byte 8 is in none"}},
+    {"bytes after the last tensor", "{\"a\":{" F32_2 ",\"data_offsets\":[0,8]}}", 9,
+     {"the tensors hold 8 of the 9 bytes", "byte 8 is in none"}},
+    {"hole before the first tensor", "{\"a\":{" F32_2 ",\"data_offsets\":[4,12]}}", 12,
+     {"the tensors hold 8 of the 12 bytes", "byte 0 is in none"}},
     {"duplicate name",
      "{\"a\":{" F32_2 ",\"data_offsets\":[0,8]},\"a\":{" F32_2 ",\"data_offsets\":[8,16]}}", 16,
      {"bad.st: header: key 'a' appears more than once"}},
@@ -375,6 +382,16 @@ static void test_bad(void) {
     CHECK(nt_table_add_bytes(&t, "bad.st", b, size, 0, &err) == NEMOTRON_ERR_FORMAT &&
               contains(err.msg, "ends early"),
           "empty header: %s", err.msg);
+    free(b);
+    /* a header length one byte short of the padded header: the JSON still parses (the byte cut
+     * is a padding space), and the data would start one byte early: the hole it leaves at the
+     * end of the data section is what gives it away */
+    const char *one = "{\"a\":{" F32_2 ",\"data_offsets\":[0,8]}}";
+    b = make_file(one, 3, 8, &size);
+    b[0]--;
+    CHECK(nt_table_add_bytes(&t, "bad.st", b, size, 0, &err) == NEMOTRON_ERR_FORMAT &&
+              contains(err.msg, "the tensors hold 8 of the 9 bytes"),
+          "header length one byte short: %s", err.msg);
     free(b);
     expect_unchanged(&t, 2, 1, hash_copy, "length field");
 

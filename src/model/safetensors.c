@@ -341,6 +341,39 @@ static size_t scan_top_keys(const char *s, size_t len, struct raw_key *keys, siz
     return n;
 }
 
+/* The values of the top-level object's members in text[0..len) (json-c has accepted it), in
+ * order: vals[i] is member i's value's text when it is an object ({ to its }), else len 0.
+ * Returns the number of members; stores the first `cap`. The same grammar as scan_top_keys. */
+static size_t scan_member_objects(const char *s, size_t len, struct raw_key *vals, size_t cap) {
+    size_t n = 0, open_at = 0;
+    int depth = 0, value_next = 0, in_object = 0; /* a member's value starts next / is open */
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (c == '"' || c == '\'') {
+            for (i++; i < len && s[i] != c; i++)
+                if (s[i] == '\\' && i + 1 < len) i++;
+            value_next = 0;
+        } else if (c == ':' && depth == 1) {
+            if (n < cap) vals[n].at = vals[n].len = 0;
+            n++;
+            value_next = 1;
+        } else if (c == '{' || c == '[') {
+            if (depth == 1 && value_next && c == '{') in_object = 1, open_at = i;
+            value_next = 0;
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (--depth <= 0) break;
+            if (depth == 1 && in_object) {
+                if (n <= cap) vals[n - 1].at = open_at, vals[n - 1].len = i + 1 - open_at;
+                in_object = 0;
+            }
+        } else if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+            value_next = 0; /* a number or a literal */
+        }
+    }
+    return n;
+}
+
 static int compare_strings(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
@@ -385,7 +418,8 @@ done:
 }
 
 /* parse_json, then the checks json-c cannot make itself: no top-level key containing an
- * escaped NUL (names are C strings), none twice. */
+ * escaped NUL (names are C strings), none twice; and no key twice inside a member whose value is
+ * an object (a tensor's entry: json-c keeps the last "dtype" of two, another reader the first). */
 static nemotron_status parse_unique_object(const char *path, const char *what, const char *text,
                                            size_t len, json_object **out, struct nt_err *err) {
     json_object *root;
@@ -399,6 +433,23 @@ static nemotron_status parse_unique_object(const char *path, const char *what, c
                      what, (int)(nul_key.len > 200 ? 200 : nul_key.len), text + nul_key.at);
     else if (n_raw != n_keys)
         st = report_duplicate_key(path, what, text, len, n_raw, n_keys, err);
+    struct raw_key *vals = st ? NULL : nt_calloc(n_raw ? n_raw : 1, sizeof *vals);
+    if (!st && !vals) st = nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory checking the %s", path, what);
+    if (!st && scan_member_objects(text, len, vals, n_raw) == n_raw) {
+        size_t i = 0;
+        struct json_object_iterator it = json_object_iter_begin(root), end = json_object_iter_end(root);
+        for (; !st && !json_object_iter_equal(&it, &end); json_object_iter_next(&it), i++) {
+            json_object *v = json_object_iter_peek_value(&it);
+            if (!vals[i].len || !json_object_is_type(v, json_type_object)) continue;
+            size_t inner = scan_top_keys(text + vals[i].at, vals[i].len, NULL, 0, NULL);
+            if (inner == (size_t)json_object_object_length(v)) continue;
+            char member[300];
+            snprintf(member, sizeof member, "%s: '%s'", what, json_object_iter_peek_name(&it));
+            st = report_duplicate_key(path, member, text + vals[i].at, vals[i].len, inner,
+                                      (size_t)json_object_object_length(v), err);
+        }
+    }
+    nt_free(vals);
     if (st) {
         json_object_put(root);
         return st;

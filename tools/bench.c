@@ -138,6 +138,14 @@ static int run(const struct args *a, nemotron_session *s, const int32_t *tok, st
      * buffers (page faults) is not what a repetition measures */
     nemotron_session_reset(s);
     if ((st = nemotron_session_eval(s, tok, full, NULL))) goto fail;
+    if (a->n_bench_v) { /* and of the snapshot slots a verify pass writes */
+        int32_t argmax[NEMOTRON_PASS_MAX];
+        nemotron_session_reset(s);
+        if ((st = nemotron_session_eval(s, tok, 1, NULL)) ||
+            (st = nemotron_session_verify(s, tok + 1, a->verify_max, argmax)) ||
+            (st = nemotron_session_accept(s, 1)))
+            goto fail;
+    }
     for (int rep = 0; rep < a->reps; rep++) {
         /* pp: each whole prompt from position 0 */
         double t0;

@@ -126,6 +126,16 @@ nemotron_status nemotron_chat_render(const char *messages_json, const char *tool
         size_t len;
         st = nt_chat_render(messages_json, strlen(messages_json), tools_json,
                             tools_json ? strlen(tools_json) : 0, &o, out, &len, &err);
+        /* the result is a C string: a U+0000 in a message would silently cut the conversation
+         * there for every caller, so it is refused instead */
+        if (st == NEMOTRON_OK && strlen(*out) != len) {
+            st = nt_fail(&err, NEMOTRON_ERR_ARG,
+                         "the conversation contains a NUL character (\\u0000) at byte %zu of its rendering, "
+                         "which a C string cannot hold",
+                         strlen(*out));
+            nt_free(*out);
+            *out = NULL;
+        }
     }
     if (st && errbuf && errlen) snprintf(errbuf, errlen, "%s", err.msg);
     return st;

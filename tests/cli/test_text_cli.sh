@@ -95,5 +95,8 @@ printf '[{"role": "user", "content": "hi"' >"$work/m.json"
 expect_fail "template with malformed JSON" "" template --messages "$work/m.json"
 printf '[{"content": "hi"}]' >"$work/m.json"
 expect_fail "template with a message without a role" "" template --messages "$work/m.json"
+printf '[{"role": "user", "content": "a\\u0000b"}, {"role": "assistant", "content": "c"}]' >"$work/m.json"
+expect_fail "template with a NUL in a message (would cut the conversation)" "" template --messages "$work/m.json"
+check "template with a NUL: the message names it" grep -q 'NUL character' "$work/err"
 
 checks_summary

@@ -7,9 +7,12 @@
  * own files. Every argument is checked before the model is loaded; errors name the argument and
  * exit with status 2 (usage) or 1 (the run failed).
  * Output files are written to a temporary name and renamed, so a failed run leaves none.
+ * A model file cut short while the run reads it (it is mapped, not copied) raises SIGBUS; the
+ * command says what happened and exits with 1 instead of dying with a bare "Bus error".
  */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,7 +184,25 @@ static int dispatch(struct args *a) {
 
 /* Output that never arrived is a failure (a full disk, a closed pipe): stdout is flushed and its
  * error state read before the exit status is decided. */
+/* SIGBUS: a read of the mapped weights past the file's end, after the file shrank under the run
+ * (the library maps model files; nothing a process can do stops another from truncating them).
+ * Only async-signal-safe calls here. */
+static void on_sigbus(int sig) {
+    (void)sig;
+    static const char msg[] =
+        "nemotron: a model file changed while in use: it was cut short (truncated or rewritten in "
+        "place) and the weights past its new end cannot be read; restart the run on a complete "
+        "file\n";
+    ssize_t ignored = write(2, msg, sizeof msg - 1);
+    (void)ignored;
+    _exit(1);
+}
+
 int main(int argc, char **argv) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigbus;
+    sigaction(SIGBUS, &sa, NULL);
     struct args a;
     cli_parse_args(argc, argv, &a);
     int rc = dispatch(&a);

@@ -4,14 +4,15 @@
 #     (the system prompt reaches the model), -s (= --seed), --seed -1 (a random seed, printed,
 #     that repeats the run), -i (run becomes chat), -ngl (0: the CPU; N > 0: the GPU, said),
 #     --verbose-prompt (the prompt's ids), bench lists (-p 8,16 -n 4,8: one row each; --json
-#     arrays);
+#     arrays), bench --verify (a line per drafted length, the JSON's verify array);
 #   - per-command --help lists that command's options only; an option that does not apply to a
 #     command is refused, naming both;
 #   - Ctrl-C: run exits 130 during generation and during prompt processing; an interrupted
 #     synth leaves neither its .partial nor the output;
 #   - one id list both ways: generate's 1,2,3 decodes with tokenize --decode, and tokenize's
 #     [1, 2, 3] is accepted by --tokens with the same result as 1,2,3;
-#   - --ctx past the trained length (4096) warns; a run cut by the end of the context says so.
+#   - --ctx past the trained length (4096) warns; a run cut by the end of the context says so;
+#   - a model file cut short during a run: a message and status 1 (not SIGBUS's bare death).
 # usage (from the repository root): bash tests/cli/test_cli_habits.sh build/nemotron
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -102,6 +103,17 @@ sys.exit(not (len(v) == 1 and v[0]['k'] == 2 and v[0]['seconds'] > 0 and v[0]['d
               and v[0]['accept_seconds'] > 0))"
 "$bin" bench -m "$model" -p 8 -n 4 -r 1 --pass 4 --verify 8 >/dev/null 2>"$work/err"
 check "bench --pass 4 --verify 8: refused (verify_max past pass_max), non-zero" grep -qi "verify" "$work/err"
+
+# a model file cut short while a run reads it: a message and status 1, not a bare "Bus error"
+cp -r "$model" "$work/shrink"
+"$bin" run -m "$work/shrink" -p "And" -n 1000000 --ignore-eos --temp 0 >"$work/out" 2>"$work/err" &
+runner=$!
+for _ in $(seq 100); do [ -s "$work/out" ] && break; sleep 0.1; done # generating
+truncate -s 100000 "$work/shrink/model.safetensors"
+wait $runner
+rc=$?
+check "model cut short during a run: status 1 ($rc)" test "$rc" -eq 1
+check "model cut short during a run: the message says so" grep -q 'a model file changed while in use' "$work/err"
 
 # per-command help; options that do not apply are refused
 "$bin" generate --help >"$work/help"

@@ -87,7 +87,7 @@ TESTS_ASAN   := $(TEST_SRC:tests/unit/%.c=$(ASAN)/bin/%)
 SUPPORT_REL  := $(SUPPORT_SRC:%.c=$(REL)/%.o)
 SUPPORT_ASAN := $(SUPPORT_SRC:%.c=$(ASAN)/%.o)
 
-.PHONY: help cpu all test asan bench clean fixtures-check gpu-test gpu-bundle install shared
+.PHONY: help cpu all test asan bench clean fixtures-check gpu-test gpu-bundle install shared fuzz
 
 help:
 	@echo "nemotron.c - targets:"
@@ -100,6 +100,7 @@ help:
 	@echo "  make bench    build and run the CPU benchmark (see docs/PERF.md)"
 	@echo "  make install  PREFIX=/usr/local (default): the header, libnemotron.a, libnemotron.so.0,"
 	@echo "                nemotron.pc (pkg-config) and the nemotron command; DESTDIR for staging"
+	@echo "  make fuzz     build the libFuzzer fuzzers with clang into build/fuzz/ (tests/fuzz/README.md)"
 	@echo "  make clean    remove build/"
 	@echo "  WERROR=1      treat warnings as errors (CI)"
 
@@ -151,6 +152,31 @@ $(ASAN)/bin/%: $(ASAN)/tests/unit/%.o $(SUPPORT_ASAN) $(ASAN)/libnemotron.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ASAN) $^ -o $@ $(LDLIBS)
 
+# tests/fuzz: every libFuzzer target also replays its committed corpus (tests/fuzz/corpus/NAME:
+# seeds and the inputs it once failed on) without libFuzzer, as test_fuzz_NAME in `make test` and
+# under ASan in `make asan` (tests/fuzz/replay.c). `make fuzz` builds the real fuzzers with clang
+# and libFuzzer (the library instrumented too) into build/fuzz/; tests/fuzz/README.md runs them.
+FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_REL  := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=$(REL)/bin/test_fuzz_%)
+FUZZ_ASAN := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=$(ASAN)/bin/test_fuzz_%)
+$(REL)/bin/test_fuzz_%: $(REL)/tests/fuzz/fuzz_%.o $(REL)/tests/fuzz/replay.o $(REL)/libnemotron.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS) $(CUDA_LIBS)
+$(ASAN)/bin/test_fuzz_%: $(ASAN)/tests/fuzz/fuzz_%.o $(ASAN)/tests/fuzz/replay.o $(ASAN)/libnemotron.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ASAN) $^ -o $@ $(LDLIBS)
+FUZZ_CC    ?= clang
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -Itests $(PKG_CFLAGS) -fopenmp \
+              -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+$(REL)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -c $< -o $@
+# (the parsers only: the CPU kernels' run-time dispatch names features clang 14 does not know)
+FUZZ_LIB_SRC := $(wildcard src/common.c src/model/*.c src/quant/*.c src/text/*.c)
+$(REL)/fuzz/fuzz_%: $(REL)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_SRC:%.c=$(REL)/fuzz/obj/%.o)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
+fuzz: $(FUZZ_SRC:tests/fuzz/fuzz_%.c=$(REL)/fuzz/fuzz_%)
+
 # make_model: writes a random model directory (tests/support/synth.h) for tests and benchmarks
 $(REL)/make_model: $(REL)/tests/tools/make_model.o $(SUPPORT_REL) $(REL)/libnemotron.a
 	@mkdir -p $(dir $@)
@@ -166,11 +192,11 @@ $(REL)/fixtures/big.json: tests/fixtures/tokenizer/big.json.xz
 	@mkdir -p $(dir $@)
 	xz -dc $< > $@.tmp && mv $@.tmp $@
 
-test: $(TESTS_REL) $(EMU_TEST) $(REL)/nemotron $(CUDA_OBJ) $(REL)/make_model $(REL)/tests/header_cxx.o $(REL)/fixtures/big.json \
+test: $(TESTS_REL) $(FUZZ_REL) $(EMU_TEST) $(REL)/nemotron $(CUDA_OBJ) $(REL)/make_model $(REL)/tests/header_cxx.o $(REL)/fixtures/big.json \
       $(REL)/$(SHLIB)
 	@tests/run.sh $(REL)
 
-asan: $(TESTS_ASAN) $(EMU_TEST_ASAN) $(ASAN)/nemotron $(REL)/make_model $(REL)/fixtures/big.json
+asan: $(TESTS_ASAN) $(FUZZ_ASAN) $(EMU_TEST_ASAN) $(ASAN)/nemotron $(REL)/make_model $(REL)/fixtures/big.json
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(ASAN)
 
 # tests/emu: the CUDA backend run on the host (tests/emu/cuda_emu.h stands in for the GPU,

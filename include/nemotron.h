@@ -57,9 +57,14 @@ typedef enum nemotron_status {
     NEMOTRON_ERR_NOMEM,       /* an allocation failed */
     NEMOTRON_ERR_UNSUPPORTED, /* valid input this build cannot run (unknown activation, device) */
     NEMOTRON_ERR_INTERNAL,    /* a broken invariant inside the library: a bug */
-    NEMOTRON_ERR_DEVICE       /* the device failed while running a pass (a GPU kernel's fault, a
+    NEMOTRON_ERR_DEVICE,      /* the device failed while running a pass (a GPU kernel's fault, a
                                * lost device): the session that met it is refused from then on
                                * and must be freed; the process keeps running */
+    NEMOTRON_ERR_NUMERIC      /* a pass gave logits that are not finite (NaN or infinity), or all
+                               * equal, from valid input: the model's weights or config values
+                               * overflow (or hold NaN). The message names the first such
+                               * position; the positions were taken and their state holds the
+                               * same values: reset the session */
 } nemotron_status;
 
 /* A static English name of a status ("ok", "i/o error", ...). Never NULL. */

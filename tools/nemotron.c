@@ -131,8 +131,10 @@ static int cmd_generate(const struct args *a) {
             st = nemotron_session_eval(s, &next, 1, NULL);
         }
         t2 = cli_now();
-        printf("\n");
-        fflush(stdout);
+        if (made) { /* the ids' line; a prompt that failed printed none */
+            printf("\n");
+            fflush(stdout);
+        }
         if (st) rc = cli_fail("evaluating", nemotron_session_errmsg(s), st);
         else
             fprintf(stderr, "prompt %d tokens: %.1f tokens/s; generated %d tokens: %.1f tokens/s\n",

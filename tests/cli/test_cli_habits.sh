@@ -12,7 +12,8 @@
 #   - one id list both ways: generate's 1,2,3 decodes with tokenize --decode, and tokenize's
 #     [1, 2, 3] is accepted by --tokens with the same result as 1,2,3;
 #   - --ctx past the trained length (4096) warns; a run cut by the end of the context says so;
-#   - a model file cut short during a run: a message and status 1 (not SIGBUS's bare death).
+#   - a model file cut short during a run: a message and status 1 (not SIGBUS's bare death);
+#   - NaN weights or an overflowing config value: an error naming the position, no output.
 # usage (from the repository root): bash tests/cli/test_cli_habits.sh build/nemotron
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -115,6 +116,32 @@ rc=$?
 check "model cut short during a run: status 1 ($rc)" test "$rc" -eq 1
 check "model cut short during a run: the message says so" grep -q 'a model file changed while in use' "$work/err"
 
+# non-finite values are an error naming the position, never sampled from: a NaN in the final
+# norm's weights; a config value that overflows (routed_scaling_factor 1e38)
+cp -r "$model" "$work/nan"
+python3 - "$work/nan/model.safetensors" <<'PY'
+import json, struct, sys
+path = sys.argv[1]
+with open(path, 'r+b') as f:
+    n = struct.unpack('<Q', f.read(8))[0]
+    t = json.loads(f.read(n))['backbone.norm_f.weight']
+    begin, end = t['data_offsets']
+    f.seek(8 + n + begin)
+    f.write(b'\xc0\x7f' * ((end - begin) // 2))  # BF16 NaN
+PY
+"$bin" generate -m "$work/nan" --tokens 1,2,3 -n 4 >"$work/out" 2>"$work/err"
+rc=$?
+check "NaN weights: generate fails ($rc), prints no ids" test "$rc" -ne 0 -a ! -s "$work/out"
+check "NaN weights: the message names the position" grep -q 'logits of position 2 are not finite' "$work/err"
+"$bin" run -m "$work/nan" -p "And" -n 4 --temp 0 >"$work/out" 2>"$work/err"
+check "NaN weights: run --temp 0 fails too ($?)" grep -q 'are not finite' "$work/err"
+cp -r "$model" "$work/overflow"
+sed -i 's/"routed_scaling_factor": *[0-9.e+-]*/"routed_scaling_factor": 1e38/' "$work/overflow/config.json"
+"$bin" generate -m "$work/overflow" --tokens 1,2,3 -n 4 >"$work/out" 2>"$work/err"
+rc=$?
+check "routed_scaling_factor 1e38: generate fails ($rc) with non-finite values" \
+    grep -q 'not finite' "$work/err"
+
 # per-command help; options that do not apply are refused
 "$bin" generate --help >"$work/help"
 check "generate --help: exit 0, lists --tokens" grep -q -- "--tokens" "$work/help"
@@ -148,20 +175,28 @@ check "-c 4096: no warning" test -z "$(grep trained "$work/err")"
 "$bin" run -m "$model" -p "$prompt" -n 100 -c 20 --temp 0 --ignore-eos >/dev/null 2>"$work/err"
 check "a run cut by the context says so" grep -q "the context of 20 positions is full" "$work/err"
 
-# Ctrl-C: 130 during generation and during prompt processing (the flag survives the prompt)
-"$bin" run -m "$model" -p "$prompt" -n 1000000 --ignore-eos >/dev/null 2>"$work/err" &
-pid=$!
-sleep 1
-kill -INT $pid
-wait $pid
+# Ctrl-C: 130 during generation and during prompt processing (the flag survives the prompt).
+# interrupt PID OUT: SIGINT once the run has written to OUT (run prints the prompt after its
+# handler is in place: a background job of a script ignores a SIGINT that comes before, and a
+# loaded machine may take seconds to get there), then its status; a watchdog ends a hung run.
+interrupt() {
+    local pid=$1 out=$2
+    for _ in $(seq 300); do [ -s "$out" ] && break; sleep 0.1; done
+    kill -INT "$pid"
+    (sleep 60 && kill -KILL "$pid" 2>/dev/null) &
+    local watchdog=$!
+    wait "$pid"
+    local rc=$?
+    kill "$watchdog" 2>/dev/null
+    return $rc
+}
+"$bin" run -m "$model" -p "$prompt" -n 1000000 --ignore-eos >"$work/out" 2>"$work/err" &
+interrupt $! "$work/out"
 rc=$?
 check "Ctrl-C while generating: exit $rc, expected 130" test $rc -eq 130
 python3 -c "print(' '.join(['and the LORD said unto Moses'] * 6000))" >"$work/long.txt"
-"$bin" run -m "$model" -f "$work/long.txt" -c 40000 -n 4 >/dev/null 2>"$work/err" &
-pid=$!
-sleep 1
-kill -INT $pid
-wait $pid
+"$bin" run -m "$model" -f "$work/long.txt" -c 40000 -n 4 >"$work/out" 2>"$work/err" &
+interrupt $! "$work/out"
 rc=$?
 check "Ctrl-C in the prompt: exit $rc, expected 130" test $rc -eq 130
 check "Ctrl-C in the prompt: nothing generated: $(tail -1 "$work/err")" grep -q "generated 0 tokens.*interrupted" "$work/err"

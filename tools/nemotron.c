@@ -369,6 +369,7 @@ static int dispatch(struct args *a) {
 /* Output that never arrived is a failure (a full disk, a closed pipe): stdout is flushed and its
  * error state read before the exit status is decided. */
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "serve")) return cmd_serve(argc, argv);   /* its own options */
     struct args a;
     parse_args(argc, argv, &a);
     int rc = dispatch(&a);

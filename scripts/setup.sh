@@ -2,7 +2,8 @@
 # setup.sh - installs what nemotron.c needs to build and test on Debian 12: C and C++ compilers, make,
 # pkg-config, json-c (libjson-c-dev), PCRE2 (libpcre2-dev), zlib (zlib1g-dev: .nemo checksums),
 # xz (a compressed test fixture), python3 (a test reads a JSON fixture with it) and numpy
-# (python3-numpy: tools/nemo.py and the tests that use it). Installs only what is missing; uses
+# (python3-numpy: tools/nemo.py and the tests that use it), libmicrohttpd (libmicrohttpd-dev: the
+# HTTP server of `nemotron serve`) and curl (the server's tests). Installs only what is missing; uses
 # sudo when not root. Safe to run again.
 set -euo pipefail
 need=()
@@ -13,6 +14,8 @@ command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 dpkg -s libjson-c-dev >/dev/null 2>&1 || need+=(libjson-c-dev)
 dpkg -s libpcre2-dev >/dev/null 2>&1 || need+=(libpcre2-dev)
 dpkg -s zlib1g-dev >/dev/null 2>&1 || need+=(zlib1g-dev)           # CRC-32 of .nemo files
+dpkg -s libmicrohttpd-dev >/dev/null 2>&1 || need+=(libmicrohttpd-dev)   # nemotron serve
+command -v curl >/dev/null 2>&1 || need+=(curl)       # tests/cli/test_serve.sh drives the server
 command -v xz >/dev/null 2>&1 || need+=(xz-utils)
 command -v python3 >/dev/null 2>&1 || need+=(python3)   # tests/cli/test_text_cli.sh reads a fixture
 dpkg -s python3-numpy >/dev/null 2>&1 || need+=(python3-numpy)   # tools/nemo.py and its test

@@ -209,10 +209,15 @@ int stream_advance(struct stream *st, const struct job *j, const struct response
             long at = emit_until(st, j, c, out, "reasoning_content", "</think>", end, final, &err);
             if (at >= 0) {
                 st->sent = (size_t)at + 8;
-                /* the answer starts after the blank the template puts behind "</think>" */
-                while (st->sent < end && (j->text[st->sent] == '\n' || j->text[st->sent] == ' ')) st->sent++;
+                st->skip_blank = 1;
                 st->phase = STREAM_CONTENT;
             }
+        }
+        if (st->phase == STREAM_CONTENT && st->skip_blank) {
+            /* the answer starts after the blank the template puts behind "</think>", which may
+             * arrive in later pieces */
+            while (st->sent < end && (j->text[st->sent] == '\n' || j->text[st->sent] == ' ')) st->sent++;
+            if (st->sent < end) st->skip_blank = 0;
         }
         if (st->phase == STREAM_CONTENT) {
             long at = emit_until(st, j, c, out, "content", "<tool_call>", end, final, &err);

@@ -37,6 +37,7 @@ struct stream {
     size_t sent;                  /* bytes of the job's text consumed */
     size_t tools_at;              /* where "<tool_call>" began (STREAM_TOOLS) */
     int role_sent;
+    int skip_blank;               /* after "</think>": drop the blank before the answer */
 };
 
 /* Appends to out the events for what the job produced since the last call; when the job is done,

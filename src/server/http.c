@@ -47,6 +47,7 @@ struct server {
     struct prefix_cache *cache;
     struct metrics metrics;
     atomic_uint_fast64_t next_id;
+    atomic_int in_flight;          /* generation requests not yet answered to the end */
 };
 
 /* What one request accumulates while its body arrives. */
@@ -227,6 +228,7 @@ static void stream_free(void *cls) {
     struct stream_ctx *sc = cls;
     job_cancel(sc->job);            /* a no-op for a finished job; stops one the client left */
     job_release(sc->job);
+    atomic_fetch_sub(&sc->sv->in_flight, 1);
     free(sc->pending.p);
     free(sc);
 }
@@ -247,6 +249,7 @@ static enum MHD_Result start_stream(struct server *sv, struct MHD_Connection *c,
         free(sc);
         job_cancel(j);
         job_release(j);
+        atomic_fetch_sub(&sv->in_flight, 1);
         return fail(sv, c, 500, "server_error", NULL, "out of memory");
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
@@ -297,6 +300,7 @@ static enum MHD_Result generate(struct server *sv, struct MHD_Connection *c, str
         return fail(sv, c, 429, "rate_limit_exceeded", "queue_full",
                     "every slot is busy and the queue is full; retry later");
     }
+    atomic_fetch_add(&sv->in_flight, 1);
     struct response_ctx rc = {.model_id = sv->model_id, .created = (long)time(NULL)};
     snprintf(rc.id, sizeof rc.id, "%s-%llu", kind == REQUEST_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)atomic_fetch_add(&sv->next_id, 1));
@@ -308,6 +312,7 @@ static enum MHD_Result generate(struct server *sv, struct MHD_Connection *c, str
             pthread_mutex_unlock(&j->mu);
             job_cancel(j);
             job_release(j);
+            atomic_fetch_sub(&sv->in_flight, 1);
             return MHD_NO;             /* nobody to answer: close the connection */
         }
     }
@@ -315,6 +320,7 @@ static enum MHD_Result generate(struct server *sv, struct MHD_Connection *c, str
     enum MHD_Result ok = j->failed ? respond_error(sv, c, &j->error)
                                    : respond(sv, c, 200, "application/json", response_json(j, &rc));
     job_release(j);
+    atomic_fetch_sub(&sv->in_flight, 1);
     return ok;
 }
 
@@ -475,6 +481,10 @@ int server_run(const struct server_config *cfg) {
     /* stop accepting, end the jobs (their handlers then answer and return), then the connections */
     MHD_socket listener = MHD_quiesce_daemon(d);
     slot_pool_stop(sv.pool);
+    /* the ended jobs' last events (an error, [DONE]) reach their clients before the connections
+     * close; 3 s bounds it, within the 5 s a stop may take, should a client not read */
+    for (int waited = 0; atomic_load(&sv.in_flight) > 0 && waited < 3000; waited += WAIT_SLICE_MS)
+        nanosleep(&(struct timespec){0, WAIT_SLICE_MS * 1000000L}, NULL);
     MHD_stop_daemon(d);
     if (listener != MHD_INVALID_SOCKET) close(listener);
     slot_pool_free(sv.pool);

@@ -326,13 +326,12 @@ int slot_pool_start(struct slot_pool **out, nemotron_model *model, nemotron_toke
     }
     for (int i = 0; i < n_slots; i++) {
         struct worker_arg *wa = malloc(sizeof *wa);
+        if (wa) *wa = (struct worker_arg){p, i};
         if (!wa || pthread_create(&p->threads[i], NULL, worker, wa)) {
             free(wa);
             snprintf(errbuf, errlen, "could not start the worker of slot %d", i);
             return -1;
         }
-        wa->pool = p;
-        wa->index = i;
         p->n_started++;
     }
     return 0;

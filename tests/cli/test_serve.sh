@@ -10,6 +10,7 @@
 #   - a two-turn chat whose second turn reports the first turn's prompt as cached tokens;
 #   - 16 concurrent streaming clients, 6 of which hang up early: every completed stream is well
 #     formed, the slots and the queue are free afterwards, the server still answers;
+#   - the official openai npm package (tests/openai/serve_test.mjs) against the same servers;
 #   - SIGTERM during a stream: the server exits 0 within 5 s.
 # usage (from the repository root): bash tests/cli/test_serve.sh build/nemotron
 set -u
@@ -59,7 +60,7 @@ start_server() {
 
 key=test-key-$$
 printf '%s\n' "$key" >"$work/key"
-start_server main --api-key-file "$work/key" --parallel 4 --ctx 256 -t 1
+start_server main --api-key-file "$work/key" --parallel 4 --ctx 1024 -t 1
 auth=(-H "Authorization: Bearer $key")
 # post URL BODY OUT: the status code on stdout, the body in OUT
 post() { curl -s -o "$3" -w '%{http_code}' "${auth[@]}" -H 'Content-Type: application/json' --data-binary "$2" "$1"; }
@@ -154,7 +155,7 @@ expect_error 400 "malformed JSON" "${auth[@]}" "${C[@]}" --data-binary '{"messag
 expect_error 400 "wrongly typed field" "${auth[@]}" "${C[@]}" --data-binary '{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}' "$url/v1/chat/completions"
 check "wrongly typed field: param named" json_check "$work/e" 'j["error"]["param"] == "temperature"'
 expect_error 404 "unknown model" "${auth[@]}" "${C[@]}" --data-binary '{"model":"gpt-9","prompt":"x"}' "$url/v1/completions"
-long=$(python3 -c 'print("[" + ",".join(["422"] * 300) + "]")')
+long=$(python3 -c 'print("[" + ",".join(["422"] * 1100) + "]")')
 expect_error 400 "prompt longer than the context" "${auth[@]}" "${C[@]}" --data-binary "{\"prompt\":$long}" "$url/v1/completions"
 check "context error code" json_check "$work/e" 'j["error"]["code"] == "context_length_exceeded"'
 expect_error 401 "missing key" "${C[@]}" --data-binary '{"prompt":"x"}' "$url/v1/completions"
@@ -217,6 +218,15 @@ curl -s -N "${C[@]}" --data-binary "$slow" "$small_url/v1/completions" >"$work/s
 pids+=($!)
 for _ in $(seq 50); do curl -s "$small_url/metrics" | grep -q '^nemotron_queue_length 1$' && break; sleep 0.1; done
 expect_error 429 "full queue" "${C[@]}" --data-binary '{"prompt":"x","max_tokens":2}' "$small_url/v1/completions"
+
+# the official openai npm package (tests/openai/package.json pins it; scripts/setup.sh installs it)
+# against both servers, while this one's queue is still full
+if [ -f tests/openai/node_modules/openai/package.json ] && command -v node >/dev/null; then
+    check "the openai package's checks" env NEMOTRON_URL="$url" NEMOTRON_KEY="$key" NEMOTRON_FULL_URL="$small_url" \
+        node tests/openai/serve_test.mjs
+else
+    check "the openai package is not installed (tests/openai/node_modules): run scripts/setup.sh" false
+fi
 
 # SIGTERM while a stream runs: exit 0 within 5 s, the stream ends with an error event and [DONE]
 start=$(date +%s%N)

@@ -89,7 +89,9 @@ static enum MHD_Result fail(struct server *sv, struct MHD_Connection *c, int sta
     return respond_error(sv, c, &e);
 }
 
-/* The client hung up (or the socket failed): poll without waiting for a peer's shutdown. */
+/* The client hung up (or the socket failed), seen without reading: POLLRDHUP is the peer's
+ * shutdown of its side. A client that half-closes after its request counts as gone too; HTTP
+ * clients keep the socket open while they read the answer. */
 static int client_gone(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return 1;

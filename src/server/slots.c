@@ -98,8 +98,9 @@ static void job_fail(struct job *j, int status, const char *type, const char *fm
     job_finish(j, NULL, &e);
 }
 
-/* Appends a piece of generated text; cuts at a stop string. Returns 1 when one was hit. */
-static int job_append(struct job *j, const char *piece, size_t n) {
+/* Appends a piece of generated text (the text of one more token when is_token, else bytes the
+ * decoder held back); cuts at a stop string. Returns 1 when one was hit. */
+static int job_append(struct job *j, const char *piece, size_t n, int is_token) {
     pthread_mutex_lock(&j->mu);
     int ok = 1;
     if (j->len + n + 1 > j->cap) {
@@ -139,7 +140,7 @@ static int job_append(struct job *j, const char *piece, size_t n) {
         }
         j->ready = j->len - held;
     }
-    j->n_generated++;
+    j->n_generated += is_token;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     return hit;
@@ -220,7 +221,7 @@ static void run_job(struct slot_pool *p, nemotron_session **sp, struct job *j) {
         nemotron_sampler_accept(sampler, next);
         atomic_fetch_add(&m->generated_tokens, 1);
         const char *piece = nemotron_detok_push(dt, next);
-        if (job_append(j, piece ? piece : "", piece ? strlen(piece) : 0)) reason = "stop";
+        if (job_append(j, piece ? piece : "", piece ? strlen(piece) : 0, 1)) reason = "stop";
         else if (j->n_generated >= n_max) reason = "length";
         else {
             st = nemotron_session_eval(s, &next, 1, NULL);
@@ -229,10 +230,7 @@ static void run_job(struct slot_pool *p, nemotron_session **sp, struct job *j) {
     }
     if (!rc && !strcmp(reason, "length")) {
         const char *rest = nemotron_detok_flush(dt);
-        if (rest[0]) {
-            job_append(j, rest, strlen(rest));
-            j->n_generated--;       /* the flush is bytes held back, not a token */
-        }
+        if (rest[0]) job_append(j, rest, strlen(rest), 0);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     atomic_fetch_add(&m->gen_micros, (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));

@@ -5,9 +5,9 @@
 
 CC      ?= cc
 CXX     ?= c++
-PKGS    := json-c libpcre2-8 zlib
+PKGS    := json-c libpcre2-8 zlib libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljson-c -lpcre2-8 -lz)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljson-c -lpcre2-8 -lz -lmicrohttpd)
 
 # -ffp-contract=off: the compiler must not fuse a*b+c on its own; kernels decide where FMA is
 # used, so the arithmetic of a position is the same in every build of one backend.
@@ -22,13 +22,15 @@ BASEFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests $(PKG_CFLAGS) $(WARN
 CFLAGS_REL  := $(BASEFLAGS) -O3 -g
 CFLAGS_ASAN := $(BASEFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
                -fno-sanitize-recover=undefined -DNT_DEBUG
-LDLIBS  := $(PKG_LIBS) -lm -fopenmp
+LDLIBS  := $(PKG_LIBS) -lm -fopenmp -pthread
 # the command alone links libedit (Debian's readline-compatible line editor): chat's line
 # editing and history on a terminal; the library does not need it
 TOOL_LIBS := $(shell pkg-config --libs libedit 2>/dev/null || echo -ledit)
 
+# src/server: `nemotron serve` (libmicrohttpd); in the archive, a client that does not call it
+# links none of it
 LIB_SRC  := $(wildcard src/*.c src/model/*.c src/quant/*.c src/cpu/*.c src/engine/*.c src/text/*.c \
-              src/convert/*.c)
+              src/convert/*.c src/server/*.c)
 TOOL_SRC := $(wildcard tools/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 # test support: a writer of random models in Hugging Face layout (tests and the benchmark)
@@ -333,7 +335,7 @@ $(REL)/$(SHLIB): $(LIB_OBJ_PIC) src/libnemotron.map $(CUDA_STAMP)
 
 # What a program linking the static archive needs besides it (nemotron.pc's Libs.private): the
 # CUDA runtime and libstdc++ (the .cu objects are C++) when the backend is built, json-c, PCRE2,
-# zlib, OpenMP and libm always.
+# zlib, libmicrohttpd (the server), OpenMP and libm always.
 LIBS_PRIVATE := $(CUDA_LIBS) $(PKG_LIBS) -fopenmp -lm
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib

@@ -82,6 +82,7 @@ int cmd_run(const struct args *a);
 int cmd_chat(const struct args *a);
 int cmd_convert(const struct args *a);
 int cmd_synth(const struct args *a);
+int cmd_serve(int argc, char **argv);   /* serve.c: reads its own options (argv[1] is "serve") */
 /* Reads a whole file (or stdin for "-") into a NUL-terminated buffer to free(); NULL with a
  * message printed on failure. */
 char *cli_read_file(const char *path, size_t *len);

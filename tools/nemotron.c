@@ -184,8 +184,6 @@ static int dispatch(struct args *a) {
     return rc;
 }
 
-/* Output that never arrived is a failure (a full disk, a closed pipe): stdout is flushed and its
- * error state read before the exit status is decided. */
 /* SIGBUS: a read of the mapped weights past the file's end, after the file shrank under the run
  * (the library maps model files; nothing a process can do stops another from truncating them).
  * Only async-signal-safe calls here. */
@@ -200,11 +198,14 @@ static void on_sigbus(int sig) {
     _exit(1);
 }
 
+/* Output that never arrived is a failure (a full disk, a closed pipe): stdout is flushed and its
+ * error state read before the exit status is decided. */
 int main(int argc, char **argv) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigbus;
     sigaction(SIGBUS, &sa, NULL);
+    if (argc > 1 && !strcmp(argv[1], "serve")) return cmd_serve(argc, argv);   /* its own options */
     struct args a;
     cli_parse_args(argc, argv, &a);
     int rc = dispatch(&a);

@@ -58,4 +58,8 @@ struct nemotron_snapshot {
     int32_t argmax;
 };
 
+/* The memory a snapshot holds (device state plus its host logits), in bytes; 0 for NULL. The
+ * server's prefix cache sizes its budget by it (not public: the header is frozen for now). */
+size_t nt_snapshot_bytes(const nemotron_snapshot *snap);
+
 #endif /* NT_ENGINE_H */

@@ -293,6 +293,21 @@ static size_t kv_rows_bytes(const struct nt_forward *f, int pos) {
     return (size_t)pos * (size_t)f->nkv * (size_t)f->dh * sizeof(float);
 }
 
+/* Bytes of a snapshot's recurrent part (every Mamba layer's conv ring and SSM state) and of its
+ * KV part at position pos (every attention layer's K and V rows below pos). */
+static size_t recurrent_bytes(const struct nt_forward *f) {
+    return (size_t)n_kind(f, NT_LAYER_MAMBA) * (nt_state_conv_bytes(f) + nt_state_ssm_bytes(f));
+}
+static size_t kv_bytes(const struct nt_forward *f, int pos) {
+    return (size_t)n_kind(f, NT_LAYER_ATTENTION) * 2 * kv_rows_bytes(f, pos);
+}
+
+size_t nt_snapshot_bytes(const nemotron_snapshot *snap) {
+    if (!snap) return 0;
+    const struct nt_forward *f = &snap->model->fwd;
+    return recurrent_bytes(f) + kv_bytes(f, snap->pos) + (size_t)f->V * sizeof(float);
+}
+
 void nemotron_snapshot_free(nemotron_snapshot *snap) {
     if (!snap) return;
     struct nt_backend *be = snap->model->fwd.be;
@@ -343,8 +358,7 @@ nemotron_status nemotron_session_snapshot(nemotron_session *s, nemotron_snapshot
     if (!snap) return nt_fail(&s->err, NEMOTRON_ERR_NOMEM, "out of host memory for a snapshot");
     snap->model = s->model;
     snap->pos = s->pos;
-    size_t rec = (size_t)n_kind(f, NT_LAYER_MAMBA) * (nt_state_conv_bytes(f) + nt_state_ssm_bytes(f));
-    size_t kv = (size_t)n_kind(f, NT_LAYER_ATTENTION) * 2 * kv_rows_bytes(f, s->pos);
+    size_t rec = recurrent_bytes(f), kv = kv_bytes(f, s->pos);
     snap->logits = nt_calloc((size_t)f->V, sizeof(float));
     int ok = snap->logits && (!rec || (snap->recurrent = be->ops->alloc(be, rec))) &&
              (!kv || (snap->kv = be->ops->alloc(be, kv)));

@@ -1,0 +1,392 @@
+/* slots.c - the generation workers and their queue (slots.h).
+ *
+ * Each worker takes the oldest queued job, restores the longest cached prefix of its prompt into
+ * its session, evaluates the rest of the prompt one pass at a time (so a cancelled job stops
+ * within one pass), snapshots the prompt's end into the cache, then samples token by token,
+ * publishing text to the job after each. A device error fails the job; the worker replaces its
+ * session (a broken session refuses every call) and goes on.
+ */
+#include "server/slots.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Stop ids a model may list (generation configs list 2 or 3). */
+#define MAX_STOP_IDS 16
+
+struct slot_pool {
+    nemotron_model *model;
+    nemotron_tokenizer *tok;
+    struct prefix_cache *cache;
+    struct metrics *metrics;
+    int n_slots, n_ctx, vocab, queue_max;
+    int32_t stop_ids[MAX_STOP_IDS];
+    int n_stop_ids;
+    pthread_t *threads;
+    nemotron_session **sessions;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct job *head, *tail;         /* the queue, oldest first */
+    int queued, stopping, n_started;
+    atomic_uint_fast64_t seed_counter;
+};
+
+struct worker_arg {
+    struct slot_pool *pool;
+    int index;
+};
+
+size_t partial_suffix(const char *s, size_t len, const char *marker) {
+    size_t ml = strlen(marker);
+    for (size_t k = ml - 1; k > 0; k--)
+        if (k <= len && !memcmp(s + len - k, marker, k)) return k;
+    return 0;
+}
+
+struct job *job_new(struct server_request *req, int32_t *prompt, int n_prompt) {
+    struct job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->req = *req;
+    memset(req, 0, sizeof *req);
+    j->prompt = prompt;
+    j->n_prompt = n_prompt;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    j->refs = 1;
+    return j;
+}
+
+void job_release(struct job *j) {
+    if (!j) return;
+    pthread_mutex_lock(&j->mu);
+    int last = --j->refs == 0;
+    pthread_mutex_unlock(&j->mu);
+    if (!last) return;
+    request_free(&j->req);
+    free(j->prompt);
+    free(j->text);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+void job_cancel(struct job *j) {
+    atomic_store(&j->cancelled, 1);
+}
+
+/* Ends a job: a finish reason, or a failure (err != NULL). */
+static void job_finish(struct job *j, const char *reason, const struct api_error *err) {
+    pthread_mutex_lock(&j->mu);
+    if (err) {
+        j->failed = 1;
+        j->error = *err;
+    } else {
+        j->finish_reason = reason;
+        j->ready = j->len;
+    }
+    j->done = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void job_fail(struct job *j, int status, const char *type, const char *fmt, const char *detail) {
+    struct api_error e;
+    memset(&e, 0, sizeof e);
+    api_fail(&e, status, type, NULL, NULL, fmt, detail);
+    job_finish(j, NULL, &e);
+}
+
+/* Appends a piece of generated text (the text of one more token when is_token, else bytes the
+ * decoder held back); cuts at a stop string. Returns 1 when one was hit. */
+static int job_append(struct job *j, const char *piece, size_t n, int is_token) {
+    pthread_mutex_lock(&j->mu);
+    int ok = 1;
+    if (j->len + n + 1 > j->cap) {
+        size_t cap = j->cap ? j->cap : 256;
+        while (cap < j->len + n + 1) cap *= 2;
+        char *grown = realloc(j->text, cap);
+        if (grown) {
+            j->text = grown;
+            j->cap = cap;
+        } else {
+            ok = 0;
+        }
+    }
+    int hit = 0;
+    if (ok) {
+        size_t before = j->len;
+        memcpy(j->text + j->len, piece, n);
+        j->len += n;
+        j->text[j->len] = 0;
+        /* a stop string can begin up to its length - 1 bytes before the new piece; the earliest
+         * one found ends the text */
+        size_t held = 0, full = j->len, cut = full;
+        for (int i = 0; i < j->req.n_stop; i++) {
+            const char *stop = j->req.stop[i];
+            size_t sl = strlen(stop), from = before >= sl ? before - sl + 1 : 0;
+            char *at = memmem(j->text + from, full - from, stop, sl);
+            if (at && (size_t)(at - j->text) < cut) {
+                cut = (size_t)(at - j->text);
+                hit = 1;
+            }
+        }
+        j->len = cut;
+        j->text[j->len] = 0;
+        for (int i = 0; !hit && i < j->req.n_stop; i++) {
+            size_t k = partial_suffix(j->text, j->len, j->req.stop[i]);
+            if (k > held) held = k;
+        }
+        j->ready = j->len - held;
+    }
+    j->n_generated += is_token;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return hit;
+}
+
+static int should_stop(struct slot_pool *p, struct job *j) {
+    return atomic_load(&j->cancelled) || __atomic_load_n(&p->stopping, __ATOMIC_ACQUIRE);
+}
+
+/* Evaluates tokens[0..n) in passes, checking for cancellation between them. 0, 1 (cancelled) or
+ * the status of a failed eval. */
+static int eval_in_passes(struct slot_pool *p, struct job *j, nemotron_session *s, const int32_t *tokens, int n,
+                          nemotron_status *st) {
+    int pass = nemotron_session_pass_max(s);
+    for (int at = 0; at < n; at += pass) {
+        if (should_stop(p, j)) return 1;
+        int k = n - at < pass ? n - at : pass;
+        *st = nemotron_session_eval(s, tokens + at, k, NULL);
+        if (*st) return -1;
+    }
+    return 0;
+}
+
+/* Runs one job on session *sp. A device error replaces the session. */
+static void run_job(struct slot_pool *p, nemotron_session **sp, struct job *j) {
+    nemotron_session *s = *sp;
+    struct metrics *m = p->metrics;
+    nemotron_sampler_params sp_params = j->req.sampling;
+    if (!j->req.seed_given) sp_params.seed = (uint64_t)time(NULL) * 1000003u + atomic_fetch_add(&p->seed_counter, 1);
+    nemotron_sampler *sampler = NULL;
+    nemotron_status st = nemotron_sampler_new(&sp_params, p->vocab, &sampler);
+    if (st) {
+        job_fail(j, 400, "invalid_request_error", "%s", nemotron_sampler_errmsg(sampler));
+        nemotron_sampler_free(sampler);
+        return;
+    }
+    nemotron_detok *dt = nemotron_detok_new(p->tok, 0);
+    if (!dt) {
+        nemotron_sampler_free(sampler);
+        job_fail(j, 500, "server_error", "%s", "out of memory");
+        return;
+    }
+    int n_ctx = nemotron_session_n_ctx(s);
+    int n_max = n_ctx - j->n_prompt + 1;   /* the last generated token is never evaluated */
+    if (j->req.max_tokens && j->req.max_tokens < n_max) n_max = j->req.max_tokens;
+    int cached = prefix_cache_restore(p->cache, s, j->prompt, j->n_prompt);
+    if (!cached) nemotron_session_reset(s);
+    pthread_mutex_lock(&j->mu);
+    j->n_cached = cached;
+    j->started = 1;
+    pthread_mutex_unlock(&j->mu);
+    int rc = 0;
+    if (j->checkpoint > cached && j->checkpoint < j->n_prompt) {
+        rc = eval_in_passes(p, j, s, j->prompt + cached, j->checkpoint - cached, &st);
+        if (!rc) prefix_cache_put(p->cache, s, j->prompt, j->checkpoint);
+        if (!rc) cached = j->checkpoint;
+    }
+    if (!rc && cached < j->n_prompt) rc = eval_in_passes(p, j, s, j->prompt + cached, j->n_prompt - cached, &st);
+    if (!rc) prefix_cache_put(p->cache, s, j->prompt, j->n_prompt);
+    atomic_fetch_add(&m->prompt_tokens, (uint64_t)j->n_prompt);
+    atomic_fetch_add(&m->prompt_tokens_evaluated, (uint64_t)(j->n_prompt - j->n_cached));
+    for (int i = 0; i < j->n_prompt; i++) nemotron_sampler_accept(sampler, j->prompt[i]);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const char *reason = NULL;
+    while (!rc && !reason) {
+        if (should_stop(p, j)) {
+            rc = 1;
+            break;
+        }
+        int32_t next = nemotron_sampler_sample(sampler, nemotron_session_logits(s));
+        int is_stop_id = 0;
+        for (int i = 0; i < p->n_stop_ids; i++) is_stop_id |= next == p->stop_ids[i];
+        if (is_stop_id) {
+            reason = "stop";
+            break;
+        }
+        nemotron_sampler_accept(sampler, next);
+        atomic_fetch_add(&m->generated_tokens, 1);
+        const char *piece = nemotron_detok_push(dt, next);
+        if (job_append(j, piece ? piece : "", piece ? strlen(piece) : 0, 1)) reason = "stop";
+        else if (j->n_generated >= n_max) reason = "length";
+        else {
+            st = nemotron_session_eval(s, &next, 1, NULL);
+            if (st) rc = -1;
+        }
+    }
+    if (!rc && !strcmp(reason, "length")) {
+        const char *rest = nemotron_detok_flush(dt);
+        if (rest[0]) job_append(j, rest, strlen(rest), 0);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    atomic_fetch_add(&m->gen_micros, (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
+    if (rc == 1) {
+        job_fail(j, 503, "server_error", "%s", atomic_load(&j->cancelled) ? "the request was cancelled" : "the server is shutting down");
+    } else if (rc < 0) {
+        job_fail(j, st == NEMOTRON_ERR_DEVICE ? 500 : 400, st == NEMOTRON_ERR_DEVICE ? "server_error" : "invalid_request_error",
+                 "%s", nemotron_session_errmsg(s));
+        if (st == NEMOTRON_ERR_DEVICE) {
+            /* a broken session refuses every call from now on: make a fresh one for this slot */
+            nemotron_session_params params = nemotron_session_default_params();
+            params.n_ctx = p->n_ctx;
+            nemotron_session *fresh = NULL;
+            nemotron_session_free(s);
+            if (nemotron_session_new(p->model, &params, &fresh) != NEMOTRON_OK) {
+                nemotron_session_free(fresh);
+                fresh = NULL;
+            }
+            *sp = fresh;
+        }
+    } else {
+        job_finish(j, reason, NULL);
+    }
+    nemotron_detok_free(dt);
+    nemotron_sampler_free(sampler);
+}
+
+static void *worker(void *arg) {
+    struct worker_arg *wa = arg;
+    struct slot_pool *p = wa->pool;
+    int index = wa->index;
+    free(wa);
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        while (!p->head && !p->stopping) pthread_cond_wait(&p->cv, &p->mu);
+        if (p->stopping) {
+            pthread_mutex_unlock(&p->mu);
+            break;
+        }
+        struct job *j = p->head;
+        p->head = j->next;
+        if (!p->head) p->tail = NULL;
+        p->queued--;
+        atomic_fetch_sub(&p->metrics->queued, 1);
+        atomic_fetch_add(&p->metrics->running, 1);
+        pthread_mutex_unlock(&p->mu);
+        if (!p->sessions[index]) job_fail(j, 500, "server_error", "%s", "this slot lost its session after a device error");
+        else if (atomic_load(&j->cancelled)) job_fail(j, 503, "server_error", "%s", "the request was cancelled");
+        else run_job(p, &p->sessions[index], j);
+        atomic_fetch_sub(&p->metrics->running, 1);
+        job_release(j);
+    }
+    return NULL;
+}
+
+int slot_pool_start(struct slot_pool **out, nemotron_model *model, nemotron_tokenizer *tok, int n_slots, int n_ctx,
+                    int queue_max, struct prefix_cache *cache, struct metrics *metrics, char *errbuf, size_t errlen) {
+    *out = NULL;
+    struct slot_pool *p = calloc(1, sizeof *p);
+    if (!p || !(p->threads = calloc((size_t)n_slots, sizeof *p->threads)) ||
+        !(p->sessions = calloc((size_t)n_slots, sizeof *p->sessions))) {
+        if (p) {
+            free(p->threads);
+            free(p->sessions);
+        }
+        free(p);
+        snprintf(errbuf, errlen, "out of memory for %d slots", n_slots);
+        return -1;
+    }
+    p->model = model;
+    p->tok = tok;
+    p->cache = cache;
+    p->metrics = metrics;
+    p->n_slots = n_slots;
+    p->n_ctx = n_ctx;
+    p->queue_max = queue_max;
+    p->vocab = nemotron_model_vocab_size(model);
+    p->n_stop_ids = nemotron_model_stop_ids(model, p->stop_ids, MAX_STOP_IDS);
+    if (p->n_stop_ids > MAX_STOP_IDS) p->n_stop_ids = MAX_STOP_IDS;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    *out = p;
+    nemotron_session_params params = nemotron_session_default_params();
+    params.n_ctx = n_ctx;
+    for (int i = 0; i < n_slots; i++) {
+        nemotron_status st = nemotron_session_new(model, &params, &p->sessions[i]);
+        if (st) {
+            snprintf(errbuf, errlen, "slot %d: %s (%s)", i, nemotron_session_errmsg(p->sessions[i]), nemotron_status_str(st));
+            return -1;
+        }
+    }
+    for (int i = 0; i < n_slots; i++) {
+        struct worker_arg *wa = malloc(sizeof *wa);
+        if (wa) *wa = (struct worker_arg){p, i};
+        if (!wa || pthread_create(&p->threads[i], NULL, worker, wa)) {
+            free(wa);
+            snprintf(errbuf, errlen, "could not start the worker of slot %d", i);
+            return -1;
+        }
+        p->n_started++;
+    }
+    return 0;
+}
+
+int slot_pool_submit(struct slot_pool *p, struct job *j) {
+    pthread_mutex_lock(&p->mu);
+    if (p->stopping || p->queued >= p->queue_max) {
+        int stopping = p->stopping;
+        pthread_mutex_unlock(&p->mu);
+        return stopping ? -2 : -1;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->refs++;
+    pthread_mutex_unlock(&j->mu);
+    j->next = NULL;
+    if (p->tail) p->tail->next = j;
+    else p->head = j;
+    p->tail = j;
+    p->queued++;
+    atomic_fetch_add(&p->metrics->queued, 1);
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+void slot_pool_stop(struct slot_pool *p) {
+    if (!p || p->stopping) return;
+    pthread_mutex_lock(&p->mu);
+    __atomic_store_n(&p->stopping, 1, __ATOMIC_RELEASE);
+    struct job *queued = p->head;
+    p->head = p->tail = NULL;
+    p->queued = 0;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    while (queued) {
+        struct job *next = queued->next;
+        atomic_fetch_sub(&p->metrics->queued, 1);
+        job_fail(queued, 503, "server_error", "%s", "the server is shutting down");
+        job_release(queued);
+        queued = next;
+    }
+    for (int i = 0; i < p->n_started; i++) pthread_join(p->threads[i], NULL);
+    p->n_started = 0;
+}
+
+void slot_pool_free(struct slot_pool *p) {
+    if (!p) return;
+    slot_pool_stop(p);
+    for (int i = 0; i < p->n_slots; i++) nemotron_session_free(p->sessions[i]);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p->threads);
+    free(p->sessions);
+    free(p);
+}
+
+int slot_pool_n_ctx(const struct slot_pool *p) {
+    return p->n_ctx;
+}

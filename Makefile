@@ -295,12 +295,14 @@ $(REL)/bin/gpu_test_%: $(REL)/tests/gpu/test_%.o $(SUPPORT_REL) $(REL)/libnemotr
 	$(CC) $(CFLAGS_REL) $^ -o $@ $(LDLIBS) $(CUDA_LIBS)
 
 # gpu-bundle: gpu-test plus the shared libraries the binaries load that a bare GPU machine may
-# lack, for NEMOTRON_PREBUILT=1 tests/gpu/run.sh there, and the hash of the sources they were
+# lack (all but the C and C++ runtimes: json-c, PCRE2, OpenMP, libedit, libmicrohttpd with GnuTLS), for NEMOTRON_PREBUILT=1 tests/gpu/run.sh there, and the hash of the sources they were
 # built from (run.sh refuses binaries built from other sources)
 gpu-bundle: gpu-test
 	@scripts/gpu-verified.sh --hash > $(REL)/gpu-sources.sha256
 	@mkdir -p $(REL)/gpu-libs
-	@for l in $$(ldd $(REL)/nemotron | awk '/json-c|pcre2|gomp|libedit|libbsd|libmd/ {print $$3}'); do cp -L $$l $(REL)/gpu-libs/; done
+	@for l in $$(ldd $(REL)/nemotron $(REL)/bin/gpu_test_ops $(REL)/bin/gpu_bench_ops $(REL)/bin/test_verify | \
+	    awk '$$3 ~ /^\// && $$1 !~ /^((libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s)\.so|ld-linux)/ {print $$3}' | sort -u); \
+	    do cp -L $$l $(REL)/gpu-libs/; done
 
 # ---- the shared library and `make install` --------------------------------------------------
 # libnemotron.so.MAJOR.MINOR.PATCH with the soname libnemotron.so.MAJOR, the version read from the

@@ -336,7 +336,7 @@ typedef int (*nemotron_spec_draft_fn)(void *user, const int32_t *history, int n,
 typedef struct nemotron_spec_params {
     int spec_max;                     /* K, 1..NEMOTRON_SPEC_MAX; 0: 16 */
     /* The drafter: draft_fn when set; else draft (a session of a smaller model with the same
-     * vocabulary, at position 0, owned by the caller and used only through this decoder until it
+     * vocabulary, at position 0, with n_ctx at least the session's, owned by the caller and used only through this decoder until it
      * is freed) when set; else n-gram prompt lookup. */
     nemotron_spec_draft_fn draft_fn;
     void *draft_user;

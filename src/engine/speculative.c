@@ -79,6 +79,10 @@ static nemotron_status create(nemotron_spec *sp, nemotron_session *target, nemot
         if (d->model->cfg.vocab_size != sp->V)
             return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "the draft model's vocabulary has %d tokens, the model's %d",
                            d->model->cfg.vocab_size, sp->V);
+        if (d->n_ctx < target->n_ctx)
+            return nt_fail(&sp->err, NEMOTRON_ERR_ARG,
+                           "the draft session's context (%d) is shorter than the session's (%d): it follows every token",
+                           d->n_ctx, target->n_ctx);
         if (d->pos != 0)
             return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "the draft session is at position %d: it starts at 0", d->pos);
         sp->kind = DRAFT_MODEL;

@@ -280,6 +280,24 @@ nemotron_status nemotron_session_accept(nemotron_session *s, int m) {
     return NEMOTRON_OK;
 }
 
+nemotron_status nemotron_session_verify_logits(nemotron_session *s, int i, float *logits) {
+    nemotron_status st = usable(s);
+    if (st) return st;
+    if (!s->verify_n)
+        return nt_fail(&s->err, NEMOTRON_ERR_ARG,
+                       "verify_logits: no verify pass to read (it follows nemotron_session_verify, before accept)");
+    if (i < 0 || i >= s->verify_n || !logits)
+        return nt_fail(&s->err, NEMOTRON_ERR_ARG, "verify_logits of position %d of a verify pass of %d%s", i,
+                       s->verify_n, logits ? "" : " into NULL");
+    const struct nt_forward *f = &s->model->fwd;
+    struct nt_backend *be = f->be;
+    /* the pass's rows stay in the activation buffer until the next pass: accept only moves state */
+    be->ops->to_host(be, logits, s->acts.logits + (size_t)i * f->V, (size_t)f->V * sizeof(float));
+    if (be->fault[0]) return device_failed(s);
+    s->err.msg[0] = 0;
+    return NEMOTRON_OK;
+}
+
 /* ---- snapshots ---- */
 
 static int n_kind(const struct nt_forward *f, char kind) {

@@ -79,7 +79,7 @@ endif
 # nvcc is here, so `make test` executes the kernels' code everywhere. Its fiber switch is x86-64
 # assembly: other machines leave it out.
 EMU_TEST := $(if $(filter x86_64,$(shell uname -m)),$(REL)/bin/test_cuda_emu $(REL)/bin/test_cuda_emu_checks \
-              $(REL)/bin/test_cuda_ops_emu $(REL)/bin/test_cuda_faults $(REL)/bin/test_verify_emu $(REL)/bin/test_spec_emu $(REL)/emu/nemotron)
+              $(REL)/bin/test_cuda_ops_emu $(REL)/bin/test_cuda_faults $(REL)/bin/test_verify_emu $(REL)/emu/nemotron)
 EMU_TEST_ASAN := $(subst $(REL)/,$(ASAN)/,$(EMU_TEST))
 
 LIB_OBJ_REL  := $(LIB_SRC:%.c=$(REL)/%.o) $(CUDA_LINKED)
@@ -260,7 +260,8 @@ $(1)/bin/test_cuda_faults: $(1)/tests/emu/test_cuda_faults.o $(SUPPORT_SRC:%.c=$
 $(1)/bin/test_verify_emu: $(1)/tests/unit/test_verify.o $(call EMU_LIBRARY,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
-# tests/unit/test_spec.c (the speculative decoder against plain decoding) on it
+# tests/unit/test_spec.c (the speculative decoder against plain decoding) on it: built, not in
+# `make test` yet (it ran past 10 minutes on the emulation; to be cut down or its slowness found)
 $(1)/bin/test_spec_emu: $(1)/tests/unit/test_spec.o $(call EMU_LIBRARY,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)

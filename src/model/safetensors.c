@@ -784,19 +784,27 @@ nemotron_status nt_table_add_bytes(struct nt_tensor_table *t, const char *path,
     /* No holes (the format's rule, which the reference writer keeps): the tensors fill the data
      * section exactly. A hole is what a header length one byte short looks like - the JSON still
      * parses (its padding is spaces) and every tensor would be read one byte early - so it is
-     * an error, not a gap to skip. Overlaps were refused above, so the spans' lengths add up to
-     * the data section only if they tile it. */
-    uint64_t covered = 0;
-    for (size_t i = 0; i < n_fresh; i++) covered += spans[i].end - spans[i].begin;
-    if (covered != data_size) {
-        uint64_t at = 0; /* the first byte no tensor holds */
-        for (size_t i = 0; i < n_fresh && spans[i].begin <= at; i++)
-            if (spans[i].end > at) at = spans[i].end;
+     * an error, not a gap to skip. (The same words as the .nemo reader's tiling check, which
+     * reads its header through here.) */
+    uint64_t at = 0;
+    for (size_t i = 0; i < n_fresh; i++) {
+        const struct span *s = &spans[i];
+        if (s->begin == s->end) continue;
+        if (s->begin > at) {
+            st = nt_fail(err, NEMOTRON_ERR_FORMAT,
+                         "%s: the data section has a hole: bytes [%llu, %llu) before tensor '%s' "
+                         "belong to no tensor",
+                         path, (unsigned long long)at, (unsigned long long)s->begin, fresh[s->index].name);
+            goto done;
+        }
+        at = s->end;
+    }
+    if (at != data_size) {
         st = nt_fail(err, NEMOTRON_ERR_FORMAT,
-                     "%s: the tensors hold %llu of the %llu bytes of the data section (byte %llu is "
-                     "in none: the format has no holes; a header length that is off makes one)",
-                     path, (unsigned long long)covered, (unsigned long long)data_size,
-                     (unsigned long long)at);
+                     "%s: the data section holds %llu bytes, the entries end at %llu: the last "
+                     "%llu bytes belong to no tensor",
+                     path, (unsigned long long)data_size, (unsigned long long)at,
+                     (unsigned long long)(data_size - at));
         goto done;
     }
 

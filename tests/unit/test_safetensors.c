@@ -281,11 +281,11 @@ static const struct bad_case bad_cases[] = {
      {"overlaps", "'a'", "'b'"}},
     {"hole between tensors",
      "{\"a\":{" F32_2 ",\"data_offsets\":[0,8]},\"b\":{" F32_2 ",\"data_offsets\":[12,20]}}", 20,
-     {"bad.st: the tensors hold 16 of the 20 bytes of the data section (byte 8 is in none"}},
+     {"bad.st: the data section has a hole: bytes [8, 12) before tensor 'b' belong to no tensor"}},
     {"bytes after the last tensor", "{\"a\":{" F32_2 ",\"data_offsets\":[0,8]}}", 9,
-     {"the tensors hold 8 of the 9 bytes", "byte 8 is in none"}},
+     {"the data section holds 9 bytes, the entries end at 8: the last 1 bytes belong to no tensor"}},
     {"hole before the first tensor", "{\"a\":{" F32_2 ",\"data_offsets\":[4,12]}}", 12,
-     {"the tensors hold 8 of the 12 bytes", "byte 0 is in none"}},
+     {"the data section has a hole: bytes [0, 4) before tensor 'a'"}},
     {"duplicate name",
      "{\"a\":{" F32_2 ",\"data_offsets\":[0,8]},\"a\":{" F32_2 ",\"data_offsets\":[8,16]}}", 16,
      {"bad.st: header: key 'a' appears more than once"}},
@@ -398,7 +398,7 @@ static void test_bad(void) {
     b = make_file(one, 3, 8, &size);
     b[0]--;
     CHECK(nt_table_add_bytes(&t, "bad.st", b, size, 0, &err) == NEMOTRON_ERR_FORMAT &&
-              contains(err.msg, "the tensors hold 8 of the 9 bytes"),
+              contains(err.msg, "the last 1 bytes belong to no tensor"),
           "header length one byte short: %s", err.msg);
     free(b);
     expect_unchanged(&t, 2, 1, hash_copy, "length field");

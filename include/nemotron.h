@@ -57,9 +57,14 @@ typedef enum nemotron_status {
     NEMOTRON_ERR_NOMEM,       /* an allocation failed */
     NEMOTRON_ERR_UNSUPPORTED, /* valid input this build cannot run (unknown activation, device) */
     NEMOTRON_ERR_INTERNAL,    /* a broken invariant inside the library: a bug */
-    NEMOTRON_ERR_DEVICE       /* the device failed while running a pass (a GPU kernel's fault, a
+    NEMOTRON_ERR_DEVICE,      /* the device failed while running a pass (a GPU kernel's fault, a
                                * lost device): the session that met it is refused from then on
                                * and must be freed; the process keeps running */
+    NEMOTRON_ERR_NUMERIC      /* a pass gave logits that are not finite (NaN or infinity), or all
+                               * equal, from valid input: the model's weights or config values
+                               * overflow (or hold NaN). The message names the first such
+                               * position; the positions were taken and their state holds the
+                               * same values: reset the session */
 } nemotron_status;
 
 /* A static English name of a status ("ok", "i/o error", ...). Never NULL. */
@@ -181,6 +186,12 @@ nemotron_status nemotron_session_verify(nemotron_session *session, const int32_t
  * Only directly after nemotron_session_verify (any other eval, verify, restore or reset in between
  * makes it NEMOTRON_ERR_ARG), once; a bad m is NEMOTRON_ERR_ARG and changes nothing. */
 nemotron_status nemotron_session_accept(nemotron_session *session, int m);
+
+/* Copies the logits of position i (0 <= i < n) of the verify pass just run into logits[vocab]:
+ * bit for bit the logits nemotron_session_eval gives after tokens[0..i] (one arithmetic per
+ * position). Valid directly after nemotron_session_verify, before accept or any other pass; else,
+ * or for a bad i or a NULL logits, NEMOTRON_ERR_ARG. The session is not changed. */
+nemotron_status nemotron_session_verify_logits(nemotron_session *session, int i, float *logits);
 
 /* A session's whole state at one position - conv rings, SSM states, the KV rows below the
  * position, the position and the last logits - held in the memory of the session's device. The
@@ -304,6 +315,73 @@ int32_t nemotron_sampler_sample(nemotron_sampler *s, const float *logits);
  * NEMOTRON_ERR_ARG and is not recorded. */
 nemotron_status nemotron_sampler_accept(nemotron_sampler *s, int32_t token);
 void nemotron_sampler_reset(nemotron_sampler *s);
+
+/* ---- speculative decoding ------------------------------------------------------------------ */
+/*
+ * A speculative decoder drafts up to K tokens cheaply, checks them with ONE verify pass of the
+ * session, and emits the accepted drafts plus the token the model itself picks after them. The
+ * tokens are those plain decoding gives, by construction: each emitted token is picked from the
+ * logits of its own verified position (the logits plain decoding would give, bit for bit), by the
+ * sampler (one nemotron_sampler_sample then nemotron_sampler_accept per emitted token, in order,
+ * as plain decoding does) or, without a sampler, by argmax (the lowest index among equals).
+ * Plain decoding here means: t = pick(logits); emit t; eval(t); t = pick(logits); ...
+ *
+ *     nemotron_spec_new(session, sampler, &params, &spec);  // session: verify_max >= K + 1
+ *     nemotron_spec_prefill(spec, prompt, n);               // evals the prompt (the draft's too)
+ *     while (...) nemotron_spec_next(spec, out, room, &n_out); // 1..K+1 tokens; caller stops
+ */
+#define NEMOTRON_SPEC_MAX 64  /* the most drafts one step may hold */
+
+typedef struct nemotron_spec nemotron_spec;
+
+/* A caller's drafter: writes up to max guesses of the tokens that follow history[0..n) (the
+ * prompt and every emitted token) into draft and returns how many (0: none this step). */
+typedef int (*nemotron_spec_draft_fn)(void *user, const int32_t *history, int n, int32_t *draft, int max);
+
+typedef struct nemotron_spec_params {
+    int spec_max;                     /* K, 1..NEMOTRON_SPEC_MAX; 0: 16 */
+    /* The drafter: draft_fn when set; else draft (a session of a smaller model with the same
+     * vocabulary, at position 0, with n_ctx at least the session's, owned by the caller and used only through this decoder until it
+     * is freed) when set; else n-gram prompt lookup. */
+    nemotron_spec_draft_fn draft_fn;
+    void *draft_user;
+    nemotron_session *draft;
+} nemotron_spec_params;
+
+nemotron_spec_params nemotron_spec_default_params(void);
+
+/* Binds a decoder to session (at position 0, verify_max >= K + 1), sampler (NULL: greedy) and the
+ * drafter of params (NULL: the defaults). Neither session nor sampler is owned; both must outlive
+ * the decoder and not be used by others meanwhile. *out is always set (as for
+ * nemotron_session_new: on failure it only carries the message, or is NULL for NOMEM); bad
+ * arguments are NEMOTRON_ERR_ARG naming the argument. */
+nemotron_status nemotron_spec_new(nemotron_session *session, nemotron_sampler *sampler,
+                                  const nemotron_spec_params *params, nemotron_spec **out);
+void nemotron_spec_free(nemotron_spec *spec);              /* NULL is a no-op */
+const char *nemotron_spec_errmsg(const nemotron_spec *spec);
+/* Evaluates tokens[0..n) at the next positions of the session (and of the draft session) and
+ * adds them to the history the drafters read. Only before the first nemotron_spec_next. The
+ * sampler is not told (accept prompt tokens into it yourself where plain decoding would). Errors
+ * as for nemotron_session_eval. */
+nemotron_status nemotron_spec_prefill(nemotron_spec *spec, const int32_t *tokens, int n);
+/* Emits the next tokens into out[0..*n_out), 1 <= *n_out <= min(max_out, K + 1): the first call
+ * emits the one token picked from the prefill's logits, each later call the accepted drafts then
+ * the model's own next token. Afterwards the session is exactly as after plain decoding of every
+ * emitted token but the last (which plain decoding evaluates only when it goes on: the next call
+ * does), and the sampler as after plain decoding's accept of every emitted token. Stops (end of
+ * sequence, a length) are the caller's: it reads out and stops calling. NEMOTRON_ERR_CONTEXT when
+ * the session has no room for the last emitted token; NEMOTRON_ERR_ARG for max_out < 1, a NULL
+ * out or n_out, or no prefill; a device error as the session's. On error *n_out is 0. */
+nemotron_status nemotron_spec_next(nemotron_spec *spec, int32_t *out, int max_out, int *n_out);
+
+typedef struct nemotron_spec_stats {
+    long long drafted;                /* draft tokens sent to verify passes */
+    long long accepted;               /* of those, emitted */
+    long long passes;                 /* passes of the session after the prefill (verify or plain) */
+    long long emitted;                /* tokens emitted by nemotron_spec_next */
+} nemotron_spec_stats;
+/* The counts so far; all 0 for NULL. */
+nemotron_spec_stats nemotron_spec_get_stats(const nemotron_spec *spec);
 
 /* The end-of-sequence ids to stop on: generation_config.json's eos_token_id when the model
  * directory has one (Nemotron 3: 2 and 11), else config.json's. Returns how many. */

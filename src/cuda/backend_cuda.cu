@@ -40,8 +40,6 @@ extern "C" {
 
 /* ---- faults -------------------------------------------------------------------------------- */
 
-const char *op_now(void); /* pass.cu: the operation running on this thread */
-
 static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The first fault wins: later ones are its consequences. */

@@ -9,11 +9,12 @@
  * activation row(s) once; k_decode's grid is what the SMs hold at once (DC_BLOCKS_PER_SM each);
  * a block copies the quantized rows into shared memory while its first tile loads, then walks
  * its tiles (blockIdx.x, + gridDim.x, ...: neighbouring blocks read neighbouring rows) with the
- * next tile's weights in flight while this one's chains run. Float weights (the router) get one
- * block per row, the row staged whole (k_float_row). The routed experts need no entry lists at one position (its k experts are distinct): the
- * up kernel's tiles run over (slot, rows of its expert), the down kernel's over rows of the
- * output with all k slots in each tile, so the combine happens in the tile (no k_moe_plan, no
- * k_moe_combine: 2 launches instead of 4).
+ * next tile's weights in flight while this one's chains run. The routed experts need no entry
+ * lists at one position (its k experts are distinct): the up kernel's tiles run over (slot, rows
+ * of its expert), the down kernel's over rows of the output with all k slots in each tile, so the
+ * combine happens in the tile (no k_moe_plan, no k_moe_combine: 4 launches with the two
+ * quantizes, instead of 6). Float weights (the router) get one block per row, the row staged
+ * whole (k_float_row).
  *
  * THE ARITHMETIC IS products.cu's, TO THE BIT. The activation rows are quantized to the same
  * bytes (the same block maxima, d = amax / 127, inv = 127 / amax, rint and clamp; 8 lanes per
@@ -127,15 +128,19 @@ __device__ __forceinline__ struct dc_tile dc_tile_of(const struct dc_product &a,
 
 /* Where a thread's chunk j lies in every tile, found once per kernel (no division per tile):
  * chunk c = tid + DC_THREADS j is row pair pr = c / cpr, its 16 bytes cc = c % cpr; row pair
- * pr = rl S + s is slot s (DC_DOWN; else the tile's) of the tile's row rl. Packed rl << 16 |
- * s << 10 | cc (rl < 256, s < DC_MAX_K, cc < DC_TILE); rl = 0xffff past the tile's chunks. A
- * tile of nr rows holds the chunks with rl < nr. */
-#define DC_NOWHERE 0xffff0000u
+ * pr = rl S + s is slot s (DC_DOWN; else the tile's) of the tile's row rl. Packed rl << 18 |
+ * s << 12 | cc (cc < DC_TILE <= 4096, s < DC_MAX_K = 64, rl <= DC_THREADS); rl = 0x3fff past the
+ * tile's chunks. A tile of nr rows holds the chunks with rl < nr. */
+static_assert(DC_TILE <= 4096 && DC_MAX_K <= 64 && DC_THREADS < 0x3fff, "dc_where's fields");
+#define DC_NOWHERE 0xfffc0000u
 __device__ __forceinline__ uint32_t dc_where(int c, int cpr, int S, int rb) {
     int pr = c / cpr;
     if (pr >= S * rb) return DC_NOWHERE;
-    return (uint32_t)(pr / S) << 16 | (uint32_t)(pr % S) << 10 | (uint32_t)(c % cpr);
+    return (uint32_t)(pr / S) << 18 | (uint32_t)(pr % S) << 12 | (uint32_t)(c % cpr);
 }
+__device__ __forceinline__ int where_row(uint32_t w) { return (int)(w >> 18); }
+__device__ __forceinline__ int where_slot(uint32_t w) { return (int)(w >> 12 & 63); }
+__device__ __forceinline__ int where_chunk(uint32_t w) { return (int)(w & 4095); }
 
 /* What a thread loads for a tile, none of it used until the tile is computed (so issuing the
  * loads never waits for memory): its weight chunks, their q4tp scale words (the row's f16 base
@@ -160,10 +165,10 @@ __device__ __forceinline__ void dc_load(const struct dc_product &a, const uint8_
     for (int j = 0; j < DC_CHUNKS; j++) {
         g.w[j] = make_uint4(0, 0, 0, 0);
         g.params[j] = g.codes[j] = 0;
-        int rl = (int)(where[j] >> 16);
+        int rl = where_row(where[j]);
         if (rl < t.nr) {
-            int cc = (int)(where[j] & 1023), r = t.r0 + rl;
-            const uint8_t *W = dc_matrix(a, mats, a.mode == DC_DOWN ? (int)(where[j] >> 10 & 63) : t.slot);
+            int cc = where_chunk(where[j]), r = t.r0 + rl;
+            const uint8_t *W = dc_matrix(a, mats, a.mode == DC_DOWN ? where_slot(where[j]) : t.slot);
             g.w[j] = __ldg((const uint4 *)(W + r * row_bytes + 16 * (int64_t)cc));
             if (q4) {
                 g.params[j] = __ldg((const uint32_t *)(W + d_q4_params_off(a.rows, a.cols) + 4 * (int64_t)r));
@@ -220,9 +225,8 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
 #pragma unroll
         for (int j = 0; j < DC_CHUNKS; j++) {
             int c = tid + DC_THREADS * j;
-            int rl = (int)(where[j] >> 16);
-            bool mine = rl < t.nr;
-            int cc = mine ? (int)(where[j] & 1023) : 0, s = a.mode == DC_DOWN ? (int)(where[j] >> 10 & 63) : t.slot;
+            bool mine = where_row(where[j]) < t.nr;
+            int cc = mine ? where_chunk(where[j]) : 0, s = a.mode == DC_DOWN ? where_slot(where[j]) : t.slot;
             const uint8_t *q = sq + (a.nq > 1 && mine ? s : 0) * qs;
             int v;
             if (q4) {

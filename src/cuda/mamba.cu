@@ -47,7 +47,9 @@ void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct 
  * the state before position t, stored from the registers at the top of the position. */
 #define SCAN_SPLIT 4
 #define SCAN_MAX_N 256
-#define SCAN_MAX_P 256
+#define SCAN_MAX_P 128 /* a block's 65536 registers must hold SCAN_SPLIT * P threads: nvcc 13.0 gives
+                         * the kernel 96 registers at NPT = 32 (P <= 170) and 166 at NPT = 64 (N =
+                         * 256: P <= 98, held to 64 by mamba_limits); 1024 threads could not launch */
 template <int NPT>
 __global__ void k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, int zxdw, float dt_lo, float dt_hi,
                              const float *__restrict__ dt_bias, const float *__restrict__ A_log,
@@ -154,8 +156,9 @@ void mamba_limits(const struct nt_mamba_dims *d, char *why, size_t cap) {
     else if (d->N % SCAN_SPLIT || d->N > SCAN_MAX_N || (npt & (npt - 1)))
         snprintf(why, cap, "ssm_state_size %d: the CUDA scan holds 4, 8, 16, ... %d (a power of two from 4)", d->N,
                  SCAN_MAX_N);
-    else if (d->P < 1 || d->P > SCAN_MAX_P)
-        snprintf(why, cap, "mamba_head_dim %d: the CUDA scan holds 1 to %d", d->P, SCAN_MAX_P);
+    else if (d->P < 1 || d->P > (d->N > 128 ? SCAN_MAX_P / 2 : SCAN_MAX_P))
+        snprintf(why, cap, "mamba_head_dim %d: the CUDA scan holds 1 to %d with ssm_state_size %d", d->P,
+                 d->N > 128 ? SCAN_MAX_P / 2 : SCAN_MAX_P, d->N);
     else if (d->G < 1 || d->nh % d->G || d->I % d->G)
         snprintf(why, cap, "n_groups %d must divide mamba_num_heads %d", d->G, d->nh);
     else

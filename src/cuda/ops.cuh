@@ -100,6 +100,8 @@ enum cuda_op {
  * pass's fingerprint, and says whether it must return at once: the backend has faulted, or the
  * operation is part of a replayed program (pass.cu). */
 bool op_start(struct nt_backend *be, enum cuda_op op, const uint64_t *v, int nv);
+/* The name of the operation running on this thread (for fault messages). */
+const char *op_now(void);
 
 #define U(x) ((uint64_t)(uintptr_t)(x))
 /* a small struct's contents (the dims of an op), so a changed dimension changes the print */

@@ -28,6 +28,7 @@ const char *nemotron_status_str(nemotron_status s) {
     case NEMOTRON_ERR_UNSUPPORTED: return "unsupported";
     case NEMOTRON_ERR_INTERNAL: return "internal error";
     case NEMOTRON_ERR_DEVICE: return "device error";
+    case NEMOTRON_ERR_NUMERIC: return "non-finite values";
     }
     return "unknown status";
 }

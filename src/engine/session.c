@@ -130,6 +130,24 @@ static nemotron_status tokens_valid(nemotron_session *s, const int32_t *tokens, 
     return NEMOTRON_OK;
 }
 
+/* The first of `rows` logits rows of V values that holds a NaN or an infinity, or whose values
+ * are all equal, or -1. Both come from finite weights and inputs only through an overflow or a
+ * non-finite weight or config value (all equal: a norm whose sum of squares overflowed scales
+ * the hidden state to zero, and every logit is the same); sampling from them would print
+ * garbage as if it were text, so a pass that returns them fails. */
+static long first_degenerate_row(const float *logits, long rows, int V) {
+    for (long r = 0; r < rows; r++) {
+        const float *l = logits + (size_t)r * V;
+        int all_equal = V > 1;
+        for (int i = 0; i < V; i++) {
+            if (!isfinite(l[i])) return r;
+            all_equal &= l[i] == l[0];
+        }
+        if (all_equal) return r;
+    }
+    return -1;
+}
+
 /* Runs n checked positions (tokens, or host embeddings [n][H]) in passes of up to pass_max. */
 static nemotron_status run(nemotron_session *s, const int32_t *tokens, const float *embd, int n, float *logits) {
     const struct nt_forward *f = &s->model->fwd;
@@ -160,8 +178,16 @@ static nemotron_status run(nemotron_session *s, const int32_t *tokens, const flo
             s->has_last = 1;
         }
         if (be->fault[0]) return device_failed(s); /* to_host waited for the pass: any fault shows */
+        int pos0 = s->pos;
         s->pos += chunk;
         off += chunk;
+        long bad = logits ? first_degenerate_row(logits + (size_t)(off - chunk) * V, chunk, V) : -1;
+        if (bad < 0 && last && first_degenerate_row(s->last_logits, 1, V) == 0) bad = chunk - 1;
+        if (bad >= 0)
+            return nt_fail(&s->err, NEMOTRON_ERR_NUMERIC,
+                           "the logits of position %ld are not finite (NaN or infinity) or all equal: the "
+                           "model's weights or config values overflow; the session holds them now: reset it",
+                           (long)pos0 + bad);
     }
     s->err.msg[0] = 0;
     return NEMOTRON_OK;
@@ -251,6 +277,24 @@ nemotron_status nemotron_session_accept(nemotron_session *s, int m) {
         s->has_last = 1;
     }
     if (be->fault[0]) return device_failed(s);
+    return NEMOTRON_OK;
+}
+
+nemotron_status nemotron_session_verify_logits(nemotron_session *s, int i, float *logits) {
+    nemotron_status st = usable(s);
+    if (st) return st;
+    if (!s->verify_n)
+        return nt_fail(&s->err, NEMOTRON_ERR_ARG,
+                       "verify_logits: no verify pass to read (it follows nemotron_session_verify, before accept)");
+    if (i < 0 || i >= s->verify_n || !logits)
+        return nt_fail(&s->err, NEMOTRON_ERR_ARG, "verify_logits of position %d of a verify pass of %d%s", i,
+                       s->verify_n, logits ? "" : " into NULL");
+    const struct nt_forward *f = &s->model->fwd;
+    struct nt_backend *be = f->be;
+    /* the pass's rows stay in the activation buffer until the next pass: accept only moves state */
+    be->ops->to_host(be, logits, s->acts.logits + (size_t)i * f->V, (size_t)f->V * sizeof(float));
+    if (be->fault[0]) return device_failed(s);
+    s->err.msg[0] = 0;
     return NEMOTRON_OK;
 }
 

@@ -12,7 +12,8 @@
 #   - one id list both ways: generate's 1,2,3 decodes with tokenize --decode, and tokenize's
 #     [1, 2, 3] is accepted by --tokens with the same result as 1,2,3;
 #   - --ctx past the trained length (4096) warns; a run cut by the end of the context says so;
-#   - a model file cut short during a run: a message and status 1 (not SIGBUS's bare death).
+#   - a model file cut short during a run: a message and status 1 (not SIGBUS's bare death);
+#   - NaN weights or an overflowing config value: an error naming the position, no output.
 # usage (from the repository root): bash tests/cli/test_cli_habits.sh build/nemotron
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -114,6 +115,32 @@ wait $runner
 rc=$?
 check "model cut short during a run: status 1 ($rc)" test "$rc" -eq 1
 check "model cut short during a run: the message says so" grep -q 'a model file changed while in use' "$work/err"
+
+# non-finite values are an error naming the position, never sampled from: a NaN in the final
+# norm's weights; a config value that overflows (routed_scaling_factor 1e38)
+cp -r "$model" "$work/nan"
+python3 - "$work/nan/model.safetensors" <<'PY'
+import json, struct, sys
+path = sys.argv[1]
+with open(path, 'r+b') as f:
+    n = struct.unpack('<Q', f.read(8))[0]
+    t = json.loads(f.read(n))['backbone.norm_f.weight']
+    begin, end = t['data_offsets']
+    f.seek(8 + n + begin)
+    f.write(b'\xc0\x7f' * ((end - begin) // 2))  # BF16 NaN
+PY
+"$bin" generate -m "$work/nan" --tokens 1,2,3 -n 4 >"$work/out" 2>"$work/err"
+rc=$?
+check "NaN weights: generate fails ($rc), prints no ids" test "$rc" -ne 0 -a ! -s "$work/out"
+check "NaN weights: the message names the position" grep -q 'logits of position 2 are not finite' "$work/err"
+"$bin" run -m "$work/nan" -p "And" -n 4 --temp 0 >"$work/out" 2>"$work/err"
+check "NaN weights: run --temp 0 fails too ($?)" grep -q 'are not finite' "$work/err"
+cp -r "$model" "$work/overflow"
+sed -i 's/"routed_scaling_factor": *[0-9.e+-]*/"routed_scaling_factor": 1e38/' "$work/overflow/config.json"
+"$bin" generate -m "$work/overflow" --tokens 1,2,3 -n 4 >"$work/out" 2>"$work/err"
+rc=$?
+check "routed_scaling_factor 1e38: generate fails ($rc) with non-finite values" \
+    grep -q 'not finite' "$work/err"
 
 # per-command help; options that do not apply are refused
 "$bin" generate --help >"$work/help"

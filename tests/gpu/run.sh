@@ -9,14 +9,15 @@
 #   1. ops:       every backend operation, CUDA against the CPU reference, on random inputs
 #                 (build/bin/gpu_test_ops: its own named tolerances); verify: verify passes,
 #                 accept, snapshots and embeddings input on whole models (build/bin/test_verify);
+#                 spec: speculative decoding gives plain decoding's tokens (build/bin/test_spec);
 #   2. fixtures:  whole-model logits of every transformers fixture, CUDA against CPU, float
 #                 weights and the default packed mix (.nemo);
 #   3. greedy:    64 greedy tokens of the demo model (bf16 and default mix), CUDA == CPU;
 #   4. passes:    within CUDA, prefill-then-decode (--pass 64) against decode-only (--pass 1):
 #                 same greedy tokens, logits compared (bit-identical is the goal; said which);
 #   5. sanitizer: compute-sanitizer memcheck and racecheck on the demo model;
-#   6. --bench:   nemotron bench on a synthetic Nemotron-3-Nano-30B-A3B in the default mix, the
-#                 heavy operations alone (build/bin/gpu_bench_ops) and a per-operation profile.
+#   6. --bench:   nemotron bench on a synthetic Nemotron-3-Nano-30B-A3B in the default mix (prompts,
+#                 decode, verify passes), the heavy operations alone (build/bin/gpu_bench_ops) and a per-operation profile.
 # --bench-only runs step 6 alone (the checks and the benchmarks may not fit one 10-minute call).
 # Prints one line per check and a summary; exits non-zero if any check failed. Work files go to
 # /tmp/nemotron-gpu; OUT_DIR (default: that) receives summary.txt and logs.tgz (every log).
@@ -91,6 +92,9 @@ if [ $checks = 1 ]; then
 # 1b. verify passes + accept, snapshots and embeddings input on every fixture and the demo model,
 #     CPU and CUDA: bit-identical to plain evals within each backend (build/bin/test_verify)
 [ -x build/bin/test_verify ] && check verify build/bin/test_verify
+# 1c. speculative decoding (n-gram, draft model, caller drafts) gives plain decoding's tokens, greedy
+#     and sampled, on every fixture and the demo model, CPU and CUDA (build/bin/test_spec)
+[ -x build/bin/test_spec ] && check spec build/bin/test_spec
 
 # 2. fixtures: float weights, then the default packed mix
 logits_pair() { # logits_pair NAME MODEL IDS TOL [REFERENCE.npy]
@@ -161,6 +165,9 @@ if [ $bench = 1 ]; then
         check "bench-nano-p2048-pass$pass" $bin bench -m $nano --device cuda -p 2048 -n 16 -r 2 --pass $pass
         cat "$log/bench-nano-p2048-pass$pass.log"
     done
+    # verify passes of K drafted positions against K plain decode steps (issue 14)
+    check bench-nano-verify $bin bench -m $nano --device cuda -p 64 -n 32 -r 2 --verify 1,2,4,8,16
+    cat "$log/bench-nano-verify.log"
     # each heavy operation alone at Nano's shapes (graph replays): time, GB/s, Tops/s
     [ -x build/bin/gpu_bench_ops ] && build/bin/gpu_bench_ops 2>&1 | tee "$log/bench-ops.log"
     # where the time goes: every operation of eager passes timed (a 64-position pass, decode)

@@ -1264,6 +1264,9 @@ int main(int argc, char **argv) {
         {"grouped", 128, 6, 8, 4, 0, 1.75f},
         {"grouped-norm", 128, 8, 8, 4, 1, 2.5f},
         {"small", 16, 3, 4, 2, 1, 0.5f},
+        /* without groups: moe.cu's one-warp router, up to 16 experts a lane */
+        {"super", 512, 22, 1, 1, 1, 5.0f},
+        {"odd", 40, 5, 1, 1, 0, 1.0f},
     };
     for (size_t i = 0; i < sizeof rcfg / sizeof rcfg[0]; i++) {
         test_route(&rcfg[i], 1);

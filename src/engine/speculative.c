@@ -1,0 +1,389 @@
+/* speculative.c - the speculative decoder (nemotron.h, "speculative decoding"): drafters (n-gram
+ * prompt lookup, a draft model's session, a caller's function), the verify step that turns drafts
+ * into the tokens plain decoding gives, and the decoder's history and counts.
+ *
+ * The decoder keeps one token "pending": the last emitted token, picked but not yet evaluated
+ * (plain decoding evaluates a token only when it goes on). A step verifies [pending, drafts...]
+ * in one pass; the token after each verified position is picked from that position's logits
+ * exactly as plain decoding would pick it, and the step stops at the first pick that differs from
+ * the next draft. Accept then keeps the positions whose tokens were emitted: the session is what
+ * plain decoding makes, and the sampler saw what plain decoding shows it, in the same order.
+ */
+#include "engine.h"
+
+#include <string.h>
+
+#define SPEC_DEFAULT_K 16
+/* n-gram lookup: the longest suffix of the history it tries to find earlier */
+#define NGRAM_MATCH_MAX 8
+/* n-gram switch-off: this many verify steps in a row with nothing accepted turn speculation off
+ * for a number of plain steps that doubles (from BACKOFF_MIN to BACKOFF_MAX) while probes keep
+ * failing: a verify pass costs more than a decode step, so drafts that never land only slow it */
+#define MISS_LIMIT 3
+#define BACKOFF_MIN 8
+#define BACKOFF_MAX 256
+
+enum drafter { DRAFT_NGRAM, DRAFT_MODEL, DRAFT_FN };
+
+struct nemotron_spec {
+    struct nt_err err;
+    int ready;                        /* 0: the handle only carries a creation failure's message */
+    nemotron_session *target;
+    nemotron_sampler *sampler;        /* NULL: greedy */
+    int K, V;
+    enum drafter kind;
+    nemotron_spec_draft_fn draft_fn;
+    void *draft_user;
+    nemotron_session *draft;          /* DRAFT_MODEL */
+    int draft_done;                   /* history tokens the draft session has evaluated (a prefix) */
+    /* the prompt and every emitted token; the last one is pending once started */
+    int32_t *history;
+    int n_hist, cap_hist;
+    int started;                      /* the first token was emitted: history's last is pending */
+    /* n-gram adaptation: the draft length now, the verify steps in a row that accepted nothing,
+     * the plain steps left before the next probe and the length of the next switch-off */
+    int ngram_len, misses, off_steps, backoff;
+    float *logits;                    /* host [V]: one verified position's logits (sampling) */
+    int32_t drafts[NEMOTRON_SPEC_MAX + 1], argmax[NEMOTRON_SPEC_MAX + 1];
+    nemotron_spec_stats stats;
+};
+
+nemotron_spec_params nemotron_spec_default_params(void) {
+    nemotron_spec_params p = {.spec_max = SPEC_DEFAULT_K};
+    return p;
+}
+
+static nemotron_status create(nemotron_spec *sp, nemotron_session *target, nemotron_sampler *sampler,
+                              const nemotron_spec_params *p) {
+    if (!target || !target->ready)
+        return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "the session handle holds no session");
+    sp->K = p->spec_max ? p->spec_max : SPEC_DEFAULT_K;
+    if (sp->K < 1 || sp->K > NEMOTRON_SPEC_MAX)
+        return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "spec_max %d: 1..%d (0: %d)", p->spec_max, NEMOTRON_SPEC_MAX,
+                       SPEC_DEFAULT_K);
+    if (target->verify_max < sp->K + 1)
+        return nt_fail(&sp->err, NEMOTRON_ERR_ARG,
+                       "the session's verify_max is %d: a step of spec_max %d drafts verifies %d positions",
+                       target->verify_max, sp->K, sp->K + 1);
+    if (target->pos != 0)
+        return nt_fail(&sp->err, NEMOTRON_ERR_ARG,
+                       "the session is at position %d: the decoder starts at 0 (its history is the drafters' input)",
+                       target->pos);
+    sp->V = target->model->cfg.vocab_size;
+    if (p->draft_fn) {
+        sp->kind = DRAFT_FN;
+    } else if (p->draft) {
+        nemotron_session *d = p->draft;
+        if (!d->ready) return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "the draft session handle holds no session");
+        if (d == target) return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "the draft session is the session itself");
+        if (d->model->cfg.vocab_size != sp->V)
+            return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "the draft model's vocabulary has %d tokens, the model's %d",
+                           d->model->cfg.vocab_size, sp->V);
+        if (d->n_ctx < target->n_ctx)
+            return nt_fail(&sp->err, NEMOTRON_ERR_ARG,
+                           "the draft session's context (%d) is shorter than the session's (%d): it follows every token",
+                           d->n_ctx, target->n_ctx);
+        if (d->pos != 0)
+            return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "the draft session is at position %d: it starts at 0", d->pos);
+        sp->kind = DRAFT_MODEL;
+    } else {
+        sp->kind = DRAFT_NGRAM;
+    }
+    sp->target = target;
+    sp->sampler = sampler;
+    sp->draft_fn = p->draft_fn;
+    sp->draft_user = p->draft_user;
+    sp->draft = p->draft_fn ? NULL : p->draft;
+    sp->ngram_len = sp->K < 4 ? sp->K : 4;
+    sp->backoff = BACKOFF_MIN;
+    /* the history never outgrows the context plus one step's emitted tokens */
+    sp->cap_hist = target->n_ctx + NEMOTRON_SPEC_MAX + 2;
+    sp->history = nt_calloc((size_t)sp->cap_hist, sizeof(int32_t));
+    sp->logits = nt_calloc((size_t)sp->V, sizeof(float));
+    if (!sp->history || !sp->logits) return nt_fail(&sp->err, NEMOTRON_ERR_NOMEM, "out of memory for the history");
+    return NEMOTRON_OK;
+}
+
+static void release(nemotron_spec *sp) {
+    nt_free(sp->history);
+    nt_free(sp->logits);
+    sp->history = NULL;
+    sp->logits = NULL;
+}
+
+nemotron_status nemotron_spec_new(nemotron_session *session, nemotron_sampler *sampler,
+                                  const nemotron_spec_params *params, nemotron_spec **out) {
+    if (!out) return NEMOTRON_ERR_ARG;
+    nemotron_spec *sp = nt_calloc(1, sizeof *sp);
+    *out = sp;
+    if (!sp) return NEMOTRON_ERR_NOMEM;
+    nemotron_spec_params defaults = nemotron_spec_default_params();
+    nemotron_status st = create(sp, session, sampler, params ? params : &defaults);
+    if (st) {
+        release(sp);
+        return st;
+    }
+    sp->ready = 1;
+    return NEMOTRON_OK;
+}
+
+void nemotron_spec_free(nemotron_spec *sp) {
+    if (!sp) return;
+    release(sp);
+    nt_free(sp);
+}
+
+const char *nemotron_spec_errmsg(const nemotron_spec *sp) { return sp ? sp->err.msg : "out of memory"; }
+
+nemotron_spec_stats nemotron_spec_get_stats(const nemotron_spec *sp) {
+    nemotron_spec_stats none = {0};
+    return sp ? sp->stats : none;
+}
+
+static nemotron_status usable(nemotron_spec *sp) {
+    if (!sp) return NEMOTRON_ERR_ARG;
+    if (!sp->ready) return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "the decoder handle holds no decoder");
+    return NEMOTRON_OK;
+}
+
+/* A session's failure as the decoder's: same status, its message. */
+static nemotron_status from_session(nemotron_spec *sp, nemotron_status st, const nemotron_session *s,
+                                    const char *what) {
+    return nt_fail(&sp->err, st, "%s: %s", what, nemotron_session_errmsg(s));
+}
+
+nemotron_status nemotron_spec_prefill(nemotron_spec *sp, const int32_t *tokens, int n) {
+    nemotron_status st = usable(sp);
+    if (st) return st;
+    if (sp->started) return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "prefill after the first nemotron_spec_next");
+    if (n < 1 || !tokens) return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "prefill of %d tokens%s", n, tokens ? "" : " (NULL)");
+    if ((st = nemotron_session_eval(sp->target, tokens, n, NULL))) return from_session(sp, st, sp->target, "prefill");
+    /* the session took them, so they fit its context and so the history */
+    memcpy(sp->history + sp->n_hist, tokens, (size_t)n * sizeof(int32_t));
+    sp->n_hist += n;
+    sp->err.msg[0] = 0;
+    return NEMOTRON_OK;
+}
+
+/* The token plain decoding picks from logits (the sampler's draw, recorded; or argmax). */
+static nemotron_status pick(nemotron_spec *sp, const float *logits, int32_t argmax, int32_t *token) {
+    if (!sp->sampler) {
+        *token = argmax;
+        return NEMOTRON_OK;
+    }
+    *token = nemotron_sampler_sample(sp->sampler, logits);
+    nemotron_status st = nemotron_sampler_accept(sp->sampler, *token);
+    if (st) return nt_fail(&sp->err, st, "sampler: %s", nemotron_sampler_errmsg(sp->sampler));
+    return NEMOTRON_OK;
+}
+
+/* ---- drafters ---- */
+
+/* n-gram prompt lookup: the tokens that followed the latest earlier occurrence of the longest
+ * suffix of the history (up to NGRAM_MATCH_MAX tokens) that occurred before. */
+static int draft_ngram(const int32_t *h, int n, int32_t *draft, int max) {
+    for (int len = n - 1 < NGRAM_MATCH_MAX ? n - 1 : NGRAM_MATCH_MAX; len >= 1; len--) {
+        const int32_t *suffix = h + n - len;
+        /* an occurrence starting at i ends before the suffix starts, or overlaps it: either way
+         * it is earlier text, and its continuation h[i + len ..] exists */
+        for (int i = n - len - 1; i >= 0; i--) {
+            if (memcmp(h + i, suffix, (size_t)len * sizeof(int32_t))) continue;
+            int k = 0;
+            while (k < max && i + len + k < n) {
+                draft[k] = h[i + len + k];
+                k++;
+            }
+            return k;
+        }
+    }
+    return 0;
+}
+
+/* Brings the draft session to the history without its pending token (one eval of what it lacks). */
+static nemotron_status draft_catch_up(nemotron_spec *sp) {
+    int want = sp->n_hist - 1;
+    if (sp->draft_done >= want) return NEMOTRON_OK;
+    nemotron_status st = nemotron_session_eval(sp->draft, sp->history + sp->draft_done, want - sp->draft_done, NULL);
+    if (st) return from_session(sp, st, sp->draft, "draft session");
+    sp->draft_done = want;
+    return NEMOTRON_OK;
+}
+
+/* The draft model's greedy continuation of the history: evaluates the pending token, then each
+ * draft but the last. *snap, when the draft session may have to be put back, holds its state from
+ * before (the caller frees it). */
+static nemotron_status draft_model(nemotron_spec *sp, int max, int *n_draft, nemotron_snapshot **snap) {
+    *n_draft = 0;
+    *snap = NULL;
+    nemotron_status st = draft_catch_up(sp);
+    if (st) return st;
+    int room = sp->draft->n_ctx - sp->draft->pos;
+    if (max > room) max = room; /* each draft needs the position before it evaluated */
+    if (max < 1) return NEMOTRON_OK;
+    if (max > 1 && (st = nemotron_session_snapshot(sp->draft, snap)))
+        return from_session(sp, st, sp->draft, "draft snapshot");
+    int32_t token = sp->history[sp->n_hist - 1];
+    for (int i = 0; i < max; i++) {
+        if (i > 0) token = sp->drafts[i - 1];
+        if ((st = nemotron_session_eval(sp->draft, &token, 1, NULL)))
+            return from_session(sp, st, sp->draft, "draft session");
+        sp->drafts[i] = nemotron_session_argmax(sp->draft);
+    }
+    *n_draft = max;
+    return NEMOTRON_OK;
+}
+
+/* After a step that drafted n_draft tokens and kept `kept` of them. The draft session evaluated
+ * pending + drafts[0..n_draft - 1) (the last draft needs no eval to be drafted); it stays where
+ * that all matches the history, else the snapshot puts it back and the kept tokens are run again. */
+static nemotron_status draft_settle(nemotron_spec *sp, int base, int n_draft, int kept, nemotron_snapshot *snap) {
+    if (kept >= n_draft - 1) {
+        sp->draft_done = base + n_draft;
+        return NEMOTRON_OK;
+    }
+    nemotron_status st = nemotron_session_restore(sp->draft, snap);
+    if (st) return from_session(sp, st, sp->draft, "draft restore");
+    sp->draft_done = base;
+    /* one pass over pending and the kept drafts (one arithmetic per position: the same state) */
+    if ((st = nemotron_session_eval(sp->draft, sp->history + base, kept + 1, NULL)))
+        return from_session(sp, st, sp->draft, "draft session");
+    sp->draft_done = base + kept + 1;
+    return NEMOTRON_OK;
+}
+
+/* ---- steps ---- */
+
+/* Appends a token to the history (room: cap_hist covers the context and one step). */
+static void remember(nemotron_spec *sp, int32_t t) { sp->history[sp->n_hist++] = t; }
+
+/* One plain decode step: evaluate the pending token, pick the next. */
+static nemotron_status plain_step(nemotron_spec *sp, int32_t *out) {
+    nemotron_session *s = sp->target;
+    nemotron_status st = nemotron_session_eval(s, &sp->history[sp->n_hist - 1], 1, NULL);
+    if (st) return from_session(sp, st, s, "decode");
+    sp->stats.passes++;
+    if ((st = pick(sp, nemotron_session_logits(s), nemotron_session_argmax(s), out))) return st;
+    remember(sp, *out);
+    return NEMOTRON_OK;
+}
+
+/* The drafts this step asks for, at most max: 0 means a plain step. */
+static nemotron_status want_drafts(nemotron_spec *sp, int max, int *n, nemotron_snapshot **snap) {
+    *n = 0;
+    switch (sp->kind) {
+    case DRAFT_FN: {
+        int got = sp->draft_fn(sp->draft_user, sp->history, sp->n_hist, sp->drafts, max);
+        *n = got < 0 ? 0 : got > max ? max : got;
+        for (int i = 0; i < *n; i++)
+            if (sp->drafts[i] < 0 || sp->drafts[i] >= sp->V) *n = i; /* an impossible draft ends it */
+        return NEMOTRON_OK;
+    }
+    case DRAFT_MODEL:
+        return draft_model(sp, max, n, snap);
+    case DRAFT_NGRAM:
+        if (sp->off_steps > 0) {
+            sp->off_steps--;
+            return NEMOTRON_OK;
+        }
+        *n = draft_ngram(sp->history, sp->n_hist, sp->drafts, max < sp->ngram_len ? max : sp->ngram_len);
+        return NEMOTRON_OK;
+    }
+    return NEMOTRON_OK;
+}
+
+/* n-gram: longer drafts after a full acceptance, shorter after a partial one; off for a while
+ * after MISS_LIMIT steps with nothing accepted. */
+static void ngram_adapt(nemotron_spec *sp, int n_draft, int kept) {
+    if (kept == n_draft) {
+        sp->ngram_len = sp->ngram_len * 2 > sp->K ? sp->K : sp->ngram_len * 2;
+    } else {
+        sp->ngram_len = kept + 1 > 1 ? kept + 1 : 1;
+    }
+    if (kept > 0) {
+        sp->misses = 0;
+        sp->backoff = BACKOFF_MIN;
+        return;
+    }
+    if (++sp->misses < MISS_LIMIT) return;
+    sp->off_steps = sp->backoff;
+    sp->backoff = sp->backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : sp->backoff * 2;
+    sp->misses = MISS_LIMIT - 1; /* a failed probe switches off again at once */
+    sp->ngram_len = 1;
+}
+
+nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out, int *n_out) {
+    if (n_out) *n_out = 0;
+    nemotron_status st = usable(sp);
+    if (st) return st;
+    if (!out || !n_out || max_out < 1)
+        return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "next: out %s, n_out %s, max_out %d (at least 1)",
+                       out ? "given" : "NULL", n_out ? "given" : "NULL", max_out);
+    nemotron_session *s = sp->target;
+    if (sp->n_hist == 0) return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "next before a prefill: no logits to pick from");
+    if (!sp->started) {
+        /* the first token comes from the prefill's logits */
+        if ((st = pick(sp, nemotron_session_logits(s), nemotron_session_argmax(s), &out[0]))) return st;
+        remember(sp, out[0]);
+        sp->started = 1;
+        sp->stats.emitted++;
+        *n_out = 1;
+        sp->err.msg[0] = 0;
+        return NEMOTRON_OK;
+    }
+    if (s->pos + 1 > s->n_ctx)
+        return nt_fail(&sp->err, NEMOTRON_ERR_CONTEXT, "the session's context (%d) has no room for the last token",
+                       s->n_ctx);
+    /* drafts: at most K, one fewer than the caller takes, and what the context holds after the
+     * pending token */
+    int max = sp->K;
+    if (max > max_out - 1) max = max_out - 1;
+    if (max > s->n_ctx - s->pos - 1) max = s->n_ctx - s->pos - 1;
+    int n_draft = 0;
+    nemotron_snapshot *snap = NULL;
+    int base = sp->n_hist - 1; /* the pending token's place in the history */
+    if (max > 0 && (st = want_drafts(sp, max, &n_draft, &snap))) goto done;
+    if (n_draft == 0) {
+        if ((st = plain_step(sp, &out[0]))) goto done;
+        sp->stats.emitted++;
+        *n_out = 1;
+        goto done;
+    }
+    /* verify [pending, drafts...]: position j's logits give the token after drafts[0..j) */
+    int32_t tokens[NEMOTRON_SPEC_MAX + 1];
+    tokens[0] = sp->history[base];
+    memcpy(tokens + 1, sp->drafts, (size_t)n_draft * sizeof(int32_t));
+    if ((st = nemotron_session_verify(s, tokens, n_draft + 1, sp->argmax))) {
+        st = from_session(sp, st, s, "verify");
+        goto done;
+    }
+    sp->stats.passes++;
+    sp->stats.drafted += n_draft;
+    int kept = 0, emitted = 0;
+    for (int j = 0; j <= n_draft; j++) {
+        if (sp->sampler && (st = nemotron_session_verify_logits(s, j, sp->logits))) {
+            st = from_session(sp, st, s, "verify logits");
+            goto done;
+        }
+        int32_t t;
+        if ((st = pick(sp, sp->logits, sp->argmax[j], &t))) goto done;
+        out[emitted++] = t;
+        remember(sp, t);
+        if (j == n_draft || t != sp->drafts[j]) break;
+        kept++;
+    }
+    /* keep pending and the drafts emitted; the last emitted token is the new pending one */
+    if ((st = nemotron_session_accept(s, kept + 1))) {
+        st = from_session(sp, st, s, "accept");
+        goto done;
+    }
+    sp->stats.accepted += kept;
+    sp->stats.emitted += emitted;
+    *n_out = emitted;
+    if (sp->kind == DRAFT_NGRAM) ngram_adapt(sp, n_draft, kept);
+    if (sp->kind == DRAFT_MODEL) st = draft_settle(sp, base, n_draft, kept, snap);
+done:
+    nemotron_snapshot_free(snap);
+    if (st) *n_out = 0;
+    else sp->err.msg[0] = 0;
+    return st;
+}

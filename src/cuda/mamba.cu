@@ -4,104 +4,209 @@
  */
 #include "ops.cuh"
 
-/* One thread per channel, positions in order, the ring in registers-or-local memory. snap (a
- * verify pass; else NULL): slot t gets the ring before position t, written from the registers
- * as the pass goes, so the rollback costs no extra pass. */
-__global__ void k_mamba_conv(int n, int K, int CD, int I, int zxdw, const float *conv_w, const float *conv_b,
-                             const float *zxd, float *ring, float *snap, float *xbc) {
+/* THE CONV. Position t's output needs only the K - 1 inputs before it (from the pass, or from the
+ * ring for the first K - 1 positions) and its own: the positions are independent. A pass of one
+ * position (decode) runs k_mamba_conv_one: a thread per channel, the ring read, shifted and
+ * written back. A longer pass runs k_mamba_conv: a thread per (position, channel), each reading its
+ * window from the inputs or the ring, then k_mamba_ring_update writes the new ring (its last K - 1
+ * inputs) once every position has read the old one (a second launch: blocks cannot wait for each
+ * other). The taps are the same chain in both: acc = bias, + w[k] r[k] for k < K - 1 in order,
+ * + w[K - 1] in; then silu. snap (a verify pass; else NULL): slot t gets the ring before
+ * position t. */
+
+/* Input p of channel c relative to the pass start: p < 0 is in the ring (ring[K - 1 + p]). */
+__device__ __forceinline__ float conv_input(int p, int K, int CD, int I, int zxdw, int c, const float *zxd,
+                                            const float *ring) {
+    return p < 0 ? ring[(size_t)(K - 1 + p) * CD + c] : zxd[(size_t)p * zxdw + I + c];
+}
+
+__global__ void k_mamba_conv_one(int K, int CD, int I, const float *conv_w, const float *conv_b, const float *zxd,
+                                 float *ring, float *snap, float *xbc) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= CD) return;
     const float *wc = conv_w + (size_t)c * K;
     float r[NT_MAX_CONV_KERNEL];
     for (int k = 0; k < K - 1; k++) r[k] = ring[(size_t)k * CD + c];
-    for (int t = 0; t < n; t++) {
-        if (snap)
-            for (int k = 0; k < K - 1; k++) snap[((size_t)t * (K - 1) + k) * CD + c] = r[k];
-        float in = zxd[(size_t)t * zxdw + I + c];
-        float acc = conv_b ? conv_b[c] : 0.0f;
-        for (int k = 0; k < K - 1; k++) acc = __fadd_rn(acc, __fmul_rn(wc[k], r[k]));
-        acc = __fadd_rn(acc, __fmul_rn(wc[K - 1], in));
-        for (int k = 0; k + 1 < K - 1; k++) r[k] = r[k + 1];
-        if (K > 1) r[K - 2] = in;
-        xbc[(size_t)t * CD + c] = silu_d(acc);
-    }
-    for (int k = 0; k < K - 1; k++) ring[(size_t)k * CD + c] = r[k];
+    if (snap)
+        for (int k = 0; k < K - 1; k++) snap[(size_t)k * CD + c] = r[k];
+    float in = zxd[I + c];
+    float acc = conv_b ? conv_b[c] : 0.0f;
+    for (int k = 0; k < K - 1; k++) acc = __fadd_rn(acc, __fmul_rn(wc[k], r[k]));
+    acc = __fadd_rn(acc, __fmul_rn(wc[K - 1], in));
+    for (int k = 0; k + 1 < K - 1; k++) ring[(size_t)k * CD + c] = r[k + 1];
+    if (K > 1) ring[(size_t)(K - 2) * CD + c] = in;
+    xbc[c] = silu_d(acc);
 }
+
+__global__ void k_mamba_conv(int n, int K, int CD, int I, int zxdw, const float *conv_w, const float *conv_b,
+                             const float *zxd, const float *ring, float *snap, float *xbc) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+    if (c >= CD) return;
+    const float *wc = conv_w + (size_t)c * K;
+    float acc = conv_b ? conv_b[c] : 0.0f;
+    for (int k = 0; k < K - 1; k++) {
+        float r = conv_input(t - (K - 1) + k, K, CD, I, zxdw, c, zxd, ring);
+        if (snap) snap[((size_t)t * (K - 1) + k) * CD + c] = r;
+        acc = __fadd_rn(acc, __fmul_rn(wc[k], r));
+    }
+    acc = __fadd_rn(acc, __fmul_rn(wc[K - 1], zxd[(size_t)t * zxdw + I + c]));
+    xbc[(size_t)t * CD + c] = silu_d(acc);
+}
+
+/* The ring after n positions: its entries k = 0 .. K - 2 are inputs n - (K - 1) + k. In place:
+ * entry k takes input n - (K - 1) + k, which is the old entry k + n when that is still in the ring
+ * (k + n < K - 1), and entries are written in increasing k, each reading a larger one. */
+__global__ void k_mamba_ring_update(int n, int K, int CD, int I, int zxdw, const float *zxd, float *ring) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= CD) return;
+    for (int k = 0; k < K - 1; k++)
+        ring[(size_t)k * CD + c] = conv_input(n - (K - 1) + k, K, CD, I, zxdw, c, zxd, ring);
+}
+
+#define CONV_THREADS 128
 
 void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
                    const struct nt_mamba_weights *w, const float *zxd, float *ring, float *ring_snap, float *xbc) {
     float *snap = p->snap ? ring_snap : NULL;
     OP_START(be, OP_CONV, DIMS(d), U(w->conv_w), U(w->conv_b), U(zxd), U(ring), U(snap), U(xbc));
     PROFILE(be, "mamba_conv n=%d%s", p->n, snap ? " snap" : "");
-    NT_LAUNCH(k_mamba_conv, (d->CD + 127) / 128, 128, p->n, d->K, d->CD, d->I, d->zxd, w->conv_w, w->conv_b, zxd,
-              ring, snap, xbc);
+    unsigned blocks = (unsigned)((d->CD + CONV_THREADS - 1) / CONV_THREADS);
+    if (p->n == 1) {
+        NT_LAUNCH(k_mamba_conv_one, blocks, CONV_THREADS, d->K, d->CD, d->I, w->conv_w, w->conv_b, zxd, ring, snap,
+                  xbc);
+        LAUNCHED(be);
+        return;
+    }
+    NT_LAUNCH(k_mamba_conv, dim3(blocks, (unsigned)p->n), CONV_THREADS, p->n, d->K, d->CD, d->I, d->zxd, w->conv_w,
+              w->conv_b, zxd, ring, snap, xbc);
+    if (!LAUNCHED(be)) return;
+    NT_LAUNCH(k_mamba_ring_update, blocks, CONV_THREADS, p->n, d->K, d->CD, d->I, d->zxd, zxd, ring);
     LAUNCHED(be);
 }
 
-/* One block per head, SCAN_SPLIT * P threads: thread (j, q) keeps the states S[k][q] of its
- * quarter k in [j*NPT, (j+1)*NPT), NPT = N / SCAN_SPLIT, in registers for the whole pass (the
- * state is read and written once per pass, not once per position), and advances them position
- * by position. y[t] = ((a0 + a1) + (a2 + a3)) + D x, a_j the quarter sums in k order: a fixed
- * tree per element, whatever n is (the CPU sums the N terms in one chain: last-bit differences).
- * B and C of the position go through shared memory. snap (a verify pass; else NULL): slot t gets
- * the state before position t, stored from the registers at the top of the position. */
+/* THE SCAN. For head h, channel q and state index k, position by position:
+ *     dt = clamp(softplus(dt_raw + dt_bias[h]), dt_lo, dt_hi), dA = exp(dt A), A = -exp(A_log[h])
+ *     S[k][q] = dA S[k][q] + (dt B[k]) x[q]            y[q] = sum over k of S[k][q] C[k] + D x[q]
+ * The positions are a chain; within a position everything is parallel. A block owns one head and
+ * SCAN_QB of its channels (grid: heads x channel blocks, so the SMs are busy while each chain is
+ * short); thread (q, j) keeps the states of quarter j (k in [j NPT, (j + 1) NPT), NPT =
+ * N / SCAN_SPLIT) of channel q in registers for the whole pass. The quarter sums a_j are chains in
+ * k order and join as ((a0 + a1) + (a2 + a3)) by two shuffles, the quarters being neighbouring
+ * lanes: a fixed tree per element whatever n is (the CPU sums the N terms in one chain: last-bit
+ * differences). No barrier inside a position: the inputs of SCAN_TC positions at a time (B and C
+ * of the head's group, x of the block's channels, the raw dt) are copied into shared memory with
+ * cp.async, the next chunk's while this one is scanned, one barrier per chunk; dt and dA of a
+ * chunk's positions are computed up front (independent of the chain). snap (a verify pass; else
+ * NULL): slot t gets the state before position t, stored from the registers at the top of the
+ * position. */
 #define SCAN_SPLIT 4
 #define SCAN_MAX_N 256
-#define SCAN_MAX_P 128 /* a block's 65536 registers must hold SCAN_SPLIT * P threads: nvcc 13.0 gives
-                         * the kernel 96 registers at NPT = 32 (P <= 170) and 166 at NPT = 64 (N =
-                         * 256: P <= 98, held to 64 by mamba_limits); 1024 threads could not launch */
+#ifndef SCAN_QB /* (dev/cuda variants build other values) */
+#define SCAN_QB 32 /* channels per block (128 threads): on the H200 32 beat 16 and 8 (more blocks of
+                    * fewer warps; conv + scan at n = 512: 349, 372, 446 us) */
+#endif
+
+template <int NPT> struct scan_chunk {
+    enum {
+        TC = NPT >= 64 ? 8 : 16, /* positions per chunk (shared memory under 48 KB) */
+        /* floats per quarter of a staged B or C row: whole float4s, plus 4 so that the 4 quarters a
+         * warp reads at once (a float4 each) fall on distinct banks */
+        QS = (NPT + 3) / 4 * 4 + 4
+    };
+    float B[TC][SCAN_SPLIT * QS], C[TC][SCAN_SPLIT * QS];
+    float x[TC][SCAN_QB];
+    float dt[TC];
+};
+
 template <int NPT>
-__global__ void k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, int zxdw, float dt_lo, float dt_hi,
-                             const float *__restrict__ dt_bias, const float *__restrict__ A_log,
-                             const float *__restrict__ Dv, const float *__restrict__ zxd,
-                             const float *__restrict__ xbc, float *__restrict__ state, float *__restrict__ snap,
-                             float *__restrict__ y) {
-    __shared__ float sB[SCAN_MAX_N], sC[SCAN_MAX_N], part[SCAN_SPLIT][SCAN_MAX_P];
-    int h = blockIdx.x, q = threadIdx.x % P, j = threadIdx.x / P, g = h / (nh / G);
-    float A = -expf(A_log[h]);
-    float *S = state + (size_t)h * N * P + (size_t)j * NPT * P + q;
+__global__ void __launch_bounds__(SCAN_QB * SCAN_SPLIT)
+    k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, int zxdw, float dt_lo, float dt_hi,
+                 const float *__restrict__ dt_bias, const float *__restrict__ A_log, const float *__restrict__ Dv,
+                 const float *__restrict__ zxd, const float *__restrict__ xbc, float *__restrict__ state,
+                 float *__restrict__ snap, float *__restrict__ y) {
+    typedef scan_chunk<NPT> chunk;
+    const int TC = chunk::TC;
+    __shared__ __align__(16) chunk ch[2];
+    int h = blockIdx.x, tid = threadIdx.x, j = tid % SCAN_SPLIT, ql = tid / SCAN_SPLIT;
+    int q0 = blockIdx.y * SCAN_QB, q = q0 + ql, g = h / (nh / G);
+    int nq = min(SCAN_QB, P - q0); /* the block's channels; threads past them run, store nothing */
+    bool live = ql < nq;
+    float A = -expf(A_log[h]), Dh = Dv[h], bias = dt_bias[h];
+    size_t state_floats = (size_t)nh * N * P, S_off = (size_t)h * N * P + (size_t)j * NPT * P + q;
     float st[NPT];
 #pragma unroll
-    for (int kk = 0; kk < NPT; kk++) st[kk] = S[(size_t)kk * P];
-    size_t S_off = (size_t)(S - state), state_floats = (size_t)nh * N * P;
-    for (int t = 0; t < n; t++) {
-        if (snap) {
-            float *Sn = snap + (size_t)t * state_floats + S_off;
-#pragma unroll
-            for (int kk = 0; kk < NPT; kk++) Sn[(size_t)kk * P] = st[kk];
-        }
-        const float *row = xbc + (size_t)t * CD;
-        for (int k = threadIdx.x; k < N; k += blockDim.x) {
-            sB[k] = row[I + (size_t)g * N + k];
-            sC[k] = row[I + (size_t)G * N + (size_t)g * N + k];
-        }
-        float x = row[(size_t)h * P + q];
-        float dt = softplus_d(__fadd_rn(zxd[(size_t)t * zxdw + I + CD + h], dt_bias[h]));
-        dt = fminf(fmaxf(dt, dt_lo), dt_hi);
-        float dA = expf(__fmul_rn(dt, A));
-        __syncthreads();
-        float acc = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < NPT; kk++) {
-            int k = j * NPT + kk;
-            float dtB = __fmul_rn(dt, sB[k]);
-            float sv = __fadd_rn(__fmul_rn(dA, st[kk]), __fmul_rn(dtB, x));
-            st[kk] = sv;
-            acc = __fadd_rn(acc, __fmul_rn(sv, sC[k]));
-        }
-        part[j][q] = acc;
-        __syncthreads();
-        if (j == 0) {
-            float sum = __fadd_rn(__fadd_rn(part[0][q], part[1][q]), __fadd_rn(part[2][q], part[3][q]));
-            y[(size_t)t * I + (size_t)h * P + q] = __fadd_rn(sum, __fmul_rn(Dv[h], x));
-        }
-        /* the next position's B, C and parts are written only after every thread passed here */
-        __syncthreads();
-    }
-#pragma unroll
-    for (int kk = 0; kk < NPT; kk++) S[(size_t)kk * P] = st[kk];
-}
+    for (int kk = 0; kk < NPT; kk++) st[kk] = live ? state[S_off + (size_t)kk * P] : 0.0f;
 
+    /* copies chunk c's inputs into ch[c & 1] (nothing past the last chunk) */
+    auto issue = [&](int c) {
+        int t0 = c * TC, cnt = min(TC, n - t0);
+        if (cnt > 0) {
+            chunk &S = ch[c & 1];
+            for (int u = tid; u < cnt * N; u += blockDim.x) {
+                int tl = u / N, k = u % N, slot = (k / NPT) * chunk::QS + k % NPT;
+                const float *row = xbc + (size_t)(t0 + tl) * CD + I + (size_t)g * N;
+                cp_async4(&S.B[tl][slot], row + k);
+                cp_async4(&S.C[tl][slot], row + (size_t)G * N + k);
+            }
+            for (int u = tid; u < cnt * nq; u += blockDim.x)
+                cp_async4(&S.x[u / nq][u % nq], xbc + (size_t)(t0 + u / nq) * CD + (size_t)h * P + q0 + u % nq);
+            for (int u = tid; u < cnt; u += blockDim.x)
+                cp_async4(&S.dt[u], zxd + (size_t)(t0 + u) * zxdw + I + CD + h);
+        }
+        cp_async_commit();
+    };
+
+    issue(0);
+    int nchunks = (n + TC - 1) / TC;
+    for (int c = 0; c < nchunks; c++) {
+        cp_async_wait<0>(); /* chunk c has landed (this thread's copies) */
+        __syncthreads();    /* everyone's; everyone is done with chunk c - 1, whose buffer is next */
+        issue(c + 1);
+        const chunk &S = ch[c & 1];
+        int t0 = c * TC, cnt = min(TC, n - t0);
+        float dtv[TC], dAv[TC];
+#pragma unroll
+        for (int tl = 0; tl < TC; tl++) {
+            if (tl >= cnt) break; /* (a decode step computes one) */
+            float dt = softplus_d(__fadd_rn(S.dt[tl], bias));
+            dt = fminf(fmaxf(dt, dt_lo), dt_hi);
+            dtv[tl] = dt;
+            dAv[tl] = expf(__fmul_rn(dt, A));
+        }
+#pragma unroll
+        for (int tl = 0; tl < TC; tl++) {
+            if (tl >= cnt) break;
+            int t = t0 + tl;
+            if (snap && live) {
+                float *Sn = snap + (size_t)t * state_floats + S_off;
+#pragma unroll
+                for (int kk = 0; kk < NPT; kk++) Sn[(size_t)kk * P] = st[kk];
+            }
+            float x = S.x[tl][live ? ql : 0], dt = dtv[tl], dA = dAv[tl];
+            const float *Bq = &S.B[tl][j * chunk::QS], *Cq = &S.C[tl][j * chunk::QS];
+            float acc = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < NPT; kk += 4) {
+                float4 b4 = *(const float4 *)(Bq + kk), c4 = *(const float4 *)(Cq + kk);
+                float bv[4] = {b4.x, b4.y, b4.z, b4.w}, cv[4] = {c4.x, c4.y, c4.z, c4.w};
+#pragma unroll
+                for (int e = 0; e < 4 && kk + e < NPT; e++) {
+                    float dtB = __fmul_rn(dt, bv[e]);
+                    float sv = __fadd_rn(__fmul_rn(dA, st[kk + e]), __fmul_rn(dtB, x));
+                    st[kk + e] = sv;
+                    acc = __fadd_rn(acc, __fmul_rn(sv, cv[e]));
+                }
+            }
+            float pair = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, 1)); /* a0 + a1, a2 + a3 */
+            float sum = __fadd_rn(pair, __shfl_xor_sync(0xffffffffu, pair, 2));
+            if (j == 0 && live) y[(size_t)t * I + (size_t)h * P + q] = __fadd_rn(sum, __fmul_rn(Dh, x));
+        }
+    }
+    cp_async_wait<0>();
+    if (live)
+#pragma unroll
+        for (int kk = 0; kk < NPT; kk++) state[S_off + (size_t)kk * P] = st[kk];
+}
 void be_mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
                    const struct nt_mamba_weights *w, const float *zxd, const float *xbc, float *state,
                    float *state_snap, float *y) {
@@ -109,7 +214,7 @@ void be_mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct 
     OP_START(be, OP_SCAN, DIMS(d), U(w->A_log), U(w->dt_bias), U(w->D), U(zxd), U(xbc), U(state), U(snap), U(y));
     PROFILE(be, "mamba_scan n=%d%s", p->n, snap ? " snap" : "");
     int npt = d->N / SCAN_SPLIT;
-    dim3 grid(d->nh), block(SCAN_SPLIT * d->P);
+    dim3 grid((unsigned)d->nh, (unsigned)((d->P + SCAN_QB - 1) / SCAN_QB)), block(SCAN_QB * SCAN_SPLIT);
 #define SCAN_CASE(v)                                                                               \
     case v:                                                                                        \
         NT_LAUNCH(k_mamba_scan<v>, grid, block, p->n, d->nh, d->P, d->N, d->G, d->I, d->CD, d->zxd, d->dt_lo,    \
@@ -156,9 +261,8 @@ void mamba_limits(const struct nt_mamba_dims *d, char *why, size_t cap) {
     else if (d->N % SCAN_SPLIT || d->N > SCAN_MAX_N || (npt & (npt - 1)))
         snprintf(why, cap, "ssm_state_size %d: the CUDA scan holds 4, 8, 16, ... %d (a power of two from 4)", d->N,
                  SCAN_MAX_N);
-    else if (d->P < 1 || d->P > (d->N > 128 ? SCAN_MAX_P / 2 : SCAN_MAX_P))
-        snprintf(why, cap, "mamba_head_dim %d: the CUDA scan holds 1 to %d with ssm_state_size %d", d->P,
-                 d->N > 128 ? SCAN_MAX_P / 2 : SCAN_MAX_P, d->N);
+    else if (d->P < 1 || (d->P + SCAN_QB - 1) / SCAN_QB > 65535)
+        snprintf(why, cap, "mamba_head_dim %d: the CUDA scan holds 1 to %d", d->P, 65535 * SCAN_QB);
     else if (d->G < 1 || d->nh % d->G || d->I % d->G)
         snprintf(why, cap, "n_groups %d must divide mamba_num_heads %d", d->G, d->nh);
     else

@@ -33,11 +33,14 @@
  * computes the block sums with dp4a into shared memory, then RB x P threads run the chains.
  * Items of one position (decode) quantize their activation row themselves into shared memory
  * while the weights load (no k_quantize launch).
- * k_mma (items of 32 positions: prefill): 4 warps x 16 rows x 32 positions; per block of 32
+ * k_mma (items of 32 positions: prefill): 4 warps x 16 rows x 32 positions; the weights and
+ * activations stream through a pipeline of shared-memory stages (cp.async); per block of 32
  * columns each warp runs 4 mma.m16n8k32.s8 with a zero accumulator and folds the int32 results
- * into f32 accumulators with the block's scales; activations and scales come from shared memory.
+ * into f32 accumulators with the block's scales.
  * k_packed_ref: one warp per (row, position); any shape (q8_2f with cols % 32 != 0, rows too
  * wide for k_gemv). Slow and plain: it also states the arithmetic in its simplest form.
+ * Float weights: k_float_product (a warp per row x 4 positions), and k_float_tile for f32 in plain
+ * passes of FT_MIN_N or more (tiles of 16 rows x 32 positions): the CPU's bits in both.
  */
 extern "C" {
 #include "cuda_backend.h"
@@ -248,132 +251,201 @@ __global__ void __launch_bounds__(GV_THREADS, GV_MIN_BLOCKS) k_gemv(struct pk_pr
 #define MMA_WARPS 4
 #define MMA_ROWS (16 * MMA_WARPS)
 
-/* D = A B with A 16x32 s8 (row-major fragments), B 32x8 s8 (column-major), a zero accumulator. */
+/* D = A B with A 16x32 s8 (row-major fragments), B 32x8 s8 (column-major), a zero accumulator.
+ * Not volatile: a pure function of its operands, which the compiler may schedule freely. */
 __device__ __forceinline__ void mma_s8(int c[4], int a0, int a1, int a2, int a3, int b0, int b1) {
 #ifdef NT_CUDA_EMULATION
     emu_mma_m16n8k32_s8(c, a0, a1, a2, a3, b0, b1);
 #else
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%10,%10,%10,%10};\n"
                  : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
 #endif
 }
 
-#define MMA_KC 4                       /* blocks of 32 columns staged per step */
-#define MMA_BSTRIDE (MMA_KC * 32 + 32) /* bytes per staged position: 40 words, so the 8 rows a
-                                        * fragment load reads fall on distinct banks */
+#define MMA_KC 4     /* blocks of 32 columns per stage */
+#ifndef MMA_STAGES   /* (dev/cuda variants build other values) */
+#define MMA_STAGES 3 /* stages in shared memory: two in flight while one is computed */
+#endif
+#ifndef MMA_MIN_BLOCKS
+#define MMA_MIN_BLOCKS 4 /* resident blocks per SM the registers must allow (the shared memory of 3
+                          * stages allows 4) */
+#endif
+/* Bytes per staged row. The 8 rows (g) x 4 lanes (t) of a fragment load must fall on distinct
+ * banks: 8-byte loads (q8_2f weights, activations) want rows 8 words apart modulo 32, 4-byte loads
+ * (q4tp weights) 4 words apart: 40 and 20 words. */
+#define MMA_XSTRIDE (MMA_KC * 32 + 32)
+#define MMA_Q8_WSTRIDE (MMA_KC * 32 + 32)
+#define MMA_Q4_WSTRIDE (MMA_KC * 16 + 16)
+#define MMA_MAX_CSTRIDE 160 /* q4tp: bytes of a row's group codes staged (cols <= 8192) */
+
+template <bool Q4> struct mma_stage {
+    uint8_t w[MMA_ROWS][Q4 ? MMA_Q4_WSTRIDE : MMA_Q8_WSTRIDE]; /* the tile's weights, MMA_KC blocks */
+    uint8_t x[PK_MMA_N][MMA_XSTRIDE];                          /* the item's activations */
+    float d[PK_MMA_N][MMA_KC];                                 /* their block scales */
+    float s[Q4 ? MMA_ROWS : 1][MMA_KC];                        /* q4tp: the weights' group scales */
+};
+
+/* Whether a q4tp matrix's group codes fit k_mma's stage of them. */
+static bool mma_fits(int dtype, int64_t cols) {
+    return dtype != NT_DTYPE_Q4TP || (cols / 32 * 5 + 7) / 8 <= MMA_MAX_CSTRIDE;
+}
 
 /* The fragments (PTX ISA, mma.m16n8k32 .s8): lane = 4 g + t; A registers 0..3 hold row g k 4t..,
  * row g + 8 k 4t.., row g k 16 + 4t.., row g + 8 k 16 + 4t..; B registers 0, 1 hold column g
  * k 4t.. and k 16 + 4t..; C holds (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1). Since a
  * block's integer sum does not depend on the order of its columns, k slot 4t + i is given
  * column 8t + i and slot 16 + 4t + i column 8t + 4 + i (in the quantized row's order): each lane
- * then loads 8 contiguous bytes of a q8_2f row and of an activation row, or one word of a q4tp
+ * then reads 8 contiguous bytes of a q8_2f row and of an activation row, or one word of a q4tp
  * group (low nibbles: the first 4 slots, high: the next 4).
- * Per step of MMA_KC blocks the item's 32 activation rows, their d values and (q4tp) the group
- * scales of the block's 64 rows are staged in shared memory once for the 4 warps; each warp
- * reads its weight fragments straight from memory (every weight byte is used once per block),
- * the next block's while this one's mma run. */
+ *
+ * A block (4 warps, 64 rows x the item's 32 positions) streams its rows' weights and the item's
+ * activations through MMA_STAGES stages of MMA_KC blocks of 32 columns in shared memory, copied
+ * with cp.async (16 bytes per copy, coalesced): the copies of the next MMA_STAGES - 1 stages are in
+ * flight while a stage is computed, so every block keeps 2 x 8-16 KB of loads outstanding without
+ * holding registers. A q4tp block stages its rows' group codes once and computes each stage's
+ * group scales when it issues the stage's copies. Per block of 32 columns each warp runs 4
+ * mma.m16n8k32.s8 (its 16 rows x 4 x 8 positions) with a zero accumulator and folds the int32
+ * results into f32 accumulators with the block's scales: the arithmetic of products.cu's header. */
 template <bool Q4>
-__global__ void __launch_bounds__(MMA_WARPS * 32) k_mma(struct pk_product a) {
-    __shared__ __align__(16) uint8_t sb[PK_MMA_N][MMA_BSTRIDE];
-    __shared__ float sd[PK_MMA_N][MMA_KC];
-    __shared__ float ss[MMA_ROWS][MMA_KC];
+__global__ void __launch_bounds__(MMA_WARPS * 32, MMA_MIN_BLOCKS) k_mma(struct pk_product a) {
+    __shared__ __align__(16) struct mma_stage<Q4> st[MMA_STAGES];
+    __shared__ uint8_t codes[Q4 ? MMA_ROWS * MMA_MAX_CSTRIDE + 8 : 1];
+    __shared__ uint32_t params[Q4 ? MMA_ROWS : 1];
     const struct pk_item it = pk_item_of(a, blockIdx.x);
     if (!it.P) return;
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     int64_t cols = a.cols, nb = cols / 32, rows = a.rows;
     int64_t row0 = (int64_t)blockIdx.y * MMA_ROWS;
-    int64_t rA = row0 + 16 * warp + g, rB = rA + 8;
-    int64_t lA = min(rA, rows - 1), lB = min(rB, rows - 1); /* rows past the end: loaded, not stored */
-    const uint8_t *wA, *wB;
-    if (Q4) {
-        wA = it.W + lA * nb * 16 + 4 * t;
-        wB = it.W + lB * nb * 16 + 4 * t;
-    } else {
-        wA = it.W + lA * cols + 8 * t;
-        wB = it.W + lB * cols + 8 * t;
+    int nrows = (int)min((int64_t)MMA_ROWS, rows - row0); /* rows past the end: row0 + nrows - 1 */
+    const int RB = Q4 ? 16 : 32;                           /* weight bytes of a row per block */
+    const int64_t wrow = Q4 ? nb * 16 : cols;              /* weight bytes of a row */
+    const int nsteps = (int)((nb + MMA_KC - 1) / MMA_KC);
+    int64_t cstride = 0;
+    if (Q4) { /* the rows' group codes (5 bits each, packed per row) and base/step words, once */
+        cstride = (nb * 5 + 7) / 8;
+        const uint8_t *cs = it.W + d_q4_codes_off(rows, cols) + row0 * cstride;
+        for (int64_t u = tid; u < nrows * cstride; u += MMA_WARPS * 32) codes[u] = cs[u];
+        if (tid < nrows) params[tid] = *(const uint32_t *)(it.W + d_q4_params_off(rows, cols) + 4 * (row0 + tid));
+        __syncthreads();
     }
+
+    /* issues the copies of stage `step` into st[step % MMA_STAGES] (nothing past the last) */
+    /* Each thread's copies are the same every stage but for the column offset: their sources
+     * and places are found once (the integer divisions and 64-bit products of finding them per
+     * stage made the kernel issue-bound). A stage of kc < MMA_KC blocks (the last) leaves out
+     * the copies past its blocks. */
+    const int WCPR = MMA_KC * RB / 16;                           /* 16-byte weight copies per row */
+    const int WCOP = MMA_ROWS * WCPR / (MMA_WARPS * 32);         /* ... per thread */
+    const int XCOP = PK_MMA_N * MMA_KC * 2 / (MMA_WARPS * 32);   /* activation copies per thread */
+    static_assert(MMA_ROWS * WCPR % (MMA_WARPS * 32) == 0 && PK_MMA_N * MMA_KC * 2 % (MMA_WARPS * 32) == 0 &&
+                      PK_MMA_N * MMA_KC == MMA_WARPS * 32 && MMA_ROWS * MMA_KC % (MMA_WARPS * 32) == 0,
+                  "k_mma's copies divide evenly among the threads");
+    const uint8_t *wsrc[WCOP], *xsrc[XCOP];
+    int wdst[WCOP], wcol[WCOP], xdst[XCOP], xcol[XCOP];
+#pragma unroll
+    for (int i = 0; i < WCOP; i++) {
+        int u = tid + MMA_WARPS * 32 * i, rl = u / WCPR, c = u % WCPR;
+        wsrc[i] = it.W + (row0 + min(rl, nrows - 1)) * wrow + 16 * c;
+        wdst[i] = rl * (int)sizeof st[0].w[0] + 16 * c;
+        wcol[i] = 16 * c / RB; /* the block of the stage this copy belongs to */
+    }
+    /* positions past P stage position P - 1: computed, never stored */
+#pragma unroll
+    for (int i = 0; i < XCOP; i++) {
+        int u = tid + MMA_WARPS * 32 * i, pos = u / (MMA_KC * 2), c = u % (MMA_KC * 2);
+        xsrc[i] = pk_qrow(a, it, min(pos, it.P - 1)) + 16 * c;
+        xdst[i] = pos * MMA_XSTRIDE + 16 * c;
+        xcol[i] = c / 2;
+    }
+    const int dpos = tid / MMA_KC, dcol = tid % MMA_KC; /* one block scale per thread */
+    const float *dsrc = (const float *)(pk_qrow(a, it, min(dpos, it.P - 1)) + 32 * nb) + dcol;
+
+    /* issues the copies of stage `step` into st[step % MMA_STAGES] (nothing past the last) */
+    auto issue = [&](int step) {
+        if (step < nsteps) {
+            struct mma_stage<Q4> &S = st[step % MMA_STAGES];
+            int64_t b0 = (int64_t)step * MMA_KC;
+            int kc = (int)min((int64_t)MMA_KC, nb - b0);
+#pragma unroll
+            for (int i = 0; i < WCOP; i++)
+                if (wcol[i] < kc) cp_async16(&S.w[0][0] + wdst[i], wsrc[i] + b0 * RB);
+#pragma unroll
+            for (int i = 0; i < XCOP; i++)
+                if (xcol[i] < kc) cp_async16(&S.x[0][0] + xdst[i], xsrc[i] + 32 * b0);
+            if (dcol < kc) cp_async4(&S.d[dpos][dcol], dsrc + b0);
+            if (Q4)
+#pragma unroll
+                for (int i = 0; i < MMA_ROWS * MMA_KC / (MMA_WARPS * 32); i++) {
+                    int u = tid + MMA_WARPS * 32 * i, rl = u / MMA_KC, j = u % MMA_KC, rc = min(rl, nrows - 1);
+                    if (j >= kc) continue;
+                    int64_t gb = b0 + j;
+                    int code = (int)((ld16b(codes + rc * cstride + ((5 * gb) >> 3)) >> ((5 * gb) & 7)) & 31);
+                    uint32_t pr = params[rc];
+                    S.s[rl][j] = nt_q4tp_scale(f16f((uint16_t)(pr & 0xffff)), f16f((uint16_t)(pr >> 16)), code);
+                }
+        }
+        cp_async_commit(); /* an empty group past the last stage keeps the wait counts uniform */
+    };
+
     float acc[4][4];
 #pragma unroll
     for (int j = 0; j < 4; j++)
 #pragma unroll
         for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
 
-    /* the weight fragments of block b: q8_2f 8 bytes of each row, q4tp one word */
-    uint2 na, nbw;
-    if (Q4) {
-        na.x = __ldg((const uint32_t *)wA), nbw.x = __ldg((const uint32_t *)wB);
-        na.y = nbw.y = 0;
-    } else {
-        na = __ldg((const uint2 *)wA), nbw = __ldg((const uint2 *)wB);
-    }
-    for (int64_t b0 = 0; b0 < nb; b0 += MMA_KC) {
-        int kc = (int)min((int64_t)MMA_KC, nb - b0);
-        __syncthreads(); /* the last step's reads of the stage are done */
-        /* positions past P stage position P - 1: computed, never stored */
-        for (int u = tid; u < PK_MMA_N * kc * 4; u += MMA_WARPS * 32) {
-            int pos = u / (kc * 4), w8 = u % (kc * 4);
-            const uint8_t *q = pk_qrow(a, it, min(pos, it.P - 1));
-            *(uint2 *)&sb[pos][8 * w8] = __ldg((const uint2 *)(q + 32 * b0 + 8 * w8));
-        }
-        for (int u = tid; u < PK_MMA_N * kc; u += MMA_WARPS * 32) {
-            int pos = u / kc, j = u % kc;
-            sd[pos][j] = __ldg((const float *)(pk_qrow(a, it, min(pos, it.P - 1)) + 32 * nb) + b0 + j);
-        }
-        if (Q4)
-            for (int u = tid; u < MMA_ROWS * kc; u += MMA_WARPS * 32) {
-                int rl = u / kc, j = u % kc;
-                ss[rl][j] = q4_group_scale(it.W, rows, cols, min(row0 + rl, rows - 1), b0 + j);
-            }
-        __syncthreads();
-        for (int j = 0; j < kc; j++) {
-            int64_t b = b0 + j;
-            uint2 xa = na, xb = nbw;
-            if (b + 1 < nb) { /* the next block's fragments, in flight during this one's mma */
-                if (Q4) {
-                    na.x = __ldg((const uint32_t *)(wA + 16 * (b + 1)));
-                    nbw.x = __ldg((const uint32_t *)(wB + 16 * (b + 1)));
-                } else {
-                    na = __ldg((const uint2 *)(wA + 32 * (b + 1)));
-                    nbw = __ldg((const uint2 *)(wB + 32 * (b + 1)));
-                }
-            }
+#pragma unroll
+    for (int s = 0; s < MMA_STAGES - 1; s++) issue(s);
+    const int rA = 16 * warp + g, rB = rA + 8; /* the warp's fragment rows in the tile */
+    for (int step = 0; step < nsteps; step++) {
+        cp_async_wait<MMA_STAGES - 2>(); /* this thread's copies of `step` have landed */
+        __syncthreads();                 /* everyone's have; everyone is done with step - 1 */
+        issue(step + MMA_STAGES - 1);    /* into step - 1's stage */
+        const struct mma_stage<Q4> &S = st[step % MMA_STAGES];
+        int kc = (int)min((int64_t)MMA_KC, nb - (int64_t)step * MMA_KC);
+#pragma unroll
+        for (int j = 0; j < MMA_KC; j++) {
+            if (j >= kc) break;
             int a0, a1, a2, a3;
             float sA = 1.0f, sB = 1.0f;
             if (Q4) {
-                a0 = q4_lo(xa.x), a2 = q4_hi(xa.x), a1 = q4_lo(xb.x), a3 = q4_hi(xb.x);
-                sA = ss[16 * warp + g][j];
-                sB = ss[16 * warp + g + 8][j];
+                uint32_t xa = *(const uint32_t *)&S.w[rA][16 * j + 4 * t];
+                uint32_t xb = *(const uint32_t *)&S.w[rB][16 * j + 4 * t];
+                a0 = q4_lo(xa), a2 = q4_hi(xa), a1 = q4_lo(xb), a3 = q4_hi(xb);
+                sA = S.s[rA][j];
+                sB = S.s[rB][j];
             } else {
+                uint2 xa = *(const uint2 *)&S.w[rA][32 * j + 8 * t];
+                uint2 xb = *(const uint2 *)&S.w[rB][32 * j + 8 * t];
                 a0 = (int)xa.x, a2 = (int)xa.y, a1 = (int)xb.x, a3 = (int)xb.y;
             }
 #pragma unroll
             for (int jt = 0; jt < 4; jt++) {
-                uint2 xq = *(const uint2 *)&sb[8 * jt + g][32 * j + 8 * t];
-                int c[4];
+                uint2 xq = *(const uint2 *)&S.x[8 * jt + g][32 * j + 8 * t];
+                int c[4]; /* |c| <= 32 x 128 x 127 < 2^22: small_int_to_float is exact */
                 mma_s8(c, a0, a1, a2, a3, (int)xq.x, (int)xq.y);
-                float d0 = sd[8 * jt + 2 * t][j], d1 = sd[8 * jt + 2 * t + 1][j];
+                float d0 = S.d[8 * jt + 2 * t][j], d1 = S.d[8 * jt + 2 * t + 1][j];
                 if (Q4) {
-                    acc[jt][0] = __fmaf_rn((float)c[0], __fmul_rn(sA, d0), acc[jt][0]);
-                    acc[jt][1] = __fmaf_rn((float)c[1], __fmul_rn(sA, d1), acc[jt][1]);
-                    acc[jt][2] = __fmaf_rn((float)c[2], __fmul_rn(sB, d0), acc[jt][2]);
-                    acc[jt][3] = __fmaf_rn((float)c[3], __fmul_rn(sB, d1), acc[jt][3]);
+                    acc[jt][0] = __fmaf_rn(small_int_to_float(c[0]), __fmul_rn(sA, d0), acc[jt][0]);
+                    acc[jt][1] = __fmaf_rn(small_int_to_float(c[1]), __fmul_rn(sA, d1), acc[jt][1]);
+                    acc[jt][2] = __fmaf_rn(small_int_to_float(c[2]), __fmul_rn(sB, d0), acc[jt][2]);
+                    acc[jt][3] = __fmaf_rn(small_int_to_float(c[3]), __fmul_rn(sB, d1), acc[jt][3]);
                 } else {
-                    acc[jt][0] = __fmaf_rn((float)c[0], d0, acc[jt][0]);
-                    acc[jt][1] = __fmaf_rn((float)c[1], d1, acc[jt][1]);
-                    acc[jt][2] = __fmaf_rn((float)c[2], d0, acc[jt][2]);
-                    acc[jt][3] = __fmaf_rn((float)c[3], d1, acc[jt][3]);
+                    acc[jt][0] = __fmaf_rn(small_int_to_float(c[0]), d0, acc[jt][0]);
+                    acc[jt][1] = __fmaf_rn(small_int_to_float(c[1]), d1, acc[jt][1]);
+                    acc[jt][2] = __fmaf_rn(small_int_to_float(c[2]), d0, acc[jt][2]);
+                    acc[jt][3] = __fmaf_rn(small_int_to_float(c[3]), d1, acc[jt][3]);
                 }
             }
         }
     }
+    cp_async_wait<0>(); /* no copy outlives the block (the empty trailing groups) */
 #pragma unroll
     for (int j = 0; j < 4; j++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            int64_t r = i < 2 ? rA : rB;
+            int64_t r = row0 + (i < 2 ? rA : rB);
             int p = 8 * j + 2 * t + (i & 1);
             if (r < rows && p < it.P) pk_store(a, it, r, p, acc[j][i]);
         }
@@ -443,6 +515,101 @@ __global__ void __launch_bounds__(FP_WARPS * 32) k_float_product(struct pk_produ
     const float *xp = xs[p];
     for (int64_t c = c8; c < cols; c++) acc = __fadd_rn(acc, __fmul_rn(load_w(W, r * cols + c, a.dtype), xp[c]));
     pk_store(a, it, r, p, acc);
+}
+
+/* ---- k_float_tile ------------------------------------------------------------------------------ */
+
+/* f32 weights in plain passes of FT_MIN_N positions or more (the router at prefill): the same
+ * arithmetic as k_float_product (lane chains l = column mod 8 in column order, the fixed tree, the
+ * tail columns in order), tiled for reuse. A block owns FT_ROWS rows x FT_POS positions; its rows
+ * and positions stream through shared memory FT_KC columns at a time (cp.async, two stages); each
+ * thread computes 2 rows x 2 positions, all 8 chains of each in registers, so a staged value is
+ * read once per 2 outputs instead of once per output (k_float_product: 4 positions per row staged,
+ * 193 us for the router at n = 512 on the H200). */
+#define FT_ROWS 16
+#define FT_POS 32
+#define FT_KC 64
+#define FT_THREADS (FT_ROWS / 2 * FT_POS / 2)
+#define FT_STRIDE (FT_KC + 4) /* floats per staged row: 16 rows a warp reads at once, 4 banks apart */
+#define FT_MIN_N 256 /* positions from which the tile wins: n = 64 gives 16 blocks (58 us against 34) */
+
+static bool float_tile_fits(const struct pk_product *a) {
+    return !a->grouped && a->dtype == NT_DTYPE_F32 && a->n >= FT_MIN_N && a->cols % 4 == 0 && a->x_stride % 4 == 0 &&
+           (uintptr_t)a->x % 16 == 0 && (uintptr_t)a->W % 16 == 0;
+}
+
+__global__ void __launch_bounds__(FT_THREADS) k_float_tile(struct pk_product a) {
+    __shared__ __align__(16) float sw[2][FT_ROWS][FT_STRIDE];
+    __shared__ __align__(16) float sx[2][FT_POS][FT_STRIDE];
+    int tid = threadIdx.x, tr = tid / (FT_POS / 2), tp = tid % (FT_POS / 2);
+    int64_t rows = a.rows, cols = a.cols, c8 = cols & ~(int64_t)7;
+    int64_t r0 = (int64_t)blockIdx.y * FT_ROWS;
+    int t0 = blockIdx.x * FT_POS;
+    const float *W = (const float *)a.W;
+    int nsteps = (int)((c8 + FT_KC - 1) / FT_KC);
+    auto issue = [&](int step) {
+        if (step < nsteps) {
+            int64_t c0 = (int64_t)step * FT_KC;
+            int q4 = (int)(min((int64_t)FT_KC, c8 - c0) / 4); /* float4s per staged row */
+            for (int u = tid; u < FT_ROWS * q4; u += FT_THREADS) {
+                int rl = u / q4, c = u % q4;
+                cp_async16(&sw[step & 1][rl][4 * c], W + min(r0 + rl, rows - 1) * cols + c0 + 4 * c);
+            }
+            for (int u = tid; u < FT_POS * q4; u += FT_THREADS) {
+                int pl = u / q4, c = u % q4;
+                cp_async16(&sx[step & 1][pl][4 * c], a.x + (int64_t)min(t0 + pl, a.n - 1) * a.x_stride + c0 + 4 * c);
+            }
+        }
+        cp_async_commit();
+    };
+    float acc[2][2][8];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int l = 0; l < 8; l++) acc[i][j][l] = 0.0f;
+    issue(0);
+    for (int step = 0; step < nsteps; step++) {
+        cp_async_wait<0>();
+        __syncthreads(); /* the stage has landed; everyone is done with the other one */
+        issue(step + 1);
+        int b = step & 1, kc = (int)min((int64_t)FT_KC, c8 - (int64_t)step * FT_KC);
+        for (int c = 0; c < kc; c += 8) {
+            float w[2][8], x[2][8];
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                float4 lo = *(const float4 *)&sw[b][2 * tr + i][c], hi = *(const float4 *)&sw[b][2 * tr + i][c + 4];
+                w[i][0] = lo.x, w[i][1] = lo.y, w[i][2] = lo.z, w[i][3] = lo.w;
+                w[i][4] = hi.x, w[i][5] = hi.y, w[i][6] = hi.z, w[i][7] = hi.w;
+                lo = *(const float4 *)&sx[b][2 * tp + i][c], hi = *(const float4 *)&sx[b][2 * tp + i][c + 4];
+                x[i][0] = lo.x, x[i][1] = lo.y, x[i][2] = lo.z, x[i][3] = lo.w;
+                x[i][4] = hi.x, x[i][5] = hi.y, x[i][6] = hi.z, x[i][7] = hi.w;
+            }
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int j = 0; j < 2; j++)
+#pragma unroll
+                    for (int l = 0; l < 8; l++) acc[i][j][l] = __fmaf_rn(w[i][l], x[j][l], acc[i][j][l]);
+        }
+    }
+    cp_async_wait<0>();
+    const struct pk_item it = {a.W, 0, t0, min(FT_POS, a.n - t0)};
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            int64_t r = r0 + 2 * tr + i;
+            int p = 2 * tp + j;
+            if (r >= rows || p >= it.P) continue;
+            const float *e = acc[i][j]; /* the fixed lane tree ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) */
+            float v = __fadd_rn(__fadd_rn(__fadd_rn(e[0], e[4]), __fadd_rn(e[2], e[6])),
+                                __fadd_rn(__fadd_rn(e[1], e[5]), __fadd_rn(e[3], e[7])));
+            const float *xp = a.x + (int64_t)(t0 + p) * a.x_stride;
+            for (int64_t c = c8; c < cols; c++) v = __fadd_rn(v, __fmul_rn(W[r * cols + c], xp[c]));
+            pk_store(a, it, r, p, v);
+        }
 }
 
 /* ---- k_packed_ref ---------------------------------------------------------------------------- */
@@ -539,6 +706,11 @@ bool pk_run(struct nt_backend *be, const struct pk_product *a, int work) {
             cuda_fault(be, "float product: items must hold PK_FLOAT_GROUP positions");
             return false;
         }
+        if (float_tile_fits(a)) {
+            if (!row_grid(be, a, (a->n + FT_POS - 1) / FT_POS, (a->rows + FT_ROWS - 1) / FT_ROWS, &grid)) return false;
+            NT_LAUNCH(k_float_tile, grid, FT_THREADS, *a);
+            return LAUNCHED(be);
+        }
         if (!row_grid(be, a, work, (a->rows + FP_WARPS - 1) / FP_WARPS, &grid)) return false;
         NT_LAUNCH(k_float_product, grid, FP_WARPS * 32, *a);
         return LAUNCHED(be);
@@ -546,7 +718,7 @@ bool pk_run(struct nt_backend *be, const struct pk_product *a, int work) {
     const bool q4 = a->dtype == NT_DTYPE_Q4TP;
     int64_t nb = (a->cols + 31) / 32, cpr = chunks_per_row(a->dtype, a->cols);
     bool whole_blocks = !reference_only && (q4 || a->cols % 32 == 0);
-    bool mma = whole_blocks && a->group == PK_MMA_N;
+    bool mma = whole_blocks && a->group == PK_MMA_N && mma_fits(a->dtype, a->cols);
     bool gemv = whole_blocks && !mma && cpr <= GV_MAX_CHUNKS && a->group <= 4;
     int maxp = a->group == 1 ? 1 : 4;
     int64_t rb = gemv ? gemv_rows_per_block(cpr, maxp, a->rows) : 1;

@@ -19,8 +19,19 @@ extern "C" {
  * kernel with items of PK_MMA_N. Every kernel computes the same bits (products.cu). */
 #define PK_MMA_N 32
 #define PK_FLOAT_GROUP 4     /* float weights: items of 4 positions (k_float_product) */
-#define PK_MMA_MIN_PLAIN 16  /* positions of a plain product from which the tensor cores run */
-#define PK_MMA_MIN_GROUPED 8 /* average entries per expert from which they run */
+/* When the tensor cores run (k_mma, items of PK_MMA_N positions) rather than k_gemv (items of 1 or
+ * 4). Measured on the H200 (session 7, cp.async k_mma, docs/PERF.md): an item of 32 costs about
+ * what k_gemv's item of 4 does once there are enough items to fill the GPU (in_proj: 31 us at
+ * n = 64), but a plain pass of 4 is one item per row block (in_proj 61 us against k_gemv's 35). So
+ * plain products from 16 positions; grouped ones from half an entry per expert on average (n k >=
+ * E / 2; experts at n = 64, 3 per expert: 645 us against 946; at n = 4, 0.2 per expert: 170
+ * against 131; a verify pass of 17 positions, 0.8: 11.4 -> 8.5 ms). */
+#ifndef PK_MMA_MIN_PLAIN
+#define PK_MMA_MIN_PLAIN 16
+#endif
+#ifndef PK_MMA_GROUPED_HALF_ENTRIES
+#define PK_MMA_GROUPED_HALF_ENTRIES 1 /* grouped: from this many half entries per expert */
+#endif
 
 /* One product y = act(W x + bias).
  * Plain: W, positions 0 .. n - 1, x row t, y row t.
@@ -69,7 +80,7 @@ static inline int pk_group_plain(int dtype, int n) {
  * One position's experts are distinct, so a pass of one has one entry per expert. */
 static inline int pk_group_grouped(int up_dtype, int down_dtype, int n, int k, int E) {
     if (!pk_packed(up_dtype) || !pk_packed(down_dtype)) return PK_FLOAT_GROUP;
-    return n == 1 ? 1 : (int64_t)n * k >= (int64_t)PK_MMA_MIN_GROUPED * E ? PK_MMA_N : 4;
+    return n == 1 ? 1 : 2 * (int64_t)n * k >= (int64_t)PK_MMA_GROUPED_HALF_ENTRIES * E ? PK_MMA_N : 4;
 }
 
 /* Quantizes the activations and runs the product; work = the number of work items (plain:

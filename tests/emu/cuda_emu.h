@@ -96,6 +96,9 @@ struct uint4 {
     unsigned x, y, z, w;
 };
 static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
 
 /* Device memory is host memory (256-byte aligned, as cudaMalloc's), the stream runs everything
  * at once, and a stream capture records launches and copies that a graph launch replays, in

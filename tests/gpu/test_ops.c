@@ -447,18 +447,19 @@ static void test_matmul(void) {
         {70, 4096},   /* Nano's out_proj width: at one position quantized once (decode.cu) */
     };
     static const enum nt_dtype dts[] = {NT_DTYPE_F32, NT_DTYPE_F16, NT_DTYPE_BF16, NT_DTYPE_Q8_2F, NT_DTYPE_Q4TP};
-    static const int ns[] = {1, 3, 17, 64};
+    static const int ns[] = {1, 3, 17, 64, 40};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
             int rows = shapes[si].rows, cols = shapes[si].cols;
             enum nt_dtype dt = dts[di];
             if (!nt_format_accepts(dt, rows, cols, NULL)) continue;
             if (emulated && rows * cols > 1000000) continue;
-            for (int i = 0; i < 4; i++) {
-                if (rows * cols > 1000000 && (i == 1 || i == 2)) continue; /* the big one: n = 1, 64 */
-                /* bias on odd i, relu^2 from i = 2, strides on i = 1 and 3; n = 64 fills the pass */
+            for (int i = 0; i < 5; i++) {
+                if (rows * cols > 1000000 && (i == 1 || i == 2)) continue; /* the big one: n = 1, 64, 40 */
+                /* bias on odd i, relu^2 from i = 2, strides on i = 1 and 3; n = 64 fills the pass; n = 40
+                 * unstrided: f32 runs k_float_tile (a whole and a partial block of positions) */
                 matmul_case(dt, rows, cols, ns[i], 64, i & 1, i & 1, i >= 2 ? NT_ACT_RELU2 : NT_ACT_NONE,
-                            ns[i] == 64 || (ns[i] > 1 && is_packed(dt)));
+                            ns[i] >= 40 || (ns[i] > 1 && is_packed(dt)));
             }
             group_end();
         }

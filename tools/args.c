@@ -17,12 +17,11 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "speculate.h"
 
 #define MODEL_CMDS (CMD_LOGITS | CMD_GENERATE | CMD_RUN | CMD_CHAT | CMD_BENCH)
 #define TEXT_GEN_CMDS (CMD_RUN | CMD_CHAT)
 #define SPEC_CMDS (CMD_GENERATE | CMD_RUN | CMD_CHAT)
-/* --spec-max's default: the library's (nemotron_spec_params: 0 means 16), said in the help */
-#define CLI_SPEC_DEFAULT_K 16
 
 static const struct command {
     const char *name;
@@ -347,16 +346,8 @@ static void apply_ngl(struct args *a, int ngl) {
 
 /* --spec, --spec-max and --draft-model together: one drafter, a K the verify pass holds. */
 static void check_spec(struct args *a) {
-    if (a->spec && !strcmp(a->spec, "mtp"))
-        cli_usage_error("--spec mtp: the library has no MTP drafter yet (the demo model carries no trained MTP "
-                        "layers); use --spec ngram or --draft-model MODEL");
-    if (a->spec && strcmp(a->spec, "ngram"))
-        cli_usage_error("--spec '%s': the methods are ngram (prompt lookup); a draft model is --draft-model MODEL",
-                        a->spec);
-    if (a->spec && a->draft_model)
-        cli_usage_error("--spec %s and --draft-model: one drafter at a time", a->spec);
-    if (a->spec_max && !a->spec && !a->draft_model)
-        cli_usage_error("--spec-max %d: speculation is off (give --spec ngram or --draft-model MODEL)", a->spec_max);
+    char why[256];
+    if (cli_spec_check(a->spec, a->draft_model, a->spec_max, why, sizeof why)) cli_usage_error("%s", why);
     if (!a->spec && !a->draft_model) return;
     if (!a->spec_max) a->spec_max = CLI_SPEC_DEFAULT_K;
     /* a step verifies the pending token and K drafts in one pass */

@@ -8,6 +8,22 @@
 
 int cli_spec_wanted(const struct args *a) { return a->spec != NULL || a->draft_model != NULL; }
 
+const char *cli_spec_check(const char *spec, const char *draft_model, int spec_max, char *buf, size_t cap) {
+    if (spec && !strcmp(spec, "mtp"))
+        snprintf(buf, cap, "--spec mtp: the library has no MTP drafter yet (the demo model carries no trained MTP "
+                           "layers); use --spec ngram or --draft-model MODEL");
+    else if (spec && strcmp(spec, "ngram"))
+        snprintf(buf, cap, "--spec '%s': the methods are ngram (prompt lookup); a draft model is --draft-model MODEL",
+                 spec);
+    else if (spec && draft_model)
+        snprintf(buf, cap, "--spec %s and --draft-model: one drafter at a time", spec);
+    else if (spec_max && !spec && !draft_model)
+        snprintf(buf, cap, "--spec-max %d: speculation is off (give --spec ngram or --draft-model MODEL)", spec_max);
+    else
+        return NULL;
+    return buf;
+}
+
 int cli_spec_open(struct cli_spec *cs, const struct args *a, const nemotron_model *model,
                   const nemotron_session *target) {
     memset(cs, 0, sizeof *cs);

@@ -12,6 +12,9 @@
 
 #include "cli.h"
 
+/* --spec-max's default: the library's (nemotron_spec_params: 0 means 16), said in the help */
+#define CLI_SPEC_DEFAULT_K 16
+
 struct cli_spec {
     nemotron_model *draft_model;     /* --draft-model: loaded once, on the target's device */
     nemotron_session *draft;         /* its session, as long as the target's */
@@ -20,6 +23,9 @@ struct cli_spec {
 
 /* Whether the command line asked for speculation. */
 int cli_spec_wanted(const struct args *a);
+/* --spec METHOD, --draft-model MODEL and --spec-max K (0: not given) together, as the commands
+ * and serve take them: NULL when they fit, else buf holding what is wrong. */
+const char *cli_spec_check(const char *spec, const char *draft_model, int spec_max, char *buf, size_t cap);
 /* Loads the draft model (when --draft-model) with a session of the target session's length and
  * checks that its vocabulary is the model's. 0 on success; else a message was printed (2: the
  * draft model does not fit the model), and cli_spec_free frees what was made. */

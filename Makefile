@@ -79,7 +79,8 @@ endif
 # nvcc is here, so `make test` executes the kernels' code everywhere. Its fiber switch is x86-64
 # assembly: other machines leave it out.
 EMU_TEST := $(if $(filter x86_64,$(shell uname -m)),$(REL)/bin/test_cuda_emu $(REL)/bin/test_cuda_emu_checks \
-              $(REL)/bin/test_cuda_ops_emu $(REL)/bin/test_cuda_faults $(REL)/bin/test_verify_emu $(REL)/emu/nemotron)
+              $(REL)/bin/test_cuda_ops_emu $(REL)/bin/test_cuda_faults $(REL)/bin/test_verify_emu $(REL)/bin/test_spec_emu \
+              $(REL)/emu/nemotron)
 EMU_TEST_ASAN := $(subst $(REL)/,$(ASAN)/,$(EMU_TEST))
 
 LIB_OBJ_REL  := $(LIB_SRC:%.c=$(REL)/%.o) $(CUDA_LINKED)
@@ -260,9 +261,12 @@ $(1)/bin/test_cuda_faults: $(1)/tests/emu/test_cuda_faults.o $(SUPPORT_SRC:%.c=$
 $(1)/bin/test_verify_emu: $(1)/tests/unit/test_verify.o $(call EMU_LIBRARY,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
-# tests/unit/test_spec.c (the speculative decoder against plain decoding) on it: built, not in
-# `make test` yet (it ran past 10 minutes on the emulation; to be cut down or its slowness found)
-$(1)/bin/test_spec_emu: $(1)/tests/unit/test_spec.o $(call EMU_LIBRARY,$(1))
+# tests/unit/test_spec.c (the speculative decoder against plain decoding) on it, the CUDA backend
+# alone (TEST_SPEC_CUDA_ONLY: test_spec runs the CPU's part)
+$(1)/emu/test_spec.o: tests/unit/test_spec.c
+	@mkdir -p $$(dir $$@)
+	$$(CC) $(3) -DTEST_SPEC_CUDA_ONLY -c $$< -o $$@
+$(1)/bin/test_spec_emu: $(1)/emu/test_spec.o $(call EMU_LIBRARY,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS)
 # the nemotron command on it: tests/cli/test_cuda_emu.sh runs whole models with --device cuda
@@ -272,7 +276,7 @@ $(1)/emu/backend_open.o: src/backend_open.c
 $(1)/emu/nemotron: $(TOOL_SRC:%.c=$(1)/%.o) $(call EMU_LIBRARY,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CXX) -pthread $(2) $$^ -o $$@ $$(LDLIBS) $$(TOOL_LIBS)
--include $(1)/emu/cuda_emu.d $(1)/emu/test_cuda_emu_checks.d $(patsubst src/cuda/%.cu,$(1)/emu/%.d,$(wildcard src/cuda/*.cu))
+-include $(1)/emu/cuda_emu.d $(1)/emu/test_cuda_emu_checks.d $(1)/emu/test_spec.d $(patsubst src/cuda/%.cu,$(1)/emu/%.d,$(wildcard src/cuda/*.cu))
 endef
 $(eval $(call EMU_RULES,$(REL),$(EMU_REL_FLAGS),$(CFLAGS_REL),$(EMU_CHECK_FLAGS)))
 $(eval $(call EMU_RULES,$(ASAN),$(EMU_ASAN_FLAGS),$(CFLAGS_ASAN),))

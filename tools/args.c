@@ -17,9 +17,11 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "speculate.h"
 
 #define MODEL_CMDS (CMD_LOGITS | CMD_GENERATE | CMD_RUN | CMD_CHAT | CMD_BENCH)
 #define TEXT_GEN_CMDS (CMD_RUN | CMD_CHAT)
+#define SPEC_CMDS (CMD_GENERATE | CMD_RUN | CMD_CHAT)
 
 static const struct command {
     const char *name;
@@ -48,7 +50,7 @@ enum opt_id {
     O_MODEL, O_TOKENS, O_OUTPUT, O_N, O_THREADS, O_DEVICE, O_NGL, O_PASS, O_CTX, O_IGNORE_EOS, O_PROMPT,
     O_FILE, O_INTERACTIVE, O_VERBOSE_PROMPT, O_TOKENIZER, O_DECODE, O_MESSAGES, O_TOOLS, O_SYSTEM,
     O_NO_THINK, O_NO_GEN_PROMPT, O_TEMP, O_TOP_K, O_TOP_P, O_MIN_P, O_REPEAT, O_PRESENCE, O_FREQUENCY,
-    O_SEED, O_STOP, O_REPS, O_VERIFY, O_JSON, O_QUANT, O_SHAPE, O_LIST, O_HELP
+    O_SEED, O_STOP, O_SPEC, O_SPEC_MAX, O_DRAFT_MODEL, O_REPS, O_VERIFY, O_JSON, O_QUANT, O_SHAPE, O_LIST, O_HELP
 };
 
 static const struct option {
@@ -94,6 +96,11 @@ static const struct option {
     {O_SEED, "-s|--seed", "S", TEXT_GEN_CMDS | CMD_SYNTH,
      "random seed; -1 (and run/chat's default): a random one, printed on stderr"},
     {O_STOP, "--stop", "TEXT", TEXT_GEN_CMDS, "stop when TEXT appears (repeatable, up to 16)"},
+    {O_SPEC, "--spec", "METHOD", SPEC_CMDS,
+     "speculative decoding (same output, fewer passes): ngram drafts from earlier text (prompt lookup)"},
+    {O_SPEC_MAX, "--spec-max", "K", SPEC_CMDS, "speculation: at most K drafted tokens per verify pass (default 16)"},
+    {O_DRAFT_MODEL, "--draft-model", "MODEL", SPEC_CMDS,
+     "speculation: a smaller Nemotron-H with the same vocabulary drafts greedily"},
     {O_REPS, "-r|--repetitions", "N", CMD_BENCH, "repetitions, mean and deviation reported (default 3)"},
     {O_VERIFY, "--verify", "K[,K...]", CMD_BENCH,
      "time verify passes of 1+K positions (speculative decoding's check) against decode steps"},
@@ -308,6 +315,9 @@ static void set_option(struct args *a, const struct option *o, const char *name,
         if (!v[0]) cli_usage_error("%s: an empty --stop string", name);
         a->stop[a->n_stop++] = v;
         break;
+    case O_SPEC: a->spec = v; break;
+    case O_SPEC_MAX: a->spec_max = (int)parse_int(v, name, 1, NEMOTRON_SPEC_MAX); break;
+    case O_DRAFT_MODEL: a->draft_model = v; break;
     case O_REPS: a->reps = (int)parse_int(v, name, 1, 1000); break;
     case O_JSON: a->json = 1; break;
     case O_QUANT: a->quant = v; break;
@@ -332,6 +342,19 @@ static void apply_ngl(struct args *a, int ngl) {
     if (!a->device) a->device = "cuda";
     fprintf(stderr, "nemotron: -ngl %d: every layer runs on the GPU (--device %s); nemotron does not split "
                     "layers between the CPU and the GPU\n", ngl, a->device);
+}
+
+/* --spec, --spec-max and --draft-model together: one drafter, a K the verify pass holds. */
+static void check_spec(struct args *a) {
+    char why[256];
+    if (cli_spec_check(a->spec, a->draft_model, a->spec_max, why, sizeof why)) cli_usage_error("%s", why);
+    if (!a->spec && !a->draft_model) return;
+    if (!a->spec_max) a->spec_max = CLI_SPEC_DEFAULT_K;
+    /* a step verifies the pending token and K drafts in one pass */
+    if (a->pass && a->spec_max + 1 > a->pass)
+        cli_usage_error("--spec-max %d verifies %d positions in one pass: more than --pass %d", a->spec_max,
+                        a->spec_max + 1, a->pass);
+    a->verify_max = a->spec_max + 1;
 }
 
 void cli_parse_args(int argc, char **argv, struct args *a) {
@@ -382,6 +405,7 @@ void cli_parse_args(int argc, char **argv, struct args *a) {
         set_option(a, o, arg, v, &ngl);
     }
     if (ngl != -2) apply_ngl(a, ngl);
+    check_spec(a);
     /* run and chat sample with a seed nobody chose unless one is given: said, so a run can be
      * repeated (synth's default seed is the library's fixed one) */
     if (!a->seed_given && a->cmd & TEXT_GEN_CMDS) {

@@ -11,7 +11,8 @@
  * prefix of those tokens (the previous turn's prompt and answer, as with --no-think), only the
  * rest is processed; otherwise (the format drops the history's reasoning, so a thinking turn's
  * answer no longer matches what the session holds) the session starts again from position 0.
- * A turn that would leave less than CHAT_ANSWER_ROOM for the answer drops the oldest turns
+ * With speculation (--spec, --draft-model) every turn starts over, since the decoder begins at
+ * position 0. A turn that would leave less than CHAT_ANSWER_ROOM for the answer drops the oldest turns
  * first, and says so; a message that does not fit even alone is refused, and the conversation
  * goes on as it was. Bad input (invalid UTF-8, a NUL byte, an overlong line, an unknown
  * command) is reported and never sent. Ctrl-C stops an answer; at the input it ends the chat
@@ -144,6 +145,9 @@ static int chat_turn(struct chat *c, const char *text) {
     /* only the new tokens when the session holds a prefix of the rendered conversation */
     int reuse = c->g.n_held;
     if (reuse >= n || memcmp(c->g.held, ids, (size_t)reuse * sizeof *ids)) reuse = 0;
+    /* speculation's decoder reads the whole conversation from position 0 (its drafts come from
+     * it): every turn starts over, at the cost of processing the history again */
+    if (c->g.speculate) reuse = 0;
     if (!reuse) gen_reset(&c->g);
     struct text out = {0};
     struct gen_result r;

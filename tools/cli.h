@@ -3,6 +3,7 @@
  * args.c parses the command line (every option, the commands it applies to, the help);
  * nemotron.c runs logits/generate; bench.c the benchmark; text_cmds.c tokenize and template;
  * run.c run and chat.c chat over generation.c (line_input.c reads the chat's input);
+ * speculate.c the speculative decoding of generate, run and chat;
  * model_cmds.c convert and synth. All use the public header; a few private library helpers
  * (output paths, UTF-8, config.json) are reused rather than written twice.
  */
@@ -42,6 +43,9 @@ struct args {
     int bench_n[CLI_MAX_BENCH_SIZES], n_bench_n;   /* bench -n list */
     int bench_v[CLI_MAX_BENCH_SIZES], n_bench_v;   /* bench --verify list: drafted positions k */
     int verify_max;                  /* sessions keep snapshots for verify passes this long (0: none) */
+    /* speculative decoding (speculate.h): --spec METHOD ("ngram"), --draft-model MODEL, and K */
+    const char *spec, *draft_model;
+    int spec_max;
     int32_t *tokens;
     int n_tokens;
     /* text */

@@ -28,6 +28,7 @@ void cli_catch_sigint(void) {
 }
 
 void gen_free(struct gen *g) {
+    cli_spec_free(&g->spec);
     nemotron_sampler_free(g->sampler);
     nemotron_tokenizer_free(g->tok);
     nemotron_session_free(g->session);
@@ -53,7 +54,8 @@ int gen_open(struct gen *g, const struct args *a, int n_ctx) {
     if (st) return cli_fail("sampling", nemotron_sampler_errmsg(g->sampler), st);
     g->n_stop_ids = nemotron_model_stop_ids(g->model, g->stop_ids, CLI_MAX_STOP_IDS);
     if (g->n_stop_ids > CLI_MAX_STOP_IDS) g->n_stop_ids = CLI_MAX_STOP_IDS;
-    return 0;
+    g->speculate = cli_spec_wanted(a);
+    return g->speculate ? cli_spec_open(&g->spec, a, g->model, g->session) : 0;
 }
 
 void gen_reset(struct gen *g) {
@@ -133,6 +135,49 @@ static void print_prompt_tokens(const struct gen *g, const int32_t *ids, int n, 
     }
 }
 
+/* Handles one generated token as a stream shows it: the stop ids, the text (held back while it
+ * may grow into a stop string), the limit. 0: go on; 1: the generation ended (r says why); -1:
+ * a failure, printed. The sampler is the caller's to tell. */
+static int take_token(struct gen *g, const struct args *a, nemotron_detok *dt, int32_t next, int n_max,
+                      struct text *out, size_t *shown, struct gen_result *r) {
+    for (int i = 0; i < g->n_stop_ids && !a->ignore_eos; i++)
+        if (next == g->stop_ids[i]) {
+            r->hit_stop_id = 1;
+            return 1;
+        }
+    r->n_generated++;
+    const char *piece = nemotron_detok_push(dt, next);
+    if (!piece || text_add(out, piece, strlen(piece))) return -cli_fail("generate", "decoding failed", NEMOTRON_ERR_ARG);
+    long hit;
+    size_t safe = safe_prefix(a, out->p, out->len, *shown, &hit);
+    if (safe > *shown) fwrite(out->p + *shown, 1, safe - *shown, stdout);
+    fflush(stdout);
+    *shown = safe;
+    if (hit >= 0) {
+        out->len = (size_t)hit;
+        out->p[out->len] = 0;
+        r->hit_stop_string = 1;
+        return 1;
+    }
+    if (r->n_generated == n_max) {
+        if (r->hit_ctx) r->hit_ctx = 1;
+        else r->hit_limit = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* The prompt's next n tokens into the session (through the decoder with speculation), mirrored. */
+static nemotron_status feed_prompt(struct gen *g, const int32_t *ids, int n) {
+    if (!g->speculate) return gen_eval(g, ids, n);
+    nemotron_status st = nemotron_spec_prefill(g->spec.dec, ids, n);
+    if (!st) {
+        memcpy(g->held + g->n_held, ids, (size_t)n * sizeof *ids);
+        g->n_held += n;
+    }
+    return st;
+}
+
 int gen_run(struct gen *g, const struct args *a, const int32_t *prompt, int n_prompt, int n_reuse,
             int n_max, struct text *out, struct gen_result *r) {
     memset(r, 0, sizeof *r);
@@ -147,6 +192,15 @@ int gen_run(struct gen *g, const struct args *a, const int32_t *prompt, int n_pr
         r->hit_ctx = -1;     /* the limit is the context's: reaching it is hit_ctx, not hit_limit */
     }
     if (a->verbose_prompt) print_prompt_tokens(g, prompt, n_prompt, n_reuse);
+    if (g->speculate) {
+        /* the decoder reads the whole prompt from position 0 (its drafters' history) */
+        g->n_held = 0;
+        if (n_reuse || cli_spec_start(&g->spec, a, g->session, g->sampler)) {
+            if (n_reuse) fprintf(stderr, "nemotron: speculation starts from an empty session, not %d held tokens\n", n_reuse);
+            return 1;
+        }
+        r->spec_args = a;
+    }
     nemotron_sampler_reset(g->sampler);
     for (int i = 0; i < n_prompt; i++) nemotron_sampler_accept(g->sampler, prompt[i]);
     nemotron_status st = NEMOTRON_OK;
@@ -158,54 +212,38 @@ int gen_run(struct gen *g, const struct args *a, const int32_t *prompt, int n_pr
             break;
         }
         int n = n_prompt - at < pass ? n_prompt - at : pass;
-        st = gen_eval(g, prompt + at, n);
+        st = feed_prompt(g, prompt + at, n);
         if (!st) r->n_prompt += n;
     }
     double t1 = cli_now();
     r->prompt_s = t1 - t0;
-    if (st) return cli_fail("evaluating", nemotron_session_errmsg(g->session), st);
+    const char *why = g->speculate ? nemotron_spec_errmsg(g->spec.dec) : nemotron_session_errmsg(g->session);
+    if (st) return cli_fail("evaluating", why, st);
     if (r->was_interrupted) return 0;
     nemotron_detok *dt = nemotron_detok_new(g->tok, 0);
     if (!dt) return cli_fail("generate", "out of memory", NEMOTRON_ERR_NOMEM);
     size_t shown = 0;
-    int rc = 0;
-    while (!st && !rc) {
+    int end = 0;
+    while (!st && !end) {
         if (cli_interrupted) {
             r->was_interrupted = 1;
             break;
         }
-        int32_t next = nemotron_sampler_sample(g->sampler, nemotron_session_logits(g->session));
-        int is_stop = 0;
-        for (int i = 0; i < g->n_stop_ids && !a->ignore_eos; i++) is_stop |= next == g->stop_ids[i];
-        if (is_stop) {
-            r->hit_stop_id = 1;
-            break;
+        if (!g->speculate) {
+            int32_t next = nemotron_sampler_sample(g->sampler, nemotron_session_logits(g->session));
+            if ((end = take_token(g, a, dt, next, n_max, out, &shown, r))) break;
+            nemotron_sampler_accept(g->sampler, next);
+            st = gen_eval(g, &next, 1);
+            continue;
         }
-        r->n_generated++;
-        nemotron_sampler_accept(g->sampler, next);
-        const char *piece = nemotron_detok_push(dt, next);
-        if (!piece || text_add(out, piece, strlen(piece))) {
-            rc = cli_fail("generate", "decoding failed", NEMOTRON_ERR_ARG);
-            break;
-        }
-        long hit;
-        size_t safe = safe_prefix(a, out->p, out->len, shown, &hit);
-        if (safe > shown) fwrite(out->p + shown, 1, safe - shown, stdout);
-        fflush(stdout);
-        shown = safe;
-        if (hit >= 0) {
-            out->len = (size_t)hit;
-            out->p[out->len] = 0;
-            r->hit_stop_string = 1;
-            break;
-        }
-        if (r->n_generated == n_max) {
-            if (r->hit_ctx) r->hit_ctx = 1;
-            else r->hit_limit = 1;
-            break;
-        }
-        st = gen_eval(g, &next, 1);
+        /* the decoder samples and tells the sampler itself, token by token as above; it never
+         * emits more than the limit leaves */
+        int32_t next[NEMOTRON_SPEC_MAX + 1];
+        int n_next = 0, room = n_max - r->n_generated;
+        st = nemotron_spec_next(g->spec.dec, next, room > 1 ? room : 1, &n_next);
+        for (int i = 0; i < n_next && !end; i++) end = take_token(g, a, dt, next[i], n_max, out, &shown, r);
     }
+    int rc = end < 0;
     if (r->hit_ctx < 0) r->hit_ctx = 0;
     if (!rc && !r->hit_stop_string) {
         const char *rest = nemotron_detok_flush(dt);
@@ -215,7 +253,15 @@ int gen_run(struct gen *g, const struct args *a, const int32_t *prompt, int n_pr
     fflush(stdout);
     r->gen_s = cli_now() - t1;
     nemotron_detok_free(dt);
-    if (st) rc = cli_fail("evaluating", nemotron_session_errmsg(g->session), st);
+    if (st) {
+        why = g->speculate ? nemotron_spec_errmsg(g->spec.dec) : nemotron_session_errmsg(g->session);
+        rc = cli_fail("evaluating", why, st);
+    }
+    if (g->speculate) {
+        r->spec = nemotron_spec_get_stats(g->spec.dec);
+        cli_spec_end(&g->spec);
+        gen_reset(g);   /* the session holds tokens the mirror does not (past a stop): start empty */
+    }
     return rc;
 }
 
@@ -229,6 +275,7 @@ void gen_print_result(const struct gen_result *r, int n_ctx) {
     if (r->hit_ctx)
         fprintf(stderr, "[the context of %d positions is full: the text was cut there (--ctx N holds more)]\n",
                 n_ctx);
+    if (r->spec_args) cli_spec_report(&r->spec, r->spec_args, r->gen_s > 0 ? r->n_generated / r->gen_s : 0.0);
 }
 
 int32_t *gen_encode(const struct gen *g, const char *text, size_t len, int add_special, int *n) {

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "cli.h"
+#include "speculate.h"
 
 /* Set by SIGINT once cli_catch_sigint ran; the code that honours it clears it. */
 extern volatile sig_atomic_t cli_interrupted;
@@ -30,6 +31,8 @@ struct gen {
     int vocab;
     int32_t *held;           /* the tokens the session holds, in order */
     int n_held;
+    int speculate;           /* --spec / --draft-model: gen_run decodes through spec.dec */
+    struct cli_spec spec;
 };
 
 /* Loads the model, the tokenizer next to it, a sampler and a session of n_ctx positions. 0 on
@@ -52,18 +55,22 @@ struct gen_result {
     int n_generated;
     double prompt_s, gen_s;
     int hit_stop_id, hit_stop_string, hit_limit, hit_ctx, was_interrupted;
+    const struct args *spec_args;  /* speculation was on: its line is printed too */
+    nemotron_spec_stats spec;
 };
 
 /* Continues the session with prompt[n_reuse..n_prompt) (the first n_reuse tokens must be what
  * the session holds, gen.held), then samples up to n_max tokens, streaming text to stdout; the
- * sampler's penalties see the whole prompt. The generated text (special tokens included, stop
+ * sampler's penalties see the whole prompt. With speculation the decoder starts from an empty
+ * session (n_reuse must be 0) and the same tokens come, several per pass; the session is empty
+ * again afterwards (the decoder evaluates tokens past a stop). The generated text (special tokens included, stop
  * strings and ids excluded) goes to *out. Generation that reaches the end of the context stops
  * there with hit_ctx set. Returns 0 (also when interrupted: see r->was_interrupted) or 1 after
  * printing why. */
 int gen_run(struct gen *g, const struct args *a, const int32_t *prompt, int n_prompt, int n_reuse,
             int n_max, struct text *out, struct gen_result *r);
 
-/* The statistics line on stderr: speed, what ended the generation. */
+/* The statistics line on stderr: speed, what ended the generation; speculation's counts. */
 void gen_print_result(const struct gen_result *r, int n_ctx);
 
 /* Tokenizes text into a new array (free()); NULL on failure with a message printed. */

@@ -97,6 +97,13 @@ int cli_open(const struct args *a, int n_ctx, nemotron_model **m, nemotron_sessi
                         "(config.json max_position_embeddings); positions past them may give poor text\n",
                 a->ctx, trained);
     st = nemotron_session_new(*m, &sp, s);
+    if (st == NEMOTRON_ERR_ARG && !a->pass && sp.verify_max > nemotron_session_pass_max(*s)) {
+        /* the backend's default pass is shorter than the verify pass asked for (--spec-max 64 on
+         * the CPU, whose passes hold 64): without a --pass, the pass grows to it */
+        nemotron_session_free(*s);
+        sp.pass_max = sp.verify_max;
+        st = nemotron_session_new(*m, &sp, s);
+    }
     if (st) return cli_fail("creating the session", nemotron_session_errmsg(*s), st);
     return 0;
 }

@@ -22,6 +22,7 @@
 
 #include "cli.h"
 #include "model/output.h"
+#include "speculate.h"
 
 double cli_now(void) {
     struct timespec ts;
@@ -99,6 +100,51 @@ static int cmd_logits(const struct args *a) {
     return rc;
 }
 
+/* generate with speculation: the same ids as plain greedy decoding, taken 1..K+1 per step from
+ * the decoder (speculate.h); stops as the plain loop does, on an end id or after n. */
+static int generate_speculative(const struct args *a, nemotron_model *m, nemotron_session *s, const int32_t *eos,
+                                int n_eos) {
+    struct cli_spec cs;
+    int rc = cli_spec_open(&cs, a, m, s);
+    if (!rc) rc = cli_spec_start(&cs, a, s, NULL);
+    double t0 = cli_now();
+    nemotron_status st = rc ? NEMOTRON_OK : nemotron_spec_prefill(cs.dec, a->tokens, a->n_tokens);
+    if (st) rc = cli_fail("evaluating", nemotron_spec_errmsg(cs.dec), st);
+    double t1 = cli_now();
+    int made = 0, stop = a->n_gen == 0;
+    while (!rc && !stop) {
+        int32_t out[NEMOTRON_SPEC_MAX + 1];
+        int n_out = 0;
+        /* never more than n asks for: the decoder drafts within what is left */
+        st = nemotron_spec_next(cs.dec, out, a->n_gen - made, &n_out);
+        if (st) {
+            rc = cli_fail("evaluating", nemotron_spec_errmsg(cs.dec), st);
+            break;
+        }
+        for (int i = 0; i < n_out && !stop; i++) {
+            printf("%s%d", made ? "," : "", (int)out[i]);
+            made++;
+            stop = made == a->n_gen;
+            for (int e = 0; e < n_eos && !a->ignore_eos; e++) stop |= out[i] == eos[e];
+        }
+        fflush(stdout);
+    }
+    double t2 = cli_now();
+    if (made) {
+        printf("\n");
+        fflush(stdout);
+    }
+    if (!rc) {
+        double rate = made > 1 ? (made - 1) / (t2 - t1) : 0.0;
+        fprintf(stderr, "prompt %d tokens: %.1f tokens/s; generated %d tokens: %.1f tokens/s\n", a->n_tokens,
+                a->n_tokens / (t1 - t0), made, rate);
+        nemotron_spec_stats stats = nemotron_spec_get_stats(cs.dec);
+        cli_spec_report(&stats, a, rate);
+    }
+    cli_spec_free(&cs);
+    return rc;
+}
+
 static int cmd_generate(const struct args *a) {
     nemotron_model *m = NULL;
     nemotron_session *s = NULL;
@@ -115,6 +161,12 @@ static int cmd_generate(const struct args *a) {
             nemotron_session_free(s);
             nemotron_model_free(m);
             return 2;
+        }
+        if (cli_spec_wanted(a)) {
+            rc = generate_speculative(a, m, s, eos, n_eos);
+            nemotron_session_free(s);
+            nemotron_model_free(m);
+            return rc;
         }
         double t0 = cli_now();
         nemotron_status st = nemotron_session_eval(s, a->tokens, a->n_tokens, NULL);

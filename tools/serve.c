@@ -2,6 +2,7 @@
  *
  *   nemotron serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY | --api-key-file F]
  *                  [--parallel 4] [--queue 64] [--ctx 4096] [--device D] [--cache-ram 1024] [-t N]
+ *                  [--spec ngram | --draft-model M] [--spec-max 16]
  *
  * serve has options no other command has, so it reads its own command line; everything else is
  * the server's. Bad arguments exit with status 2 before anything is loaded.
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "speculate.h"
 #include "server/server.h"
 
 static const char *serve_usage =
@@ -26,6 +28,10 @@ static const char *serve_usage =
     "  --device D          cpu (default), cuda or cuda:N\n"
     "  --cache-ram MiB     prefix cache of sequence state (default 1024; 0: off)\n"
     "  -t, --threads N     CPU threads (default: the physical cores)\n"
+    "  --spec ngram        speculative decoding in every slot, n-gram drafts (same output, fewer passes);\n"
+    "                      a request turns it off with \"speculative\": false\n"
+    "  --draft-model M     speculative decoding with drafts of M (a smaller model, same vocabulary)\n"
+    "  --spec-max K        at most K drafts per verify pass (default 16; a request may ask fewer)\n"
     "endpoints: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions,\n"
     "           GET /metrics\n";
 
@@ -61,6 +67,7 @@ int cmd_serve(int argc, char **argv) {
     struct server_config cfg = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .queue_max = 64, .n_ctx = 4096,
                                 .cache_bytes = (size_t)1024 << 20};
     char *key_from_file = NULL;
+    const char *spec = NULL;         /* --spec: checked once the line is read */
     for (int i = 2; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
@@ -80,9 +87,15 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(o, "--device")) cfg.device = v;
         else if (!strcmp(o, "--cache-ram")) cfg.cache_bytes = (size_t)serve_int(v, o, 0, 1L << 30) << 20;
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) cfg.threads = (int)serve_int(v, o, 1, 1024);
+        else if (!strcmp(o, "--spec")) spec = v;
+        else if (!strcmp(o, "--spec-max")) cfg.spec_max = (int)serve_int(v, o, 1, NEMOTRON_SPEC_MAX);
+        else if (!strcmp(o, "--draft-model")) cfg.draft_model = v;
         else serve_die("unknown option '%s'", o);
     }
     if (!cfg.model_path) serve_die("%s", "-m MODEL is required");
+    char why[256];
+    if (cli_spec_check(spec, cfg.draft_model, cfg.spec_max, why, sizeof why)) serve_die("%s", why);
+    if ((spec || cfg.draft_model) && !cfg.spec_max) cfg.spec_max = CLI_SPEC_DEFAULT_K;
     if (cfg.api_key && !cfg.api_key[0]) serve_die("%s", "--api-key is empty");
     int rc = server_run(&cfg);
     free(key_from_file);

@@ -12,6 +12,7 @@
 #include "engine.h"
 
 #include <string.h>
+#include <time.h>
 
 #define SPEC_DEFAULT_K 16
 /* n-gram lookup: the longest suffix of the history it tries to find earlier */
@@ -22,6 +23,17 @@
 #define MISS_LIMIT 3
 #define BACKOFF_MIN 8
 #define BACKOFF_MAX 256
+/* n-gram pay check: a verify step that keeps some drafts can still cost more than the plain
+ * steps it replaces (a small model on the CPU is compute-bound: a pass of 1+k positions costs
+ * nearly k+1 steps). The decoder times its own steps: tokens per second of verify steps against
+ * plain steps, each an exponential average (weight RATE_WEIGHT for the newest step) judged once it
+ * holds RATE_SAMPLES steps; the plain rate is sampled with forced plain steps once the verify
+ * steps have been timed and after RATE_REFRESH verify steps without one, and speculation that does
+ * not pay goes off as after misses. Only the speed depends on the clock: every step emits plain
+ * decoding's tokens. */
+#define RATE_SAMPLES 4
+#define RATE_WEIGHT 0.25
+#define RATE_REFRESH 64
 
 enum drafter { DRAFT_NGRAM, DRAFT_MODEL, DRAFT_FN };
 
@@ -43,6 +55,10 @@ struct nemotron_spec {
     /* n-gram adaptation: the draft length now, the verify steps in a row that accepted nothing,
      * the plain steps left before the next probe and the length of the next switch-off */
     int ngram_len, misses, off_steps, backoff;
+    /* the pay check: tokens/s of plain and verify steps, the steps each average holds, verify
+     * steps since the last plain one, and whether speculation is off because it did not pay */
+    double rate_plain, rate_spec;
+    int n_rate_plain, n_rate_spec, since_plain, unpaid;
     float *logits;                    /* host [V]: one verified position's logits (sampling) */
     int32_t drafts[NEMOTRON_SPEC_MAX + 1], argmax[NEMOTRON_SPEC_MAX + 1];
     nemotron_spec_stats stats;
@@ -285,28 +301,61 @@ static nemotron_status want_drafts(nemotron_spec *sp, int max, int *n, nemotron_
             sp->off_steps--;
             return NEMOTRON_OK;
         }
+        /* a timed plain step once the verify steps were timed: the pay check's plain rate has
+         * too few samples, or an old one (drafting starts at once: the text right after a
+         * prompt is often the most quotable) */
+        if (sp->n_rate_spec >= RATE_SAMPLES && (sp->n_rate_plain < RATE_SAMPLES || sp->since_plain >= RATE_REFRESH))
+            return NEMOTRON_OK;
         *n = draft_ngram(sp->history, sp->n_hist, sp->drafts, max < sp->ngram_len ? max : sp->ngram_len);
         return NEMOTRON_OK;
     }
     return NEMOTRON_OK;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Adds a step's tokens per second to an average of the pay check. */
+static void add_rate(double *rate, int *n, double tokens, double seconds) {
+    double r = tokens / (seconds > 1e-9 ? seconds : 1e-9);
+    *rate = *n ? *rate + RATE_WEIGHT * (r - *rate) : r;
+    if (*n < RATE_SAMPLES) ++*n;
+}
+
+/* Speculation off for the next `backoff` steps, then a probe; the next switch-off waits twice as
+ * long (up to BACKOFF_MAX). */
+static void switch_off(nemotron_spec *sp) {
+    sp->off_steps = sp->backoff;
+    sp->backoff = sp->backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : sp->backoff * 2;
+}
+
 /* n-gram: longer drafts after a full acceptance, shorter after a partial one; off for a while
- * after MISS_LIMIT steps with nothing accepted. */
+ * after MISS_LIMIT steps with nothing accepted, or while the verify steps return fewer tokens
+ * per second than plain steps (the pay check). */
 static void ngram_adapt(nemotron_spec *sp, int n_draft, int kept) {
     if (kept == n_draft) {
         sp->ngram_len = sp->ngram_len * 2 > sp->K ? sp->K : sp->ngram_len * 2;
     } else {
         sp->ngram_len = kept + 1 > 1 ? kept + 1 : 1;
     }
+    if (sp->n_rate_plain >= RATE_SAMPLES && sp->n_rate_spec >= RATE_SAMPLES) {
+        sp->unpaid = sp->rate_spec < sp->rate_plain;
+        if (sp->unpaid) {
+            switch_off(sp);
+            sp->n_rate_spec = 0; /* the probe after it is judged on its own steps */
+            return;
+        }
+    }
     if (kept > 0) {
         sp->misses = 0;
-        sp->backoff = BACKOFF_MIN;
+        if (!sp->unpaid) sp->backoff = BACKOFF_MIN; /* a probe after a switch-off for cost has yet to pay */
         return;
     }
     if (++sp->misses < MISS_LIMIT) return;
-    sp->off_steps = sp->backoff;
-    sp->backoff = sp->backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : sp->backoff * 2;
+    switch_off(sp);
     sp->misses = MISS_LIMIT - 1; /* a failed probe switches off again at once */
     sp->ngram_len = 1;
 }
@@ -341,11 +390,16 @@ nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out,
     int n_draft = 0;
     nemotron_snapshot *snap = NULL;
     int base = sp->n_hist - 1; /* the pending token's place in the history */
+    double t0 = now_s();       /* the step's time, drafting included, for the n-gram pay check */
     if (max > 0 && (st = want_drafts(sp, max, &n_draft, &snap))) goto done;
     if (n_draft == 0) {
         if ((st = plain_step(sp, &out[0]))) goto done;
         sp->stats.emitted++;
         *n_out = 1;
+        if (sp->kind == DRAFT_NGRAM) {
+            add_rate(&sp->rate_plain, &sp->n_rate_plain, 1, now_s() - t0);
+            sp->since_plain = 0;
+        }
         goto done;
     }
     /* verify [pending, drafts...]: position j's logits give the token after drafts[0..j) */
@@ -379,7 +433,11 @@ nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out,
     sp->stats.accepted += kept;
     sp->stats.emitted += emitted;
     *n_out = emitted;
-    if (sp->kind == DRAFT_NGRAM) ngram_adapt(sp, n_draft, kept);
+    if (sp->kind == DRAFT_NGRAM) {
+        add_rate(&sp->rate_spec, &sp->n_rate_spec, emitted, now_s() - t0);
+        sp->since_plain++;
+        ngram_adapt(sp, n_draft, kept);
+    }
     if (sp->kind == DRAFT_MODEL) st = draft_settle(sp, base, n_draft, kept, snap);
 done:
     nemotron_snapshot_free(snap);

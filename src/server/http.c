@@ -42,6 +42,7 @@ struct server {
     char model_id[256];
     atomic_int ready;
     nemotron_model *model;
+    nemotron_model *draft_model;   /* --draft-model, or NULL */
     nemotron_tokenizer *tok;
     struct slot_pool *pool;
     struct prefix_cache *cache;
@@ -269,6 +270,10 @@ static enum MHD_Result generate(struct server *sv, struct MHD_Connection *c, str
     struct server_request req;
     struct api_error e;
     if (request_parse(cn->body.p ? cn->body.p : "", cn->body.len, kind, &lim, &req, &e)) return respond_error(sv, c, &e);
+    if (slot_pool_check_spec(sv->pool, &req, &e)) {
+        request_free(&req);
+        return respond_error(sv, c, &e);
+    }
     int32_t *ids;
     int n, checkpoint;
     if (build_prompt(sv, &req, &ids, &n, &checkpoint, &e)) {
@@ -446,10 +451,27 @@ static int load(struct server *sv, const struct server_config *cfg) {
                 nemotron_tokenizer_vocab_size(sv->tok), nemotron_model_vocab_size(sv->model));
         return 1;
     }
+    struct slot_spec spec = {.max = cfg->spec_max};
+    if (cfg->draft_model) {
+        st = nemotron_model_load(cfg->draft_model, &mp, &sv->draft_model);
+        if (st) {
+            fprintf(stderr, "nemotron serve: loading the draft model: %s (%s)\n", nemotron_model_errmsg(sv->draft_model),
+                    nemotron_status_str(st));
+            return 1;
+        }
+        if (nemotron_model_vocab_size(sv->draft_model) != nemotron_model_vocab_size(sv->model)) {
+            fprintf(stderr, "nemotron serve: --draft-model %s: its vocabulary has %d tokens, the model's %d: a draft model "
+                            "must share the model's tokenizer\n", cfg->draft_model,
+                    nemotron_model_vocab_size(sv->draft_model), nemotron_model_vocab_size(sv->model));
+            return 1;
+        }
+        spec.draft_model = sv->draft_model;
+    }
+    sv->metrics.spec_on = cfg->spec_max > 0;
     sv->cache = prefix_cache_new(cfg->cache_bytes);
     char err[512];
-    if (!sv->cache || slot_pool_start(&sv->pool, sv->model, sv->tok, cfg->parallel, cfg->n_ctx, cfg->queue_max, sv->cache,
-                                      &sv->metrics, err, sizeof err)) {
+    if (!sv->cache || slot_pool_start(&sv->pool, sv->model, sv->tok, cfg->parallel, cfg->n_ctx, cfg->queue_max, &spec,
+                                      sv->cache, &sv->metrics, err, sizeof err)) {
         fprintf(stderr, "nemotron serve: %s\n", sv->cache ? err : "out of memory");
         return 1;
     }
@@ -474,8 +496,12 @@ int server_run(const struct server_config *cfg) {
     int rc = load(&sv, cfg);
     if (!rc) {
         atomic_store(&sv.ready, 1);
-        fprintf(stderr, "nemotron serve: ready: model '%s', %d slots of %d positions, queue %d, prefix cache %zu MiB\n",
-                sv.model_id, cfg->parallel, cfg->n_ctx, cfg->queue_max, cfg->cache_bytes >> 20);
+        char spec[160] = "";
+        if (cfg->spec_max)
+            snprintf(spec, sizeof spec, ", speculative decoding (%s%s, up to %d drafts)", cfg->draft_model ? "draft model " : "ngram",
+                     cfg->draft_model ? cfg->draft_model : "", cfg->spec_max);
+        fprintf(stderr, "nemotron serve: ready: model '%s', %d slots of %d positions, queue %d, prefix cache %zu MiB%s\n",
+                sv.model_id, cfg->parallel, cfg->n_ctx, cfg->queue_max, cfg->cache_bytes >> 20, spec);
         int sig = 0;
         sigwait(&sigs, &sig);
         fprintf(stderr, "nemotron serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -492,6 +518,7 @@ int server_run(const struct server_config *cfg) {
     slot_pool_free(sv.pool);
     prefix_cache_free(sv.cache);
     nemotron_tokenizer_free(sv.tok);
+    nemotron_model_free(sv.draft_model);
     nemotron_model_free(sv.model);
     if (!rc) fprintf(stderr, "nemotron serve: stopped\n");
     return rc;

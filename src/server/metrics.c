@@ -35,6 +35,14 @@ char *metrics_render(struct metrics *m, struct prefix_cache *pc) {
     COUNTER("nemotron_prefix_cache_evictions_total", "Snapshots evicted to stay within --cache-ram.", cs.evictions);
     GAUGE("nemotron_prefix_cache_entries", "Snapshots held.", "%llu", (unsigned long long)cs.entries);
     GAUGE("nemotron_prefix_cache_bytes", "Bytes the held snapshots take.", "%llu", (unsigned long long)cs.bytes);
+    if (m->spec_on) {
+        uint64_t drafted = atomic_load(&m->spec_drafted), accepted = atomic_load(&m->spec_accepted);
+        COUNTER("nemotron_speculative_requests_total", "Generations decoded speculatively.", atomic_load(&m->spec_requests));
+        COUNTER("nemotron_speculative_drafted_tokens_total", "Draft tokens checked by verify passes.", drafted);
+        COUNTER("nemotron_speculative_accepted_tokens_total", "Draft tokens the model agreed with (emitted).", accepted);
+        GAUGE("nemotron_speculative_acceptance_ratio", "Accepted over drafted tokens, over the server's life.", "%.4f",
+              drafted ? (double)accepted / (double)drafted : 0.0);
+    }
 #undef COUNTER
 #undef GAUGE
     if (fclose(f) != 0) {

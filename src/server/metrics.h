@@ -20,6 +20,11 @@ struct metrics {
     atomic_uint_fast64_t gen_micros;        /* time spent generating (after the prompt), in us */
     atomic_int queued;                      /* requests waiting for a slot */
     atomic_int running;                     /* requests holding a slot */
+    /* speculative decoding (shown when spec_on: the server was started with it) */
+    int spec_on;
+    atomic_uint_fast64_t spec_requests;     /* generations decoded speculatively */
+    atomic_uint_fast64_t spec_drafted;      /* draft tokens sent to verify passes */
+    atomic_uint_fast64_t spec_accepted;     /* of those, the ones the model agreed with */
 };
 
 /* The Prometheus text (malloc'ed, NUL-terminated), with the cache's statistics; NULL when out

@@ -113,7 +113,38 @@ static int parse_stop(json_object *o, struct server_request *r, struct api_error
     return 0;
 }
 
-/* Sampling, length, stop and stream fields shared by both endpoints. */
+/* "speculative": false, true, or {"type": "ngram" | "draft" | "none", "max": K}. Whether the
+ * server can do what it asks is the server's check: this one knows only the field's shape. */
+static int parse_speculative(json_object *o, struct server_request *r, struct api_error *e) {
+    json_object *v, *t, *k;
+    if (!json_object_object_get_ex(o, "speculative", &v) || !v) return 0;
+    if (json_object_is_type(v, json_type_boolean)) {
+        r->speculative = json_object_get_boolean(v) ? REQUEST_SPEC_ON : REQUEST_SPEC_OFF;
+        return 0;
+    }
+    if (!json_object_is_type(v, json_type_object))
+        return bad(e, "speculative", "must be a boolean or an object {\"type\": \"ngram\" | \"draft\" | \"none\", \"max\": K}");
+    r->speculative = REQUEST_SPEC_ON;
+    if (json_object_object_get_ex(v, "type", &t) && t) {
+        const char *type = json_object_is_type(t, json_type_string) ? json_object_get_string(t) : "";
+        if (!strcmp(type, "ngram")) r->speculative = REQUEST_SPEC_NGRAM;
+        else if (!strcmp(type, "draft")) r->speculative = REQUEST_SPEC_DRAFT;
+        else if (!strcmp(type, "none")) r->speculative = REQUEST_SPEC_OFF;
+        else return bad(e, "speculative.type", "must be \"ngram\", \"draft\" or \"none\"");
+    }
+    if (json_object_object_get_ex(v, "max", &k) && k) {
+        if (!json_object_is_type(k, json_type_int) || json_object_get_int64(k) < 1 ||
+            json_object_get_int64(k) > NEMOTRON_SPEC_MAX) {
+            char what[64];
+            snprintf(what, sizeof what, "must be an integer in [1, %d]", NEMOTRON_SPEC_MAX);
+            return bad(e, "speculative.max", what);
+        }
+        r->spec_max = (int)json_object_get_int64(k);
+    }
+    return 0;
+}
+
+/* Sampling, length, stop, stream and speculation fields shared by both endpoints. */
 static int parse_common(json_object *o, struct server_request *r, struct api_error *e) {
     nemotron_sampler_params *p = &r->sampling;
     int64_t i;
@@ -138,7 +169,7 @@ static int parse_common(json_object *o, struct server_request *r, struct api_err
     if (present) r->max_tokens = (int)i;
     if (get_int(o, "max_completion_tokens", 1, 1 << 24, &i, &present, e)) return -1;
     if (present) r->max_tokens = (int)i;
-    if (parse_stop(o, r, e) || get_bool(o, "stream", &r->stream, e)) return -1;
+    if (parse_stop(o, r, e) || get_bool(o, "stream", &r->stream, e) || parse_speculative(o, r, e)) return -1;
     json_object *so;
     if (json_object_object_get_ex(o, "stream_options", &so) && so) {
         if (!json_object_is_type(so, json_type_object)) return bad(e, "stream_options", "must be an object");

@@ -34,6 +34,10 @@ char *api_error_json(const struct api_error *e);
 
 enum request_kind { REQUEST_CHAT, REQUEST_COMPLETION };
 
+/* A request's "speculative" field: absent (the server's setting), false, true (the server's
+ * drafter), or {"type": "ngram" | "draft" | "none", "max": K}. */
+enum request_spec { REQUEST_SPEC_DEFAULT, REQUEST_SPEC_OFF, REQUEST_SPEC_ON, REQUEST_SPEC_NGRAM, REQUEST_SPEC_DRAFT };
+
 struct server_request {
     enum request_kind kind;
     char *model;                /* as the client named it; NULL when absent */
@@ -52,6 +56,8 @@ struct server_request {
     char *stop[REQUEST_MAX_STOP];
     int n_stop;
     int stream, include_usage;
+    enum request_spec speculative;
+    int spec_max;               /* "speculative": {"max": K}, 1..NEMOTRON_SPEC_MAX; 0: the server's */
 };
 
 /* What the parser checks a request against. */

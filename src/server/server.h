@@ -22,6 +22,10 @@ struct server_config {
     const char *device;           /* NULL: cpu */
     int threads;                  /* CPU threads; <= 0: the physical cores */
     size_t cache_bytes;           /* the prefix cache's budget */
+    /* speculative decoding for every slot (a request may turn it off, or choose the drafter):
+     * spec_max 0: off; else n-gram drafts, or the draft model's when draft_model is set */
+    int spec_max;                 /* K, 1..NEMOTRON_SPEC_MAX: the most drafts a request may use */
+    const char *draft_model;      /* a smaller model of the same vocabulary, or NULL */
 };
 
 /* Listens, loads the model (GET /health answers 503 meanwhile), serves until SIGINT or SIGTERM,

@@ -5,6 +5,11 @@
  * within one pass), snapshots the prompt's end into the cache, then samples token by token,
  * publishing text to the job after each. A device error fails the job; the worker replaces its
  * session (a broken session refuses every call) and goes on.
+ *
+ * With speculation the tokens come from a decoder (nemotron_spec_*) several per pass, and are
+ * published one by one exactly as sampled ones (they are the same tokens). The decoder starts at
+ * position 0 and reads the whole prompt as its drafters' history, so such a job does not restore
+ * a cached prefix; it still leaves its prompt's snapshots in the cache for the jobs after it.
  */
 #include "server/slots.h"
 
@@ -26,6 +31,8 @@ struct slot_pool {
     int n_stop_ids;
     pthread_t *threads;
     nemotron_session **sessions;
+    nemotron_session **drafts;       /* the draft model's session per slot, or NULL */
+    struct slot_spec spec;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct job *head, *tail;         /* the queue, oldest first */
@@ -150,22 +157,67 @@ static int should_stop(struct slot_pool *p, struct job *j) {
     return atomic_load(&j->cancelled) || __atomic_load_n(&p->stopping, __ATOMIC_ACQUIRE);
 }
 
-/* Evaluates tokens[0..n) in passes, checking for cancellation between them. 0, 1 (cancelled) or
- * the status of a failed eval. */
-static int eval_in_passes(struct slot_pool *p, struct job *j, nemotron_session *s, const int32_t *tokens, int n,
-                          nemotron_status *st) {
+/* Evaluates tokens[0..n) in passes (through the decoder dec when not NULL), checking for
+ * cancellation between them. 0, 1 (cancelled) or -1 with the status of a failed eval. */
+static int eval_in_passes(struct slot_pool *p, struct job *j, nemotron_session *s, nemotron_spec *dec,
+                          const int32_t *tokens, int n, nemotron_status *st) {
     int pass = nemotron_session_pass_max(s);
     for (int at = 0; at < n; at += pass) {
         if (should_stop(p, j)) return 1;
         int k = n - at < pass ? n - at : pass;
-        *st = nemotron_session_eval(s, tokens + at, k, NULL);
+        *st = dec ? nemotron_spec_prefill(dec, tokens + at, k) : nemotron_session_eval(s, tokens + at, k, NULL);
         if (*st) return -1;
     }
     return 0;
 }
 
-/* Runs one job on session *sp. A device error replaces the session. */
-static void run_job(struct slot_pool *p, nemotron_session **sp, struct job *j) {
+/* A slot's session of model: the pool's length; verify passes of the pool's K + 1 positions for
+ * the target (verify), none for a draft. 0, or the status with *out holding the message. */
+static nemotron_status open_session(struct slot_pool *p, nemotron_model *model, int verify, nemotron_session **out) {
+    nemotron_session_params params = nemotron_session_default_params();
+    params.n_ctx = p->n_ctx;
+    params.verify_max = verify && p->spec.max ? p->spec.max + 1 : 0;
+    nemotron_status st = nemotron_session_new(model, &params, out);
+    if (st == NEMOTRON_ERR_ARG && params.verify_max > nemotron_session_pass_max(*out)) {
+        /* the backend's default pass is shorter than the verify pass (K 64 on the CPU): it grows */
+        nemotron_session_free(*out);
+        params.pass_max = params.verify_max;
+        st = nemotron_session_new(model, &params, out);
+    }
+    return st;
+}
+
+/* The drafter a job runs with: 0 none, 1 n-gram, 2 the draft model; *k its K. */
+static int job_drafter(const struct slot_pool *p, const struct server_request *r, int *k) {
+    *k = r->spec_max ? r->spec_max : p->spec.max;
+    switch (r->speculative) {
+    case REQUEST_SPEC_OFF: return 0;
+    case REQUEST_SPEC_NGRAM: return 1;
+    case REQUEST_SPEC_DRAFT: return 2;
+    case REQUEST_SPEC_DEFAULT:
+    case REQUEST_SPEC_ON: break;
+    }
+    return !p->spec.max ? 0 : p->spec.draft_model ? 2 : 1;
+}
+
+int slot_pool_check_spec(const struct slot_pool *p, const struct server_request *r, struct api_error *e) {
+    int k, drafter = job_drafter(p, r, &k);
+    if (r->speculative == REQUEST_SPEC_OFF || (r->speculative == REQUEST_SPEC_DEFAULT && !r->spec_max)) return 0;
+    if (!p->spec.max)
+        return api_fail(e, 400, "invalid_request_error", NULL, "speculative",
+                        "speculative decoding is off on this server (start it with --spec ngram or --draft-model MODEL)");
+    if (drafter == 2 && !p->spec.draft_model)
+        return api_fail(e, 400, "invalid_request_error", NULL, "speculative.type",
+                        "this server has no draft model (start it with --draft-model MODEL); \"ngram\" needs none");
+    if (k > p->spec.max)
+        return api_fail(e, 400, "invalid_request_error", NULL, "speculative.max",
+                        "'speculative.max' %d is more than this server's --spec-max %d", k, p->spec.max);
+    return 0;
+}
+
+/* Runs one job on slot `index`. A device error replaces the slot's sessions. */
+static void run_job(struct slot_pool *p, int index, struct job *j) {
+    nemotron_session **sp = &p->sessions[index];
     nemotron_session *s = *sp;
     struct metrics *m = p->metrics;
     nemotron_sampler_params sp_params = j->req.sampling;
@@ -186,19 +238,41 @@ static void run_job(struct slot_pool *p, nemotron_session **sp, struct job *j) {
     int n_ctx = nemotron_session_n_ctx(s);
     int n_max = n_ctx - j->n_prompt + 1;   /* the last generated token is never evaluated */
     if (j->req.max_tokens && j->req.max_tokens < n_max) n_max = j->req.max_tokens;
-    int cached = prefix_cache_restore(p->cache, s, j->prompt, j->n_prompt);
-    if (!cached) nemotron_session_reset(s);
+    /* speculation: a decoder on the session from position 0 (no cached prefix restored) */
+    nemotron_spec *dec = NULL;
+    int k, drafter = job_drafter(p, &j->req, &k);
+    int cached = 0;
+    if (drafter) {
+        nemotron_session_reset(s);
+        nemotron_spec_params sparams = nemotron_spec_default_params();
+        sparams.spec_max = k;
+        if (drafter == 2) {
+            sparams.draft = p->drafts[index];
+            nemotron_session_reset(sparams.draft);
+        }
+        st = nemotron_spec_new(s, sampler, &sparams, &dec);
+        if (st) {
+            job_fail(j, 500, "server_error", "speculative decoding: %s", nemotron_spec_errmsg(dec));
+            nemotron_spec_free(dec);
+            nemotron_detok_free(dt);
+            nemotron_sampler_free(sampler);
+            return;
+        }
+    } else {
+        cached = prefix_cache_restore(p->cache, s, j->prompt, j->n_prompt);
+        if (!cached) nemotron_session_reset(s);
+    }
     pthread_mutex_lock(&j->mu);
     j->n_cached = cached;
     j->started = 1;
     pthread_mutex_unlock(&j->mu);
     int rc = 0;
     if (j->checkpoint > cached && j->checkpoint < j->n_prompt) {
-        rc = eval_in_passes(p, j, s, j->prompt + cached, j->checkpoint - cached, &st);
+        rc = eval_in_passes(p, j, s, dec, j->prompt + cached, j->checkpoint - cached, &st);
         if (!rc) prefix_cache_put(p->cache, s, j->prompt, j->checkpoint);
         if (!rc) cached = j->checkpoint;
     }
-    if (!rc && cached < j->n_prompt) rc = eval_in_passes(p, j, s, j->prompt + cached, j->n_prompt - cached, &st);
+    if (!rc && cached < j->n_prompt) rc = eval_in_passes(p, j, s, dec, j->prompt + cached, j->n_prompt - cached, &st);
     if (!rc) prefix_cache_put(p->cache, s, j->prompt, j->n_prompt);
     atomic_fetch_add(&m->prompt_tokens, (uint64_t)j->n_prompt);
     atomic_fetch_add(&m->prompt_tokens_evaluated, (uint64_t)(j->n_prompt - j->n_cached));
@@ -206,25 +280,43 @@ static void run_job(struct slot_pool *p, nemotron_session **sp, struct job *j) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     const char *reason = NULL;
+    /* the decoder's tokens not published yet: next[at..n_next) */
+    int32_t next[NEMOTRON_SPEC_MAX + 1];
+    int at = 0, n_next = 0;
     while (!rc && !reason) {
         if (should_stop(p, j)) {
             rc = 1;
             break;
         }
-        int32_t next = nemotron_sampler_sample(sampler, nemotron_session_logits(s));
+        int32_t t;
+        if (dec) {
+            if (at == n_next) {
+                /* never more tokens than the limit leaves (the decoder drafts within it) */
+                int room = n_max - j->n_generated;
+                at = 0;
+                st = nemotron_spec_next(dec, next, room > 1 ? room : 1, &n_next);
+                if (st) {
+                    rc = -1;
+                    break;
+                }
+            }
+            t = next[at++];       /* sampled and shown to the sampler by the decoder */
+        } else {
+            t = nemotron_sampler_sample(sampler, nemotron_session_logits(s));
+        }
         int is_stop_id = 0;
-        for (int i = 0; i < p->n_stop_ids; i++) is_stop_id |= next == p->stop_ids[i];
+        for (int i = 0; i < p->n_stop_ids; i++) is_stop_id |= t == p->stop_ids[i];
         if (is_stop_id) {
             reason = "stop";
             break;
         }
-        nemotron_sampler_accept(sampler, next);
+        if (!dec) nemotron_sampler_accept(sampler, t);
         atomic_fetch_add(&m->generated_tokens, 1);
-        const char *piece = nemotron_detok_push(dt, next);
+        const char *piece = nemotron_detok_push(dt, t);
         if (job_append(j, piece ? piece : "", piece ? strlen(piece) : 0, 1)) reason = "stop";
         else if (j->n_generated >= n_max) reason = "length";
-        else {
-            st = nemotron_session_eval(s, &next, 1, NULL);
+        else if (!dec) {
+            st = nemotron_session_eval(s, &t, 1, NULL);
             if (st) rc = -1;
         }
     }
@@ -234,26 +326,41 @@ static void run_job(struct slot_pool *p, nemotron_session **sp, struct job *j) {
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     atomic_fetch_add(&m->gen_micros, (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
+    if (dec) {
+        nemotron_spec_stats stats = nemotron_spec_get_stats(dec);
+        atomic_fetch_add(&m->spec_requests, 1);
+        atomic_fetch_add(&m->spec_drafted, (uint64_t)stats.drafted);
+        atomic_fetch_add(&m->spec_accepted, (uint64_t)stats.accepted);
+    }
     if (rc == 1) {
         job_fail(j, 503, "server_error", "%s", atomic_load(&j->cancelled) ? "the request was cancelled" : "the server is shutting down");
     } else if (rc < 0) {
         job_fail(j, st == NEMOTRON_ERR_DEVICE ? 500 : 400, st == NEMOTRON_ERR_DEVICE ? "server_error" : "invalid_request_error",
-                 "%s", nemotron_session_errmsg(s));
+                 "%s", dec ? nemotron_spec_errmsg(dec) : nemotron_session_errmsg(s));
         if (st == NEMOTRON_ERR_DEVICE) {
-            /* a broken session refuses every call from now on: make a fresh one for this slot */
-            nemotron_session_params params = nemotron_session_default_params();
-            params.n_ctx = p->n_ctx;
-            nemotron_session *fresh = NULL;
+            /* a broken session refuses every call from now on: make fresh ones for this slot (the
+             * decoder's failure may be its draft session's) */
             nemotron_session_free(s);
-            if (nemotron_session_new(p->model, &params, &fresh) != NEMOTRON_OK) {
-                nemotron_session_free(fresh);
-                fresh = NULL;
+            *sp = NULL;
+            if (open_session(p, p->model, 1, sp) != NEMOTRON_OK) {
+                nemotron_session_free(*sp);
+                *sp = NULL;
             }
-            *sp = fresh;
+            if (p->drafts && p->drafts[index]) {
+                nemotron_session_free(p->drafts[index]);
+                p->drafts[index] = NULL;
+                if (open_session(p, p->spec.draft_model, 0, &p->drafts[index]) != NEMOTRON_OK) {
+                    nemotron_session_free(p->drafts[index]);
+                    p->drafts[index] = NULL;
+                    nemotron_session_free(*sp);  /* a slot without its draft session serves no one */
+                    *sp = NULL;
+                }
+            }
         }
     } else {
         job_finish(j, reason, NULL);
     }
+    nemotron_spec_free(dec);
     nemotron_detok_free(dt);
     nemotron_sampler_free(sampler);
 }
@@ -279,7 +386,7 @@ static void *worker(void *arg) {
         pthread_mutex_unlock(&p->mu);
         if (!p->sessions[index]) job_fail(j, 500, "server_error", "%s", "this slot lost its session after a device error");
         else if (atomic_load(&j->cancelled)) job_fail(j, 503, "server_error", "%s", "the request was cancelled");
-        else run_job(p, &p->sessions[index], j);
+        else run_job(p, index, j);
         atomic_fetch_sub(&p->metrics->running, 1);
         job_release(j);
     }
@@ -287,11 +394,13 @@ static void *worker(void *arg) {
 }
 
 int slot_pool_start(struct slot_pool **out, nemotron_model *model, nemotron_tokenizer *tok, int n_slots, int n_ctx,
-                    int queue_max, struct prefix_cache *cache, struct metrics *metrics, char *errbuf, size_t errlen) {
+                    int queue_max, const struct slot_spec *spec, struct prefix_cache *cache, struct metrics *metrics,
+                    char *errbuf, size_t errlen) {
     *out = NULL;
     struct slot_pool *p = calloc(1, sizeof *p);
     if (!p || !(p->threads = calloc((size_t)n_slots, sizeof *p->threads)) ||
-        !(p->sessions = calloc((size_t)n_slots, sizeof *p->sessions))) {
+        !(p->sessions = calloc((size_t)n_slots, sizeof *p->sessions)) ||
+        (spec && spec->draft_model && !(p->drafts = calloc((size_t)n_slots, sizeof *p->drafts)))) {
         if (p) {
             free(p->threads);
             free(p->sessions);
@@ -313,12 +422,16 @@ int slot_pool_start(struct slot_pool **out, nemotron_model *model, nemotron_toke
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     *out = p;
-    nemotron_session_params params = nemotron_session_default_params();
-    params.n_ctx = n_ctx;
+    if (spec) p->spec = *spec;
     for (int i = 0; i < n_slots; i++) {
-        nemotron_status st = nemotron_session_new(model, &params, &p->sessions[i]);
+        nemotron_status st = open_session(p, model, 1, &p->sessions[i]);
         if (st) {
             snprintf(errbuf, errlen, "slot %d: %s (%s)", i, nemotron_session_errmsg(p->sessions[i]), nemotron_status_str(st));
+            return -1;
+        }
+        if (p->drafts && (st = open_session(p, p->spec.draft_model, 0, &p->drafts[i]))) {
+            snprintf(errbuf, errlen, "slot %d: the draft model's session: %s (%s)", i,
+                     nemotron_session_errmsg(p->drafts[i]), nemotron_status_str(st));
             return -1;
         }
     }
@@ -379,7 +492,11 @@ void slot_pool_stop(struct slot_pool *p) {
 void slot_pool_free(struct slot_pool *p) {
     if (!p) return;
     slot_pool_stop(p);
-    for (int i = 0; i < p->n_slots; i++) nemotron_session_free(p->sessions[i]);
+    for (int i = 0; i < p->n_slots; i++) {
+        nemotron_session_free(p->sessions[i]);
+        if (p->drafts) nemotron_session_free(p->drafts[i]);
+    }
+    free(p->drafts);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     free(p->threads);

@@ -51,10 +51,22 @@ void job_cancel(struct job *j);
 
 struct slot_pool;
 
+/* Speculative decoding in the slots (nemotron_spec_*): max 0 is off; else every slot's session
+ * verifies up to max drafts, by default the n-gram drafter's, or draft_model's (a session of it
+ * per slot) when set. A request may turn it off or choose the drafter (request.h). */
+struct slot_spec {
+    int max;
+    nemotron_model *draft_model;     /* NULL: none; else the caller's, outliving the pool */
+};
+
 /* Starts n_slots workers, each with a session of n_ctx positions on model; jobs beyond them wait
  * in a queue of at most queue_max. 0 on success; -1 with errbuf filled. */
 int slot_pool_start(struct slot_pool **out, nemotron_model *model, nemotron_tokenizer *tok, int n_slots, int n_ctx,
-                    int queue_max, struct prefix_cache *cache, struct metrics *metrics, char *errbuf, size_t errlen);
+                    int queue_max, const struct slot_spec *spec, struct prefix_cache *cache, struct metrics *metrics,
+                    char *errbuf, size_t errlen);
+/* Whether the pool can decode r as its "speculative" field asks (a drafter the server has, at
+ * most its K). 0, or -1 with a 400 in *e. */
+int slot_pool_check_spec(const struct slot_pool *p, const struct server_request *r, struct api_error *e);
 /* Queues j (taking a reference of its own). -1 when the queue is full, -2 when the pool stops. */
 int slot_pool_submit(struct slot_pool *p, struct job *j);
 /* Refuses new jobs, fails the queued ones (503), stops the running ones at their next step and

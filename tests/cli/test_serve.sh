@@ -10,6 +10,11 @@
 #   - a two-turn chat whose second turn reports the first turn's prompt as cached tokens;
 #   - 16 concurrent streaming clients, 6 of which hang up early: every completed stream is well
 #     formed, the slots and the queue are free afterwards, the server still answers;
+#   - speculative decoding (--spec ngram, --draft-model: the model drafting for itself): the same
+#     text as the plain server and as "speculative": false, at temperature 0 and seeded sampling,
+#     streamed too; /metrics counts drafted and accepted tokens; a request asking for what the
+#     server cannot do (no --spec, no draft model, a larger max, a bad type) is a 400 naming the
+#     field; bad --spec values and a draft model of another vocabulary stop the server at start;
 #   - the official openai npm package (tests/openai/serve_test.mjs) against the same servers;
 #   - SIGTERM during a stream: the server exits 0 within 5 s.
 # usage (from the repository root): bash tests/cli/test_serve.sh build/nemotron
@@ -206,6 +211,84 @@ check "metrics count requests" grep -qE '^nemotron_requests_total [1-9][0-9]*$' 
 check "metrics count generated tokens" grep -qE '^nemotron_generated_tokens_total [1-9][0-9]*$' "$work/metrics"
 check "metrics count prefix-cache hits" grep -qE '^nemotron_prefix_cache_hits_total [1-9][0-9]*$' "$work/metrics"
 check "still healthy after the load" test "$(curl -s -o /dev/null -w '%{http_code}' "$url/health")" = 200
+
+# speculative decoding: the same text as the plain server, per request on or off
+check "no speculative metrics without --spec" bash -c "! grep -q speculative '$work/metrics'"
+expect_error 400 "speculative on a server without it" "${auth[@]}" "${C[@]}" --data-binary '{"prompt":"x","speculative":true}' "$url/v1/completions"
+check "speculative without --spec: param named" json_check "$work/e" 'j["error"]["param"] == "speculative"'
+start_server spec --spec ngram --spec-max 8 --parallel 2 --ctx 1024 -t 1
+start_server draft --draft-model "$model" --spec-max 6 --parallel 1 --ctx 1024 -t 1
+passage="In the beginning God created the heaven and the earth. And the earth was without form, and void; and darkness was upon the face of the deep."
+rep=$(python3 -c 'import json, sys; print(json.dumps((sys.argv[1] + "\n") * 3 + "In the beginning God created"))' "$passage")
+# with_spec BODY JSON_SUFFIX: BODY (an object) with the fields of JSON_SUFFIX added
+with_spec() { printf '%s,%s}' "${1%\}}" "$2"; }
+same_text() { # same_text FILE_A FILE_B: the choices' text or message are equal
+    json_check "$2" "j['choices'][0].get('text', j['choices'][0].get('message')) == (lambda a: a['choices'][0].get('text', a['choices'][0].get('message')))(json.load(open('$1')))"
+}
+n=0
+for body in "{\"prompt\":$rep,\"max_tokens\":60,\"temperature\":0}" \
+    "{\"prompt\":$rep,\"max_tokens\":60,\"temperature\":0.8,\"seed\":7,\"top_k\":40,\"frequency_penalty\":0.3}" \
+    '{"messages":[{"role":"user","content":"Who begat Enos?"}],"max_tokens":40,"temperature":0,"chat_template_kwargs":{"enable_thinking":false}}' \
+    '{"messages":[{"role":"user","content":"Sing of the flood."}],"max_tokens":40,"temperature":0.8,"seed":7}'; do
+    n=$((n + 1))
+    case $body in *messages*) ep=chat/completions ;; *) ep=completions ;; esac
+    post "$url/v1/$ep" "$body" "$work/plain$n" >/dev/null
+    check "spec $n: the server's default (on) 200" test "$(post "$spec_url/v1/$ep" "$body" "$work/on$n")" = 200
+    check "spec $n: --spec ngram gives the plain server's text" same_text "$work/plain$n" "$work/on$n"
+    post "$spec_url/v1/$ep" "$(with_spec "$body" '"speculative":false')" "$work/off$n" >/dev/null
+    check "spec $n: \"speculative\": false gives the same text" same_text "$work/plain$n" "$work/off$n"
+    post "$spec_url/v1/$ep" "$(with_spec "$body" '"speculative":{"type":"ngram","max":3}')" "$work/k3$n" >/dev/null
+    check "spec $n: {type ngram, max 3} gives the same text" same_text "$work/plain$n" "$work/k3$n"
+    post "$draft_url/v1/$ep" "$body" "$work/draft$n" >/dev/null
+    check "spec $n: --draft-model gives the same text" same_text "$work/plain$n" "$work/draft$n"
+done
+curl -s "$spec_url/metrics" >"$work/spec.metrics"
+check "spec metrics: drafted tokens" grep -qE '^nemotron_speculative_drafted_tokens_total [1-9][0-9]*$' "$work/spec.metrics"
+check "spec metrics: accepted tokens (a repeated passage)" grep -qE '^nemotron_speculative_accepted_tokens_total [1-9][0-9]*$' "$work/spec.metrics"
+# 3 requests of 4 speculated (the fourth turned it off), times the 4 bodies
+check "spec metrics: speculative requests counted" grep -qE '^nemotron_speculative_requests_total 8$' "$work/spec.metrics"
+curl -s "$draft_url/metrics" >"$work/draft.metrics"
+check "the model drafting for itself: every greedy draft accepted" python3 - "$work/draft.metrics" <<'PY'
+import sys
+m = dict(l.split() for l in open(sys.argv[1]) if l.startswith("nemotron_speculative_") and not l.startswith("#"))
+sys.exit(0 if int(m["nemotron_speculative_drafted_tokens_total"]) >= int(m["nemotron_speculative_accepted_tokens_total"]) > 0 else 1)
+PY
+sbody="{\"prompt\":$rep,\"max_tokens\":40,\"temperature\":0,\"stream\":true}"
+post "$url/v1/completions" "$sbody" "$work/plain.sse" >/dev/null
+check "spec stream 200" test "$(post "$spec_url/v1/completions" "$sbody" "$work/spec.sse")" = 200
+check "spec stream well formed" sse_check "$work/spec.sse" text_completion
+sse_text() { python3 -c 'import json, sys; print("".join(json.loads(e[6:])["choices"][0]["text"] for e in open(sys.argv[1]).read().split("\n\n")[:-2] if json.loads(e[6:]).get("choices")))' "$1"; }
+check "spec stream: the plain stream's text" test "$(sse_text "$work/spec.sse")" = "$(sse_text "$work/plain.sse")"
+expect_error 400 "speculative: draft without a draft model" "${C[@]}" --data-binary '{"prompt":"x","speculative":{"type":"draft"}}' "$spec_url/v1/completions"
+check "draft without a draft model: param" json_check "$work/e" 'j["error"]["param"] == "speculative.type"'
+expect_error 400 "speculative.max past --spec-max" "${C[@]}" --data-binary '{"prompt":"x","speculative":{"max":9}}' "$spec_url/v1/completions"
+check "speculative.max past --spec-max: param" json_check "$work/e" 'j["error"]["param"] == "speculative.max"'
+expect_error 400 "speculative.max 0" "${C[@]}" --data-binary '{"prompt":"x","speculative":{"max":0}}' "$spec_url/v1/completions"
+expect_error 400 "speculative.type foo" "${C[@]}" --data-binary '{"prompt":"x","speculative":{"type":"foo"}}' "$spec_url/v1/completions"
+expect_error 400 "speculative: a string" "${C[@]}" --data-binary '{"prompt":"x","speculative":"ngram"}' "$spec_url/v1/completions"
+kill -TERM "$spec_pid" "$draft_pid"
+wait "$spec_pid" "$draft_pid"
+check "no sanitizer report or crash in the speculative servers' logs" bash -c "! grep -qiE 'sanitizer|runtime error|segmentation|abort' '$work/spec.log' '$work/draft.log'"
+# bad flags stop the server before it listens
+serve_refused() { # serve_refused DESCRIPTION PATTERN ARGS...
+    local what=$1 pattern=$2
+    shift 2
+    timeout 20 "$bin" serve -m "$model" --port "$(free_port)" "$@" >"$work/refused.log" 2>&1
+    local rc=$?
+    check "serve $what: exit $rc, expected 1 or 2" test "$rc" = 1 -o "$rc" = 2
+    check "serve $what: '$pattern' not in: $(head -1 "$work/refused.log")" grep -q -- "$pattern" "$work/refused.log"
+}
+serve_refused "--spec foo" "spec 'foo'" --spec foo
+serve_refused "--spec mtp" "no MTP drafter" --spec mtp
+serve_refused "--spec-max 0" "spec-max: '0'" --spec ngram --spec-max 0
+serve_refused "--spec-max without a drafter" "speculation is off" --spec-max 4
+make_model="$(dirname "$bin")/make_model"
+[ -x "$make_model" ] || make_model=build/make_model
+if "$make_model" "$work/tiny" --shape tiny --seed 3 >"$work/make.log" 2>&1; then
+    serve_refused "a draft model of another vocabulary" "vocabulary has 256 tokens, the model's 4096" --draft-model "$work/tiny"
+else
+    check "make_model: $(cat "$work/make.log")" false
+fi
 
 # a full queue: one slot busy with a long stream, one request waiting, the next refused
 start_server small --parallel 1 --queue 1 --ctx 4096 -t 1

@@ -1,7 +1,8 @@
 /* test_server_request.c - the server's request parser (src/server/request.c) on good, bad and
  * mutated bodies, and the stream splitter of responses.c on a reply with reasoning and a call.
  *
- *  - well-formed chat and completion bodies fill the struct with what they say;
+ *  - well-formed chat and completion bodies fill the struct with what they say (the
+ *    "speculative" field in each of its forms too);
  *  - each kind of bad field gives a 400 naming it; an unknown model a 404;
  *  - fuzz: 30000 mutations of valid bodies (bytes flipped, inserted, deleted, cut, spliced
  *    from other bodies, JSON tokens dropped in) and 2000 random byte strings: the parser never
@@ -69,6 +70,29 @@ static void good_bodies(void) {
                REQUEST_CHAT, &r, &e);
     CHECK(rc == 0 && !r.tools_json, "tool_choice none drops the tools");
     request_free(&r);
+    /* "speculative": absent, a boolean, or {type, max} */
+    static const struct {
+        const char *field;
+        enum request_spec spec;
+        int max;
+    } specs[] = {
+        {"", REQUEST_SPEC_DEFAULT, 0},
+        {",\"speculative\":false", REQUEST_SPEC_OFF, 0},
+        {",\"speculative\":true", REQUEST_SPEC_ON, 0},
+        {",\"speculative\":{}", REQUEST_SPEC_ON, 0},
+        {",\"speculative\":{\"max\":5}", REQUEST_SPEC_ON, 5},
+        {",\"speculative\":{\"type\":\"ngram\",\"max\":64}", REQUEST_SPEC_NGRAM, 64},
+        {",\"speculative\":{\"type\":\"draft\"}", REQUEST_SPEC_DRAFT, 0},
+        {",\"speculative\":{\"type\":\"none\",\"max\":1}", REQUEST_SPEC_OFF, 1},
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        char body[160];
+        snprintf(body, sizeof body, "{\"prompt\":\"x\"%s}", specs[i].field);
+        rc = parse(body, REQUEST_COMPLETION, &r, &e);
+        CHECK(rc == 0 && r.speculative == specs[i].spec && r.spec_max == specs[i].max, "%s: rc %d, speculative %d max %d",
+              body, rc, (int)r.speculative, r.spec_max);
+        request_free(&r);
+    }
 }
 
 static void bad_bodies(void) {
@@ -144,7 +168,7 @@ static const char *seeds[] = {
     "\"temperature\":0.7,\"max_tokens\":16,\"stop\":[\"\\n\\n\"],\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
     "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"\\u00e9\\ud83d\\ude00\"}]}],"
     "\"chat_template_kwargs\":{\"enable_thinking\":false},\"seed\":-5,\"top_k\":3,\"min_p\":0.1}",
-    "{\"prompt\":\"In the beginning\",\"max_tokens\":5,\"temperature\":0,\"stop\":\"God\"}",
+    "{\"prompt\":\"In the beginning\",\"max_tokens\":5,\"temperature\":0,\"stop\":\"God\",\"speculative\":{\"type\":\"ngram\",\"max\":8}}",
     "{\"prompt\":[1,2,3,4,5],\"stream\":false,\"presence_penalty\":0.5,\"frequency_penalty\":0.5,\"n\":1}",
 };
 static const char *tokens[] = {"{", "}", "[", "]", ",", ":", "\"", "null", "true", "false", "-0", "1e308", "0.5",

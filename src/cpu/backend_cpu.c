@@ -19,7 +19,7 @@
 struct cpu_backend {
     struct nt_backend base;
     int n_threads;
-    int simd;
+    int isa;                  /* the kernel variant (cpu.h) */
 };
 
 static struct cpu_backend *cpu(struct nt_backend *be) { return (struct cpu_backend *)be; }
@@ -115,7 +115,7 @@ static void matmul(struct nt_backend *be, const struct nt_pass *p, int n, const 
                    int y_stride) {
     struct nt_mm m = {.W = W, .bias = bias, .act = act, .x = x, .x_stride = x_stride,
                       .y = y, .y_stride = y_stride, .n = n, .qx = p->scratch};
-    nt_cpu_matmul(&m, cpu(be)->simd, cpu(be)->n_threads);
+    nt_cpu_matmul(&m, cpu(be)->isa, cpu(be)->n_threads);
 }
 
 static void mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
@@ -338,15 +338,15 @@ static void run_expert(struct nt_backend *be, const struct nt_moe_weights *w, co
                        .y = inner, .y_stride = mi, .n = cnt, .qx = qx};
     struct nt_mm down = {.W = &w->expert_down[e], .act = NT_ACT_NONE, .x = inner, .x_stride = mi,
                          .y = dout, .y_stride = L, .n = cnt, .qx = qx};
-    int simd = cpu(be)->simd;
+    int isa = cpu(be)->isa;
     if (threads == 1) {
-        nt_cpu_quantize_x(&up, simd);
-        nt_cpu_matmul_rows(&up, simd, 0, mi);
-        nt_cpu_quantize_x(&down, simd);
-        nt_cpu_matmul_rows(&down, simd, 0, L);
+        nt_cpu_quantize_x(&up, isa);
+        nt_cpu_matmul_rows(&up, isa, 0, mi);
+        nt_cpu_quantize_x(&down, isa);
+        nt_cpu_matmul_rows(&down, isa, 0, L);
     } else {
-        nt_cpu_matmul(&up, simd, threads);
-        nt_cpu_matmul(&down, simd, threads);
+        nt_cpu_matmul(&up, isa, threads);
+        nt_cpu_matmul(&down, isa, threads);
     }
     for (int i = 0; i < cnt; i++)
         memcpy(eo + (size_t)entries[i] * L, dout + (size_t)i * L, (size_t)L * sizeof(float));
@@ -466,7 +466,6 @@ struct nt_backend *nt_cpu_backend_new(int n_threads) {
     b->base.n_threads = b->n_threads;
     b->base.pass_default = 64; /* weights stream from host memory: 64 positions already amortise them */
     snprintf(b->base.device, sizeof b->base.device, "cpu");
-    const char *force = getenv("NEMOTRON_CPU");
-    b->simd = nt_cpu_simd_available() && !(force && strcmp(force, "scalar") == 0);
+    b->isa = nt_cpu_isa_selected();
     return &b->base;
 }

@@ -16,7 +16,9 @@
 
 #include <immintrin.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Rows and positions that share one step (kernel_3x4); a block of 3 weight rows stays in L1
  * while the pass's positions stream past it. */
@@ -235,15 +237,55 @@ static AVX2 void rows_avx2(const struct nt_mm *m, int r0, int r1) {
 
 /* ---- dispatch ---- */
 
-int nt_cpu_simd_available(void) {
+int nt_cpu_isa_available(int isa) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    /* libgcc's checks include the OS's: AVX-512 counts only where XCR0 enables its state */
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    switch (isa) {
+    case NT_CPU_SCALAR: return 1;
+    case NT_CPU_AVX2: return avx2;
+    case NT_CPU_AVXVNNI: return avx2 && __builtin_cpu_supports("avxvnni");
+    case NT_CPU_AVX512VNNI:
+        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+    default: return 0;
+    }
 }
 
-void nt_cpu_matmul(const struct nt_mm *m, int use_simd, int n_threads) {
+int nt_cpu_isa_best(void) {
+    int best = NT_CPU_SCALAR;
+    for (int i = 1; i < NT_CPU_ISA_COUNT; i++)
+        if (nt_cpu_isa_available(i)) best = i;
+    return best;
+}
+
+static const char *const isa_names[NT_CPU_ISA_COUNT] = {"scalar", "avx2", "avxvnni", "avx512vnni"};
+
+const char *nt_cpu_isa_name(int isa) { return isa >= 0 && isa < NT_CPU_ISA_COUNT ? isa_names[isa] : "?"; }
+
+int nt_cpu_isa_parse(const char *name) {
+    for (int i = 0; i < NT_CPU_ISA_COUNT; i++)
+        if (!strcmp(name, isa_names[i])) return i;
+    return -1;
+}
+
+int nt_cpu_simd_available(void) { return nt_cpu_isa_available(NT_CPU_AVX2); }
+
+int nt_cpu_isa_selected(void) {
+    int best = nt_cpu_isa_best();
+    const char *force = getenv("NEMOTRON_CPU");
+    if (!force || !*force) return best;
+    int isa = nt_cpu_isa_parse(force);
+    if (isa >= 0 && nt_cpu_isa_available(isa)) return isa;
+    /* a forced variant this processor lacks would die of SIGILL: say so and run the best one */
+    fprintf(stderr, "nemotron: NEMOTRON_CPU=%s: %s; using %s (the choices: scalar, avx2, avxvnni, avx512vnni)\n",
+            force, isa < 0 ? "no such kernel variant" : "this processor lacks its instructions", nt_cpu_isa_name(best));
+    return best;
+}
+
+void nt_cpu_matmul(const struct nt_mm *m, int isa, int n_threads) {
     if (m->W->dtype == NT_DTYPE_Q8_2F || m->W->dtype == NT_DTYPE_Q4TP) {
-        nt_cpu_matmul_q(m, use_simd, n_threads);
+        nt_cpu_matmul_q(m, isa, n_threads);
         return;
     }
     NT_ASSERT(m->W->dtype == NT_DTYPE_F32 || m->W->dtype == NT_DTYPE_F16 || m->W->dtype == NT_DTYPE_BF16);
@@ -260,14 +302,14 @@ void nt_cpu_matmul(const struct nt_mm *m, int use_simd, int n_threads) {
         int nt = omp_get_num_threads(), id = omp_get_thread_num();
         int b0 = (int)((int64_t)blocks * id / nt), b1 = (int)((int64_t)blocks * (id + 1) / nt);
         int r0 = b0 * NT_MR, r1 = b1 * NT_MR < rows ? b1 * NT_MR : rows;
-        if (r0 < r1) nt_cpu_matmul_rows(m, use_simd, r0, r1);
+        if (r0 < r1) nt_cpu_matmul_rows(m, isa, r0, r1);
     }
 }
 
-void nt_cpu_matmul_rows(const struct nt_mm *m, int use_simd, int r0, int r1) {
+void nt_cpu_matmul_rows(const struct nt_mm *m, int isa, int r0, int r1) {
     if (m->W->dtype == NT_DTYPE_Q8_2F || m->W->dtype == NT_DTYPE_Q4TP)
-        nt_cpu_matmul_q_rows(m, use_simd, r0, r1);
-    else if (use_simd)
+        nt_cpu_matmul_q_rows(m, isa, r0, r1);
+    else if (isa)
         rows_avx2(m, r0, r1);
     else
         rows_scalar(m, r0, r1);

@@ -113,12 +113,12 @@ static inline uint64_t rd64(const uint8_t *p) {
     return v;
 }
 
-/* q4tp's corr carries an offset: M - corr = isum + Q4_MAGIC, whose bits as an f32 are
+/* q4tp's corr carries an offset: M - corr = isum + Q_MAGIC, whose bits as an f32 are
  * 1.5 * 2^23 + isum exactly (|isum| <= 4 * 15 * 127 < 2^22), so (float)isum is one exact
  * subtraction of 1.5 * 2^23 instead of a conversion (vsubps can issue where vcvtdq2ps cannot:
  * the conversion shares the two FMA / integer-multiply ports with every other step). */
-#define Q4_MAGIC 0x4B400000
-#define Q4_MAGIC_F 12582912.0f
+#define Q_MAGIC 0x4B400000
+#define Q_MAGIC_F 12582912.0f
 
 /* Slot of column o (0..31) of a block inside its record. */
 static inline int q8_slot(int o) { return (o & 3) < 2 ? 2 * (o >> 2) + (o & 1) : 16 + 2 * (o >> 2) + (o & 1); }
@@ -140,8 +140,9 @@ static inline int q_round(float v, float inv) {
     return (int)r;
 }
 
-/* Writes the record and d of one block from its x' values v[0..len). */
-static void q_block_scalar(enum nt_dtype fmt, const float *v, int len, uint8_t *rec, float *d) {
+/* Writes the record and d of one block from its x' values v[0..len), in the AVX2 / scalar layout
+ * or (vnni) the VNNI kernels' one. */
+static void q_block_scalar(enum nt_dtype fmt, int vnni, const float *v, int len, uint8_t *rec, float *d) {
     float amax = 0.0f;
     for (int c = 0; c < len; c++) {
         float a = fabsf(v[c]);
@@ -150,7 +151,14 @@ static void q_block_scalar(enum nt_dtype fmt, const float *v, int len, uint8_t *
     float inv = q_inv(amax);
     *d = amax / 127.0f;
     memset(rec, 0, QREC);
-    if (fmt == NT_DTYPE_Q8_2F) {
+    if (fmt == NT_DTYPE_Q8_2F && vnni) {
+        int8_t q[32] = {0};
+        int32_t start[8];
+        for (int c = 0; c < len; c++) q[c] = (int8_t)q_round(v[c], inv);
+        for (int l = 0; l < 8; l++) start[l] = Q_MAGIC - 128 * (q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]);
+        memcpy(rec, q, 32);
+        memcpy(rec + 32, start, 32);
+    } else if (fmt == NT_DTYPE_Q8_2F) {
         int16_t s[32] = {0};
         for (int c = 0; c < len; c++) s[q8_slot(c)] = (int16_t)q_round(v[c], inv);
         memcpy(rec, s, 64);
@@ -158,7 +166,10 @@ static void q_block_scalar(enum nt_dtype fmt, const float *v, int len, uint8_t *
         int8_t q[32] = {0};
         int32_t corr[8];
         for (int c = 0; c < len; c++) q[q4_slot(c)] = (int8_t)q_round(v[c], inv);
-        for (int l = 0; l < 8; l++) corr[l] = 8 * (q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]) - Q4_MAGIC;
+        for (int l = 0; l < 8; l++) {
+            int32_t s8 = 8 * (q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]);
+            corr[l] = vnni ? Q_MAGIC - s8 : s8 - Q_MAGIC; /* VNNI: the start value, AVX2: what is subtracted */
+        }
         memcpy(rec, q, 32);
         memcpy(rec + 32, corr, 32);
     }
@@ -176,7 +187,7 @@ static void quantize_pos_scalar(const struct nt_matrix *W, const float *x, uint8
             v[c] = W->dtype == NT_DTYPE_Q8_2F ? x[col] * nt_f16_to_f32(rd16(cs + 2 * col)) : x[col];
         }
         float d;
-        q_block_scalar(W->dtype, v, len, dst + QREC * b, &d);
+        q_block_scalar(W->dtype, 0, v, len, dst + QREC * b, &d);
         memcpy(dv + b, &d, 4);
     }
 }
@@ -211,7 +222,7 @@ static INL AVX2 __m256i q_round8(__m256 v, __m256 inv) {
 }
 
 /* One full block (32 x' values in v0..v3, columns 0-7, 8-15, 16-23, 24-31). */
-static INL AVX2 void q_block_avx2(enum nt_dtype fmt, __m256 v0, __m256 v1, __m256 v2, __m256 v3,
+static INL AVX2 void q_block_avx2(enum nt_dtype fmt, int vnni, __m256 v0, __m256 v1, __m256 v2, __m256 v3,
                                   uint8_t *rec, float *dv) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 a = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
@@ -220,7 +231,16 @@ static INL AVX2 void q_block_avx2(enum nt_dtype fmt, __m256 v0, __m256 v1, __m25
     float d = amax / 127.0f;
     __m256 inv = _mm256_set1_ps(q_inv(amax));
     memcpy(dv, &d, 4);
-    if (fmt == NT_DTYPE_Q8_2F) {
+    if (fmt == NT_DTYPE_Q8_2F && vnni) {
+        /* int8 in column order: the packs interleave 4-column words across the 128-bit halves
+         * (c0-3, c8-11, c16-19, c24-27 | c4-7, ...), the permutation restores their order */
+        __m256i p01 = _mm256_packs_epi32(q_round8(v0, inv), q_round8(v1, inv));
+        __m256i p23 = _mm256_packs_epi32(q_round8(v2, inv), q_round8(v3, inv));
+        __m256i q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        __m256i sum = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+        _mm256_storeu_si256((__m256i *)(void *)rec, q);
+        _mm256_storeu_si256((__m256i *)(void *)(rec + 32), _mm256_sub_epi32(_mm256_set1_epi32(Q_MAGIC), _mm256_slli_epi32(sum, 7)));
+    } else if (fmt == NT_DTYPE_Q8_2F) {
         /* column pairs as 64-bit units: A takes pairs (0,1),(4,5),..., B pairs (2,3),(6,7),... */
         __m256d p0 = _mm256_castps_pd(v0), p1 = _mm256_castps_pd(v1);
         __m256d p2 = _mm256_castps_pd(v2), p3 = _mm256_castps_pd(v3);
@@ -246,11 +266,13 @@ static INL AVX2 void q_block_avx2(enum nt_dtype fmt, __m256 v0, __m256 v1, __m25
         __m256i q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(pe, po), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         __m256i corr = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
         _mm256_storeu_si256((__m256i *)(void *)rec, q);
-        _mm256_storeu_si256((__m256i *)(void *)(rec + 32), _mm256_sub_epi32(_mm256_slli_epi32(corr, 3), _mm256_set1_epi32(Q4_MAGIC)));
+        corr = _mm256_slli_epi32(corr, 3);
+        corr = vnni ? _mm256_sub_epi32(_mm256_set1_epi32(Q_MAGIC), corr) : _mm256_sub_epi32(corr, _mm256_set1_epi32(Q_MAGIC));
+        _mm256_storeu_si256((__m256i *)(void *)(rec + 32), corr);
     }
 }
 
-static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, const float *x, uint8_t *dst) {
+static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, int vnni, const float *x, uint8_t *dst) {
     int64_t cols = W->cols, nb = q_blocks(cols), nfull = cols / 32;
     const uint8_t *cs = (const uint8_t *)W->data + nt_q8_2f_cs_offset(W->rows, cols);
     float *dv = (float *)(void *)(dst + QREC * nb);
@@ -265,7 +287,7 @@ static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, const float *x, ui
             v2 = _mm256_mul_ps(v2, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(c + 32))));
             v3 = _mm256_mul_ps(v3, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(c + 48))));
         }
-        q_block_avx2(W->dtype, v0, v1, v2, v3, dst + QREC * b, dv + b);
+        q_block_avx2(W->dtype, vnni, v0, v1, v2, v3, dst + QREC * b, dv + b);
     }
     if (nfull < nb) { /* the short last block of a q8_2f row: the scalar code, the same operations */
         int len = (int)(cols - 32 * nfull);
@@ -275,27 +297,27 @@ static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, const float *x, ui
             v[c] = x[col] * nt_f16_to_f32(rd16(cs + 2 * col));
         }
         float d;
-        q_block_scalar(W->dtype, v, len, dst + QREC * nfull, &d);
+        q_block_scalar(W->dtype, vnni, v, len, dst + QREC * nfull, &d);
         memcpy(dv + nfull, &d, 4);
     }
 }
 
-static void quantize_range(const struct nt_mm *m, int use_simd, int t0, int t1) {
+static void quantize_range(const struct nt_mm *m, int isa, int t0, int t1) {
     size_t pb = q_pos_bytes(m->W->cols);
     for (int t = t0; t < t1; t++) {
         const float *x = m->x + (size_t)t * (size_t)m->x_stride;
         uint8_t *dst = (uint8_t *)m->qx + (size_t)t * pb;
-        if (use_simd)
-            quantize_pos_avx2(m->W, x, dst);
+        if (isa != NT_CPU_SCALAR) /* every SIMD variant quantizes with AVX2; the layout is its kernels' */
+            quantize_pos_avx2(m->W, isa >= NT_CPU_AVXVNNI, x, dst);
         else
             quantize_pos_scalar(m->W, x, dst);
     }
 }
 
-void nt_cpu_quantize_x(const struct nt_mm *m, int use_simd) {
+void nt_cpu_quantize_x(const struct nt_mm *m, int isa) {
     if (!is_packed(m->W->dtype)) return; /* float weights read m->x as it is */
     NT_ASSERT(m->qx);
-    quantize_range(m, use_simd, 0, m->n);
+    quantize_range(m, isa, 0, m->n);
 }
 
 /* ---- scalar kernels (the reference) ---------------------------------------------------------- */
@@ -418,160 +440,12 @@ static INL AVX2 __m256i q8_load_block(const uint8_t *row, int64_t b, int64_t col
     return _mm256_maskload_epi32((const int *)(const void *)(row + 32 * b), mask);
 }
 
-/* -- a few positions: stream the weights, unpack them in registers -- */
-
-/* A kernel takes R rows x P positions: each weight vector is loaded and unpacked once and used
- * for the P positions. Rows per kernel for P = 1 .. SP_MAX positions (registers: R x P
- * accumulators and ~6 temporaries in 16; for one position, more rows = more weight streams in
- * flight). */
 #define SP_MAX 4
 #define SR_MAX 6
 #define Q8_SR(P) ((P) == 1 ? 6 : (P) == 2 ? 4 : (P) == 3 ? 3 : 2)
 #define Q4_SR(P) ((P) == 1 ? 4 : (P) == 2 ? 4 : (P) == 3 ? 3 : 2)
 
-/* Rows r .. r+R-1 x positions t .. t+P-1, q8_2f. */
-static INL AVX2 void q8_stream(const struct nt_mm *m, int r, int t, int R, int P) {
-    const struct nt_matrix *W = m->W;
-    int64_t cols = W->cols, nb = q_blocks(cols), nfull = cols / 32;
-    const uint8_t *Wp = (const uint8_t *)W->data;
-    size_t pb = q_pos_bytes(cols);
-    const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t * pb;
-    const uint8_t *row0 = Wp + (size_t)r * (size_t)cols;
-    /* software prefetch of the next row block, a line per row per 64 bytes (integer addresses:
-     * past the matrix's end a prefetch is harmless, pointer arithmetic would not be), into L2:
-     * an L1 prefetch holds one of L1's few miss buffers until the line arrives, and that capped
-     * a core's stream (one position, 4096 x 2688 from DRAM, 2 threads: 23 - 26 GB/s into L1,
-     * 30 - 33 GB/s into L2, best of 4 runs each; the hardware brings L2 lines on to L1) */
-    uintptr_t next = (uintptr_t)(row0 + (size_t)R * (size_t)cols);
-    __m256 acc[12]; /* [i * P + p]; flat and small, so the compiler keeps it in registers */
-#pragma GCC unroll 12
-    for (int i = 0; i < R * P; i++) acc[i] = _mm256_setzero_ps();
-    /* one block of R rows x P positions; WLOAD(row) gives the block's 32 weights */
-#define Q8_STEP(WLOAD)                                                                                   \
-    do {                                                                                                 \
-        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                            \
-            const uint8_t *row = row0 + (size_t)i * (size_t)cols;                                        \
-            __m256i A, B;                                                                                \
-            q8_unpack(WLOAD, &A, &B);                                                                    \
-            _Pragma("GCC unroll 8") for (int p = 0; p < P; p++) {                                        \
-                const uint8_t *xr = qx + (size_t)p * pb + QREC * b;                                      \
-                __m256 d = _mm256_broadcast_ss((const float *)(const void *)(qx + (size_t)p * pb + QREC * nb) + b); \
-                __m256i s = _mm256_add_epi32(_mm256_madd_epi16(A, _mm256_loadu_si256((const __m256i *)(const void *)xr)), \
-                                             _mm256_madd_epi16(B, _mm256_loadu_si256((const __m256i *)(const void *)(xr + 32)))); \
-                acc[i * P + p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc[i * P + p]);              \
-            }                                                                                            \
-        }                                                                                                \
-    } while (0)
-    int64_t b = 0;
-    for (; b < nfull; b++) {
-        if ((b & 1) == 0)
-#pragma GCC unroll 8
-            for (int i = 0; i < R; i++) _mm_prefetch((const char *)(next + (size_t)i * (size_t)cols + 32 * (size_t)b), _MM_HINT_T1);
-        Q8_STEP(_mm256_loadu_si256((const __m256i *)(const void *)(row + 32 * b)));
-    }
-    if (b < nb) Q8_STEP(q8_load_block(row, b, cols)); /* a short last block */
-#undef Q8_STEP
-    const uint8_t *rs = Wp + nt_q8_2f_rs_offset(W->rows, cols);
-    /* unrolled like the steps: a rolled loop here indexes acc[] at run time, which made gcc keep
-     * acc in memory and store it on every block (q8s_2_4 spilled 3 chains and stored all 8) */
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++) {
-        float rsf = nt_f16_to_f32(rd16(rs + 2 * (size_t)(r + i)));
-#pragma GCC unroll 8
-        for (int p = 0; p < P; p++)
-            m->y[(size_t)(t + p) * m->y_stride + r + i] = apply_q(rsf * hsum8(acc[i * P + p]), m->bias, r + i, m->act);
-    }
-}
-
-/* Rows r .. r+R-1 x positions t .. t+P-1, q4tp. */
-static INL AVX2 void q4_stream(const struct nt_mm *m, int r, int t, int R, int P) {
-    const struct nt_matrix *W = m->W;
-    int64_t rows = W->rows, cols = W->cols, gpr = nt_q4tp_gpr(cols), cstride = nt_q4tp_cstride(cols);
-    const uint8_t *Wp = (const uint8_t *)W->data;
-    const uint8_t *params = Wp + nt_q4tp_params_offset(rows, cols);
-    const uint8_t *codes = Wp + nt_q4tp_codes_offset(rows, cols) + (size_t)r * (size_t)cstride;
-    size_t pb = q_pos_bytes(cols), rowb = (size_t)gpr * 16;
-    const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t * pb;
-    const uint8_t *nib = Wp + (size_t)r * rowb;
-    /* prefetch two row blocks ahead: q4tp's compute per byte is high enough that one block of
-     * lead left a fifth of the bandwidth unused (measured, 1856 x 2688, 2 threads) */
-    uintptr_t next = (uintptr_t)(nib + (size_t)2 * R * rowb);
-    float tab[SR_MAX][32];
-    for (int i = 0; i < R; i++) q4_row_table(params, r + i, tab[i]);
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[12]; /* [i * P + p]; flat and small, so the compiler keeps it in registers */
-#pragma GCC unroll 12
-    for (int i = 0; i < R * P; i++) acc[i] = _mm256_setzero_ps();
-    /* group gg of R rows x P positions; CODE(i) gives row i's code */
-#define Q4_STEP(gg, CODE)                                                                                \
-    do {                                                                                                 \
-        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                            \
-            __m256i w = q4_unpack(nib + (size_t)i * rowb + 16 * (size_t)(gg));                           \
-            __m256 sc = _mm256_broadcast_ss(&tab[i][CODE]);                                              \
-            _Pragma("GCC unroll 8") for (int p = 0; p < P; p++) {                                        \
-                const uint8_t *xr = qx + (size_t)p * pb + QREC * (gg);                                   \
-                __m256 d = _mm256_broadcast_ss((const float *)(const void *)(qx + (size_t)p * pb + QREC * gpr) + (gg)); \
-                __m256i v = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)(const void *)xr)); \
-                v = _mm256_sub_epi32(_mm256_madd_epi16(v, ones), _mm256_loadu_si256((const __m256i *)(const void *)(xr + 32))); \
-                __m256 f = _mm256_sub_ps(_mm256_castsi256_ps(v), _mm256_set1_ps(Q4_MAGIC_F));          \
-                acc[i * P + p] = _mm256_fmadd_ps(f, _mm256_mul_ps(sc, d), acc[i * P + p]);               \
-            }                                                                                            \
-        }                                                                                                \
-    } while (0)
-    int64_t g = 0;
-    for (; g + 8 <= gpr; g += 8) {
-        /* the codes of 8 groups: 40 bits at byte 5 g / 8 (the 8-byte read ends at most 3 bytes
-         * past the row's codes, inside the payload's padding) */
-        uint64_t cw[SR_MAX];
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++) cw[i] = rd64(codes + (size_t)i * (size_t)cstride + (size_t)(5 * g / 8));
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-            if ((j & 3) == 0)
-#pragma GCC unroll 8
-                for (int i = 0; i < R; i++) _mm_prefetch((const char *)(next + (size_t)i * rowb + 16 * (size_t)(g + j)), _MM_HINT_T0);
-            Q4_STEP(g + j, (cw[i] >> (5 * j)) & 31);
-        }
-    }
-    for (; g < gpr; g++) Q4_STEP(g, q4_code(codes + (size_t)i * (size_t)cstride, g));
-#undef Q4_STEP
-    /* unrolled for the same reason as q8_stream's: acc must stay in registers */
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 8
-        for (int p = 0; p < P; p++)
-            m->y[(size_t)(t + p) * m->y_stride + r + i] = apply_q(hsum8(acc[i * P + p]), m->bias, r + i, m->act);
-}
-
-typedef void (*stream_fn)(const struct nt_mm *, int, int);
-#define Q8S(R, P) static AVX2 void q8s_##R##_##P(const struct nt_mm *m, int r, int t) { q8_stream(m, r, t, R, P); }
-#define Q4S(R, P) static AVX2 void q4s_##R##_##P(const struct nt_mm *m, int r, int t) { q4_stream(m, r, t, R, P); }
-Q8S(6, 1) Q8S(4, 2) Q8S(3, 3) Q8S(2, 4) Q8S(1, 1) Q8S(1, 2) Q8S(1, 3) Q8S(1, 4)
-Q4S(4, 1) Q4S(4, 2) Q4S(3, 3) Q4S(2, 4) Q4S(1, 1) Q4S(1, 2) Q4S(1, 3) Q4S(1, 4)
-/* [format][full R | one row][P - 1] */
-static stream_fn const stream_kerns[2][2][SP_MAX] = {
-    {{q8s_6_1, q8s_4_2, q8s_3_3, q8s_2_4}, {q8s_1_1, q8s_1_2, q8s_1_3, q8s_1_4}},
-    {{q4s_4_1, q4s_4_2, q4s_3_3, q4s_2_4}, {q4s_1_1, q4s_1_2, q4s_1_3, q4s_1_4}}};
-
-/* Weight bytes of a row chunk: the rows every group of positions sweeps while they stay in L2. */
 #define STREAM_CHUNK_BYTES (192 * 1024)
-
-static AVX2 void rows_stream(const struct nt_mm *m, int r0, int r1) {
-    int q4 = m->W->dtype == NT_DTYPE_Q4TP;
-    size_t row_bytes = q4 ? (size_t)m->W->cols / 2 : (size_t)m->W->cols;
-    int chunk = (int)(STREAM_CHUNK_BYTES / row_bytes) / 12 * 12; /* 12: a multiple of every R */
-    if (chunk < 12) chunk = 12;
-    for (int c0 = r0; c0 < r1; c0 += chunk) {
-        int c1 = r1 - c0 < chunk ? r1 : c0 + chunk;
-        for (int t = 0; t < m->n; t += SP_MAX) {
-            int P = m->n - t < SP_MAX ? m->n - t : SP_MAX;
-            int R = q4 ? Q4_SR(P) : Q8_SR(P);
-            int r = c0;
-            for (; r + R <= c1; r += R) stream_kerns[q4][0][P - 1](m, r, t);
-            for (; r < c1; r++) stream_kerns[q4][1][P - 1](m, r, t);
-        }
-    }
-}
 
 /* -- q4tp, many positions: unpack a row tile once, run every position over it -- */
 
@@ -618,117 +492,94 @@ static AVX2 void tile_unpack(struct tile *T, const struct nt_matrix *W, int r) {
     }
 }
 
-/* Register tile: tile rows i0 .. i0+R-1 x sweep positions tp0 .. tp0+P-1 over the chunk. */
-static INL AVX2 void q4_kernel(struct tile *T, const uint8_t *qx, size_t pb, int64_t nb, int i0, int tp0,
-                               int R, int P) {
-    /* s = scale * d for each (row, position, group) of the register tile, 8 groups a multiply */
-    _Alignas(32) float S[Q4_MR * Q4_MP][TB];
-    const float *d0 = (const float *)(const void *)(qx + QREC * nb) + T->g0;
-    int64_t nbc = T->nbc, n8 = nbc & ~(int64_t)7;
-    for (int i = 0; i < R; i++)
-        for (int p = 0; p < P; p++) {
-            const float *sc = T->sc + (size_t)(i0 + i) * TB;
-            const float *dp = (const float *)(const void *)((const uint8_t *)d0 + (size_t)p * pb);
-            float *s = S[i * P + p];
-            int64_t b = 0;
-            for (; b < n8; b += 8) _mm256_store_ps(s + b, _mm256_mul_ps(_mm256_load_ps(sc + b), _mm256_loadu_ps(dp + b)));
-            for (; b < nbc; b++) s[b] = sc[b] * dp[b];
-        }
-    __m256 acc[Q4_MR][Q4_MP];
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 8
-        for (int p = 0; p < P; p++) acc[i][p] = _mm256_load_ps(T->acc + ((size_t)(i0 + i) * MAXP + tp0 + p) * 8);
-    const __m256i ones = _mm256_set1_epi16(1);
-    const uint8_t *x0 = qx + QREC * T->g0;
-    const uint8_t *w0 = T->w + (size_t)i0 * TB * 32;
-    for (int64_t b = 0; b < nbc; b++) {
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++) {
-            __m256i w = _mm256_load_si256((const __m256i *)(const void *)(w0 + (size_t)i * TB * 32 + 32 * b));
-#pragma GCC unroll 8
-            for (int p = 0; p < P; p++) {
-                const uint8_t *xr = x0 + (size_t)p * pb + QREC * b;
-                __m256i v = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)(const void *)xr));
-                v = _mm256_sub_epi32(_mm256_madd_epi16(v, ones), _mm256_loadu_si256((const __m256i *)(const void *)(xr + 32)));
-                __m256 f = _mm256_sub_ps(_mm256_castsi256_ps(v), _mm256_set1_ps(Q4_MAGIC_F));
-                acc[i][p] = _mm256_fmadd_ps(f, _mm256_broadcast_ss(&S[i * P + p][b]), acc[i][p]);
-            }
-        }
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 8
-        for (int p = 0; p < P; p++) _mm256_store_ps(T->acc + ((size_t)(i0 + i) * MAXP + tp0 + p) * 8, acc[i][p]);
-}
-
-#define Q4K(R, P) static AVX2 void q4k_##R##_##P(struct tile *T, const uint8_t *qx, size_t pb, int64_t nb, int i0, int tp0) \
-    { q4_kernel(T, qx, pb, nb, i0, tp0, R, P); }
-Q4K(1, 1) Q4K(1, 2) Q4K(1, 3) Q4K(1, 4) Q4K(1, 5) Q4K(1, 6)
-Q4K(2, 1) Q4K(2, 2) Q4K(2, 3) Q4K(2, 4) Q4K(2, 5) Q4K(2, 6)
-typedef void (*kern_fn)(struct tile *, const uint8_t *, size_t, int64_t, int, int);
-static kern_fn const q4_kerns[Q4_MR][Q4_MP] = {{q4k_1_1, q4k_1_2, q4k_1_3, q4k_1_4, q4k_1_5, q4k_1_6},
-                                                {q4k_2_1, q4k_2_2, q4k_2_3, q4k_2_4, q4k_2_5, q4k_2_6}};
-
-static AVX2 void rows_tiled_q4(const struct nt_mm *m, int r0, int r1) {
-    const struct nt_matrix *W = m->W;
-    int64_t nb = q_blocks(W->cols);
-    size_t pb = q_pos_bytes(W->cols);
-    struct tile T; /* ~38 KB of stack: nothing is allocated inside a pass */
-    for (int r = r0; r < r1; r += TR) {
-        T.nr = r1 - r < TR ? r1 - r : TR;
-        for (int ts = 0; ts < m->n; ts += MAXP) {
-            int np = m->n - ts < MAXP ? m->n - ts : MAXP;
-            const uint8_t *qx = (const uint8_t *)m->qx + (size_t)ts * pb;
-            memset(T.acc, 0, sizeof T.acc);
-            for (int64_t g0 = 0; g0 < nb; g0 += TB) {
-                T.g0 = g0;
-                T.nbc = nb - g0 < TB ? nb - g0 : TB;
-                tile_unpack(&T, W, r);
-                for (int tp = 0; tp < np; tp += Q4_MP) {
-                    int P = np - tp < Q4_MP ? np - tp : Q4_MP;
-                    for (int i = 0; i < T.nr; i += Q4_MR) {
-                        int R = T.nr - i < Q4_MR ? T.nr - i : Q4_MR;
-                        q4_kerns[R - 1][P - 1](&T, qx + (size_t)tp * pb, pb, nb, i, tp);
-                    }
-                }
-            }
-            for (int i = 0; i < T.nr; i++)
-                for (int p = 0; p < np; p++) {
-                    float v = hsum8(_mm256_load_ps(T.acc + ((size_t)i * MAXP + p) * 8));
-                    m->y[(size_t)(ts + p) * m->y_stride + r + i] = apply_q(v, m->bias, r + i, m->act);
-                }
-        }
-    }
-}
-
-/* Pass sizes above this run q4tp on the tile (measured crossover: n = 8 is even, 16 favours it). */
 #define Q4_TILE_MIN_N 9
 
-static AVX2 void rows_avx2_q(const struct nt_mm *m, int r0, int r1) {
-    if (m->W->dtype == NT_DTYPE_Q4TP && m->n >= Q4_TILE_MIN_N)
-        rows_tiled_q4(m, r0, r1);
-    else
-        rows_stream(m, r0, r1);
+/* ---- the SIMD kernels, one copy per instruction set (matmul_q_kern.h) ----------------------- */
+
+typedef void (*stream_fn)(const struct nt_mm *, int, int);
+typedef void (*kern_fn)(struct tile *, const uint8_t *, size_t, int64_t, int, int);
+#define KCAT2(a, b) a##b
+#define KCAT(a, b) KCAT2(a, b)
+
+/* AVX2 has no int8 dot product. q8_2f: the weights widened to the record's A | B int16 halves
+ * (q8_unpack) and two vpmaddwd; q4tp: vpmaddubsw (nibble unsigned x q signed; a pair is at most
+ * 2 * 15 * 127, no saturation), vpmaddwd by 1 sums the pairs into lanes, and the record's corr
+ * (8 * sum q - Q_MAGIC) is subtracted. */
+static INL AVX2 __m256 q8_dot_avx2(__m256i A, __m256i B, const uint8_t *xr) {
+    __m256i s = _mm256_add_epi32(_mm256_madd_epi16(A, _mm256_loadu_si256((const __m256i *)(const void *)xr)),
+                                 _mm256_madd_epi16(B, _mm256_loadu_si256((const __m256i *)(const void *)(xr + 32))));
+    return _mm256_cvtepi32_ps(s);
 }
+static INL AVX2 __m256 q4_dot_avx2(__m256i w, const uint8_t *xr) {
+    __m256i v = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)(const void *)xr));
+    v = _mm256_sub_epi32(_mm256_madd_epi16(v, _mm256_set1_epi16(1)), _mm256_loadu_si256((const __m256i *)(const void *)(xr + 32)));
+    return _mm256_sub_ps(_mm256_castsi256_ps(v), _mm256_set1_ps(Q_MAGIC_F));
+}
+#define KT AVX2
+#define KN(n) KCAT(n, _avx2)
+#define KQ8_WEIGHTS(w, A, B) q8_unpack(w, &A, &B)
+#define KQ8_DOT(A, B, xr) q8_dot_avx2(A, B, xr)
+#define KQ4_DOT(w, xr) q4_dot_avx2(w, xr)
+#include "matmul_q_kern.h"
+
+/* VNNI: vpdpbusd adds to each int32 lane the 4 products of its bytes, unsigned x signed, exactly
+ * (no saturation, no wrap at these sizes). The start value is the record's second half,
+ * Q_MAGIC - offset x (the lane's sum of q), where offset is what makes the weights unsigned, so
+ * the lane ends as Q_MAGIC + isum and (float)isum is one exact subtraction (as q4tp's AVX2 step).
+ * q8_2f: w ^ 0x80 = w + 128 as unsigned, record q in column order, offset 128 (a weight vector is
+ * made unsigned once per row block and serves every position; the correction is per position,
+ * in the record, made once per pass); q4tp: the nibbles as stored (value + 8), offset 8, the
+ * record's q as AVX2's. The integer sums are the scalar reference's; the float chain is the
+ * template's. */
+#define AVXVNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+static INL AVXVNNI __m256 dot_avxvnni(__m256i u, const uint8_t *xr) {
+    __m256i s = _mm256_dpbusd_avx_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(xr + 32)), u,
+                                        _mm256_loadu_si256((const __m256i *)(const void *)xr));
+    return _mm256_sub_ps(_mm256_castsi256_ps(s), _mm256_set1_ps(Q_MAGIC_F));
+}
+#define KT AVXVNNI
+#define KN(n) KCAT(n, _avxvnni)
+#define KQ8_WEIGHTS(w, A, B) (A = B = _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)))
+#define KQ8_DOT(A, B, xr) dot_avxvnni(A, xr)
+#define KQ4_DOT(w, xr) dot_avxvnni(w, xr)
+#include "matmul_q_kern.h"
+
+/* AVX-512 VNNI on 256-bit vectors (AVX512VL): the same step as AVX-VNNI in the EVEX encoding,
+ * which also gives the kernels 32 vector registers instead of 16. */
+#define AVX512VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+static INL AVX512VNNI __m256 dot_avx512vnni(__m256i u, const uint8_t *xr) {
+    __m256i s = _mm256_dpbusd_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(xr + 32)), u,
+                                    _mm256_loadu_si256((const __m256i *)(const void *)xr));
+    return _mm256_sub_ps(_mm256_castsi256_ps(s), _mm256_set1_ps(Q_MAGIC_F));
+}
+#define KT AVX512VNNI
+#define KN(n) KCAT(n, _avx512vnni)
+#define KQ8_WEIGHTS(w, A, B) (A = B = _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)))
+#define KQ8_DOT(A, B, xr) dot_avx512vnni(A, xr)
+#define KQ4_DOT(w, xr) dot_avx512vnni(w, xr)
+#include "matmul_q_kern.h"
 
 /* ---- dispatch (called from matmul.c) --------------------------------------------------------- */
 
-void nt_cpu_matmul_q_rows(const struct nt_mm *m, int use_simd, int r0, int r1) {
+void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1) {
     NT_ASSERT(is_packed(m->W->dtype) && m->qx);
-    if (use_simd)
-        rows_avx2_q(m, r0, r1);
-    else if (m->W->dtype == NT_DTYPE_Q8_2F)
-        rows_scalar_q8(m, r0, r1);
-    else
-        rows_scalar_q4(m, r0, r1);
+    switch (isa) {
+    case NT_CPU_AVX512VNNI: rows_q_avx512vnni(m, r0, r1); break;
+    case NT_CPU_AVXVNNI: rows_q_avxvnni(m, r0, r1); break;
+    case NT_CPU_AVX2: rows_q_avx2(m, r0, r1); break;
+    default:
+        if (m->W->dtype == NT_DTYPE_Q8_2F)
+            rows_scalar_q8(m, r0, r1);
+        else
+            rows_scalar_q4(m, r0, r1);
+    }
 }
 
 /* Row ranges per thread are whole multiples of this (any split gives the same bits; this one
  * keeps the kernels at their full shapes). */
 #define Q_ROW_GRAIN 12
 
-void nt_cpu_matmul_q(const struct nt_mm *m, int use_simd, int n_threads) {
+void nt_cpu_matmul_q(const struct nt_mm *m, int isa, int n_threads) {
     NT_ASSERT(is_packed(m->W->dtype) && m->qx);
     int rows = (int)m->W->rows;
     int units = (rows + Q_ROW_GRAIN - 1) / Q_ROW_GRAIN;
@@ -737,17 +588,17 @@ void nt_cpu_matmul_q(const struct nt_mm *m, int use_simd, int n_threads) {
     if (threads > units) threads = units;
     if (threads < 1) threads = 1;
     if (threads == 1) {
-        quantize_range(m, use_simd, 0, m->n);
-        nt_cpu_matmul_q_rows(m, use_simd, 0, rows);
+        quantize_range(m, isa, 0, m->n);
+        nt_cpu_matmul_q_rows(m, isa, 0, rows);
         return;
     }
 #pragma omp parallel num_threads(threads)
     {
         int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        quantize_range(m, use_simd, (int)((int64_t)m->n * id / nt), (int)((int64_t)m->n * (id + 1) / nt));
+        quantize_range(m, isa, (int)((int64_t)m->n * id / nt), (int)((int64_t)m->n * (id + 1) / nt));
 #pragma omp barrier
         int u0 = (int)((int64_t)units * id / nt), u1 = (int)((int64_t)units * (id + 1) / nt);
         int r0 = u0 * Q_ROW_GRAIN, r1 = u1 * Q_ROW_GRAIN < rows ? u1 * Q_ROW_GRAIN : rows;
-        if (r0 < r1) nt_cpu_matmul_q_rows(m, use_simd, r0, r1);
+        if (r0 < r1) nt_cpu_matmul_q_rows(m, isa, r0, r1);
     }
 }

@@ -544,19 +544,210 @@ static INL AVXVNNI __m256 dot_avxvnni(__m256i u, const uint8_t *xr) {
 #define KQ4_DOT(w, xr) dot_avxvnni(w, xr)
 #include "matmul_q_kern.h"
 
-/* AVX-512 VNNI on 256-bit vectors (AVX512VL): the same step as AVX-VNNI in the EVEX encoding,
- * which also gives the kernels 32 vector registers instead of 16. */
-#define AVX512VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
-static INL AVX512VNNI __m256 dot_avx512vnni(__m256i u, const uint8_t *xr) {
+/* AVX-512 VNNI: its 256-bit step (for an odd last row) is AVX-VNNI's in the EVEX encoding. */
+static INL __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni"))) __m256 dot_avx512vnni(__m256i u, const uint8_t *xr) {
     __m256i s = _mm256_dpbusd_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(xr + 32)), u,
                                     _mm256_loadu_si256((const __m256i *)(const void *)xr));
     return _mm256_sub_ps(_mm256_castsi256_ps(s), _mm256_set1_ps(Q_MAGIC_F));
 }
-#define KT AVX512VNNI
+
+/* AVX-512 VNNI on 512-bit vectors: two rows per vector. The float chain of a (row, position)
+ * pair has 8 lanes, a zmm 16: its low half holds row i's 8 lanes, its high half row i+1's, so
+ * each lane is still exactly one chain of the arithmetic, and one vpdpbusd, one subtraction and
+ * one FMA do the step of two rows. The activations (record, start value, d) are the same for
+ * both halves and come as broadcast loads, which need no shuffle; the two rows' weights are
+ * joined once per row pair and serve every position. The kernels take rows in pairs (3 pairs
+ * per streaming kernel, 2 per register tile); an odd last row runs the 256-bit kernels of the
+ * same instruction set (the template below), the same chain. */
+#define Z512 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+
+/* the step: lanes of isum + Q_MAGIC from the record at xr (broadcast to both halves) and the
+ * unsigned weights u, as f32 isum */
+static INL Z512 __m512 dot_zmm(__m512i u, const uint8_t *xr) {
+    __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)xr));
+    __m512i s = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(xr + 32)));
+    s = _mm512_dpbusd_epi32(s, u, x);
+    return _mm512_sub_ps(_mm512_castsi512_ps(s), _mm512_set1_ps(Q_MAGIC_F));
+}
+
+static INL Z512 __m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+static INL Z512 __m512 join_ps(float lo, float hi) {
+    return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(lo), _mm512_set1_ps(hi));
+}
+static INL Z512 __m256 high_ps(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+
+/* Row block b of a q8_2f row (a short last block masked, whole 4-column words, nothing read past
+ * the row). */
+static INL Z512 __m256i q8z_block(const uint8_t *row, int64_t b, int64_t cols) {
+    int64_t left = cols - 32 * b;
+    if (left >= 32) return _mm256_loadu_si256((const __m256i *)(const void *)(row + 32 * b));
+    return _mm256_maskz_loadu_epi32((__mmask8)((1u << (left / 4)) - 1), row + 32 * b);
+}
+
+#define ZP 3 /* row pairs per streaming kernel */
+
+/* Rows r .. r+2ZP-1 x positions t .. t+P-1, q8_2f (as q8_stream). */
+static INL Z512 void q8z_stream(const struct nt_mm *m, int r, int t, int P) {
+    const struct nt_matrix *W = m->W;
+    int64_t cols = W->cols, nb = q_blocks(cols), nfull = cols / 32;
+    const uint8_t *Wp = (const uint8_t *)W->data;
+    size_t pb = q_pos_bytes(cols);
+    const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t * pb;
+    const uint8_t *row0 = Wp + (size_t)r * (size_t)cols;
+    uintptr_t next = (uintptr_t)(row0 + (size_t)(2 * ZP) * (size_t)cols); /* prefetch into L2, as q8_stream */
+    __m512 acc[ZP * SP_MAX];
+#pragma GCC unroll 12
+    for (int i = 0; i < ZP * P; i++) acc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        if ((b & 1) == 0 && b < nfull)
+#pragma GCC unroll 8
+            for (int i = 0; i < 2 * ZP; i++) _mm_prefetch((const char *)(next + (size_t)i * (size_t)cols + 32 * (size_t)b), _MM_HINT_T1);
+#pragma GCC unroll 4
+        for (int j = 0; j < ZP; j++) {
+            const uint8_t *row = row0 + (size_t)(2 * j) * (size_t)cols;
+            __m512i u = _mm512_xor_si512(join256(q8z_block(row, b, cols), q8z_block(row + cols, b, cols)),
+                                         _mm512_set1_epi8((char)0x80));
+#pragma GCC unroll 4
+            for (int p = 0; p < P; p++) {
+                const uint8_t *xr = qx + (size_t)p * pb + QREC * b;
+                __m512 d = _mm512_set1_ps(((const float *)(const void *)(qx + (size_t)p * pb + QREC * nb))[b]);
+                acc[j * P + p] = _mm512_fmadd_ps(dot_zmm(u, xr), d, acc[j * P + p]);
+            }
+        }
+    }
+    const uint8_t *rs = Wp + nt_q8_2f_rs_offset(W->rows, cols);
+#pragma GCC unroll 4
+    for (int j = 0; j < ZP; j++) {
+        float rs0 = nt_f16_to_f32(rd16(rs + 2 * (size_t)(r + 2 * j))), rs1 = nt_f16_to_f32(rd16(rs + 2 * (size_t)(r + 2 * j + 1)));
+#pragma GCC unroll 4
+        for (int p = 0; p < P; p++) {
+            float *y = m->y + (size_t)(t + p) * m->y_stride + r + 2 * j;
+            y[0] = apply_q(rs0 * hsum8(_mm512_castps512_ps256(acc[j * P + p])), m->bias, r + 2 * j, m->act);
+            y[1] = apply_q(rs1 * hsum8(high_ps(acc[j * P + p])), m->bias, r + 2 * j + 1, m->act);
+        }
+    }
+}
+
+/* Group g of two q4tp rows as [row a: low | high nibbles, row b: low | high]. */
+static INL Z512 __m512i q4z_unpack(const uint8_t *a, const uint8_t *b) {
+    __m512i v = join256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)a)),
+                        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)b)));
+    v = _mm512_srlv_epi32(v, _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4));
+    return _mm512_and_si512(v, _mm512_set1_epi8(15));
+}
+
+/* Rows r .. r+2ZP-1 x positions t .. t+P-1, q4tp (as q4_stream). */
+static INL Z512 void q4z_stream(const struct nt_mm *m, int r, int t, int P) {
+    const struct nt_matrix *W = m->W;
+    int64_t rows = W->rows, cols = W->cols, gpr = nt_q4tp_gpr(cols), cstride = nt_q4tp_cstride(cols);
+    const uint8_t *Wp = (const uint8_t *)W->data;
+    const uint8_t *params = Wp + nt_q4tp_params_offset(rows, cols);
+    const uint8_t *codes = Wp + nt_q4tp_codes_offset(rows, cols) + (size_t)r * (size_t)cstride;
+    size_t pb = q_pos_bytes(cols), rowb = (size_t)gpr * 16;
+    const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t * pb;
+    const uint8_t *nib = Wp + (size_t)r * rowb;
+    uintptr_t next = (uintptr_t)(nib + (size_t)2 * (2 * ZP) * rowb); /* two row blocks ahead, as q4_stream */
+    float tab[2 * ZP][32];
+    for (int i = 0; i < 2 * ZP; i++) q4_row_table(params, r + i, tab[i]);
+    __m512 acc[ZP * SP_MAX];
+#pragma GCC unroll 12
+    for (int i = 0; i < ZP * P; i++) acc[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < gpr; g++) {
+        if ((g & 3) == 0)
+#pragma GCC unroll 8
+            for (int i = 0; i < 2 * ZP; i++) _mm_prefetch((const char *)(next + (size_t)i * rowb + 16 * (size_t)g), _MM_HINT_T0);
+#pragma GCC unroll 4
+        for (int j = 0; j < ZP; j++) {
+            const uint8_t *na = nib + (size_t)(2 * j) * rowb + 16 * (size_t)g;
+            __m512i w = q4z_unpack(na, na + rowb);
+            const uint8_t *ca = codes + (size_t)(2 * j) * (size_t)cstride;
+            __m512 sc = join_ps(tab[2 * j][q4_code(ca, g)], tab[2 * j + 1][q4_code(ca + cstride, g)]);
+#pragma GCC unroll 4
+            for (int p = 0; p < P; p++) {
+                const uint8_t *xr = qx + (size_t)p * pb + QREC * g;
+                __m512 d = _mm512_set1_ps(((const float *)(const void *)(qx + (size_t)p * pb + QREC * gpr))[g]);
+                acc[j * P + p] = _mm512_fmadd_ps(dot_zmm(w, xr), _mm512_mul_ps(sc, d), acc[j * P + p]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < ZP; j++)
+#pragma GCC unroll 4
+        for (int p = 0; p < P; p++) {
+            float *y = m->y + (size_t)(t + p) * m->y_stride + r + 2 * j;
+            y[0] = apply_q(hsum8(_mm512_castps512_ps256(acc[j * P + p])), m->bias, r + 2 * j, m->act);
+            y[1] = apply_q(hsum8(high_ps(acc[j * P + p])), m->bias, r + 2 * j + 1, m->act);
+        }
+}
+
+#define Q8Z(P) static Z512 void q8z_##P(const struct nt_mm *m, int r, int t) { q8z_stream(m, r, t, P); }
+#define Q4Z(P) static Z512 void q4z_##P(const struct nt_mm *m, int r, int t) { q4z_stream(m, r, t, P); }
+Q8Z(1) Q8Z(2) Q8Z(3) Q8Z(4) Q4Z(1) Q4Z(2) Q4Z(3) Q4Z(4)
+#undef Q8Z
+#undef Q4Z
+static stream_fn const zmm_stream_kerns[2][SP_MAX] = {{q8z_1, q8z_2, q8z_3, q8z_4}, {q4z_1, q4z_2, q4z_3, q4z_4}};
+
+/* Register tile of the q4tp tile: NPR row pairs from tile row i0 x positions tp0 .. tp0+P-1 over
+ * the chunk (as q4_kernel; s = scale * d is the same one f32 multiply, made per step here from
+ * the pair's joined scales). */
+static INL Z512 void q4z_kernel(struct tile *T, const uint8_t *qx, size_t pb, int64_t nb, int i0, int tp0, int NPR, int P) {
+    __m512 acc[2][Q4_MP];
+#pragma GCC unroll 2
+    for (int j = 0; j < NPR; j++)
+#pragma GCC unroll 6
+        for (int p = 0; p < P; p++) {
+            const float *a = T->acc + ((size_t)(i0 + 2 * j) * MAXP + tp0 + p) * 8;
+            acc[j][p] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(_mm256_load_ps(a))),
+                                                              _mm256_castps_pd(_mm256_load_ps(a + MAXP * 8)), 1));
+        }
+    const uint8_t *x0 = qx + QREC * T->g0;
+    const float *d0 = (const float *)(const void *)(qx + QREC * nb) + T->g0;
+    for (int64_t b = 0; b < T->nbc; b++) {
+#pragma GCC unroll 2
+        for (int j = 0; j < NPR; j++) {
+            const uint8_t *w = T->w + ((size_t)(i0 + 2 * j) * TB + (size_t)b) * 32;
+            __m512i u = join256(_mm256_load_si256((const __m256i *)(const void *)w),
+                                _mm256_load_si256((const __m256i *)(const void *)(w + TB * 32)));
+            const float *sc = T->sc + (size_t)(i0 + 2 * j) * TB + b;
+            __m512 s2 = join_ps(sc[0], sc[TB]);
+#pragma GCC unroll 6
+            for (int p = 0; p < P; p++) {
+                __m512 d = _mm512_set1_ps(((const float *)(const void *)((const uint8_t *)d0 + (size_t)p * pb))[b]);
+                acc[j][p] = _mm512_fmadd_ps(dot_zmm(u, x0 + (size_t)p * pb + QREC * b), _mm512_mul_ps(s2, d), acc[j][p]);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int j = 0; j < NPR; j++)
+#pragma GCC unroll 6
+        for (int p = 0; p < P; p++) {
+            float *a = T->acc + ((size_t)(i0 + 2 * j) * MAXP + tp0 + p) * 8;
+            _mm256_store_ps(a, _mm512_castps512_ps256(acc[j][p]));
+            _mm256_store_ps(a + MAXP * 8, high_ps(acc[j][p]));
+        }
+}
+
+#define Q4ZK(N, P) static Z512 void q4zk_##N##_##P(struct tile *T, const uint8_t *qx, size_t pb, int64_t nb, int i0, int tp0) \
+    { q4z_kernel(T, qx, pb, nb, i0, tp0, N, P); }
+Q4ZK(1, 1) Q4ZK(1, 2) Q4ZK(1, 3) Q4ZK(1, 4) Q4ZK(1, 5) Q4ZK(1, 6)
+Q4ZK(2, 1) Q4ZK(2, 2) Q4ZK(2, 3) Q4ZK(2, 4) Q4ZK(2, 5) Q4ZK(2, 6)
+#undef Q4ZK
+static kern_fn const zmm_tile_kerns[2][Q4_MP] = {{q4zk_1_1, q4zk_1_2, q4zk_1_3, q4zk_1_4, q4zk_1_5, q4zk_1_6},
+                                                 {q4zk_2_1, q4zk_2_2, q4zk_2_3, q4zk_2_4, q4zk_2_5, q4zk_2_6}};
+
+/* The tile's rows from i: two pairs, one pair, or (an odd last row) the 256-bit kernel. */
+#define ZMM_TILE(T, qx, pb, nb, i, tp, P)                                                                   \
+    ((T)->nr - (i) >= 2 ? (zmm_tile_kerns[(T)->nr - (i) >= 4][(P) - 1](T, qx, pb, nb, i, tp), (T)->nr - (i) >= 4 ? 4 : 2) \
+                        : (KN(q4_kerns)[0][(P) - 1](T, qx, pb, nb, i, tp), 1))
+
+#define KT Z512
 #define KN(n) KCAT(n, _avx512vnni)
 #define KQ8_WEIGHTS(w, A, B) (A = B = _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)))
 #define KQ8_DOT(A, B, xr) dot_avx512vnni(A, xr)
 #define KQ4_DOT(w, xr) dot_avx512vnni(w, xr)
+#define KSTREAM(q4, P) zmm_stream_kerns[q4][(P) - 1]
+#define KSTREAM_R(q4, P) (2 * ZP)
+#define KTILE ZMM_TILE
 #include "matmul_q_kern.h"
 
 /* ---- dispatch (called from matmul.c) --------------------------------------------------------- */

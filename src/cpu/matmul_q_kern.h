@@ -11,8 +11,20 @@
  *   KQ8_WEIGHTS(w, A, B) 32 int8 weights of a q8_2f block, loaded as w, made what KQ8_DOT takes;
  *   KQ8_DOT(A, B, xr)    f32 (float)isum[l] of the block against the 64-byte record at xr;
  *   KQ4_DOT(w, xr)       the same for q4tp, from the [low | high] nibble bytes w (value + 8).
+ * and may define (else the template's own kernels serve every row):
+ *   KSTREAM(q4, P), KSTREAM_R(q4, P)  the streaming kernel of P positions for full row blocks and
+ *                        its row count (the template's one-row kernels take the rest);
+ *   KTILE(T, qx, pb, nb, i, tp, P)    the register tiles from tile row i on; gives the rows done.
  * It is undefined again at the end of this file.
  */
+
+#ifndef KSTREAM
+#define KSTREAM(q4, P) KN(stream_kerns)[q4][0][(P) - 1]
+#define KSTREAM_R(q4, P) ((q4) ? Q4_SR(P) : Q8_SR(P))
+#endif
+#ifndef KTILE
+#define KTILE(T, qx, pb, nb, i, tp, P) KN(tile_rows)(T, qx, pb, nb, i, tp, P)
+#endif
 
 /* -- a few positions: stream the weights, unpack them in registers -- */
 
@@ -149,9 +161,9 @@ static KT void KN(rows_stream)(const struct nt_mm *m, int r0, int r1) {
         int c1 = r1 - c0 < chunk ? r1 : c0 + chunk;
         for (int t = 0; t < m->n; t += SP_MAX) {
             int P = m->n - t < SP_MAX ? m->n - t : SP_MAX;
-            int R = q4 ? Q4_SR(P) : Q8_SR(P);
+            int R = KSTREAM_R(q4, P);
             int r = c0;
-            for (; r + R <= c1; r += R) KN(stream_kerns)[q4][0][P - 1](m, r, t);
+            for (; r + R <= c1; r += R) KSTREAM(q4, P)(m, r, t);
             for (; r < c1; r++) KN(stream_kerns)[q4][1][P - 1](m, r, t);
         }
     }
@@ -205,6 +217,13 @@ Q4K(2, 1) Q4K(2, 2) Q4K(2, 3) Q4K(2, 4) Q4K(2, 5) Q4K(2, 6)
 static kern_fn const KN(q4_kerns)[Q4_MR][Q4_MP] = {{KN(q4k_1_1), KN(q4k_1_2), KN(q4k_1_3), KN(q4k_1_4), KN(q4k_1_5), KN(q4k_1_6)},
                                                 {KN(q4k_2_1), KN(q4k_2_2), KN(q4k_2_3), KN(q4k_2_4), KN(q4k_2_5), KN(q4k_2_6)}};
 
+/* Register tiles of the tile's rows from row i, positions tp .. tp+P-1; gives the rows done. */
+static INL KT int KN(tile_rows)(struct tile *T, const uint8_t *qx, size_t pb, int64_t nb, int i, int tp, int P) {
+    int R = T->nr - i < Q4_MR ? T->nr - i : Q4_MR;
+    KN(q4_kerns)[R - 1][P - 1](T, qx, pb, nb, i, tp);
+    return R;
+}
+
 static KT void KN(rows_tiled_q4)(const struct nt_mm *m, int r0, int r1) {
     const struct nt_matrix *W = m->W;
     int64_t nb = q_blocks(W->cols);
@@ -222,10 +241,7 @@ static KT void KN(rows_tiled_q4)(const struct nt_mm *m, int r0, int r1) {
                 tile_unpack(&T, W, r);
                 for (int tp = 0; tp < np; tp += Q4_MP) {
                     int P = np - tp < Q4_MP ? np - tp : Q4_MP;
-                    for (int i = 0; i < T.nr; i += Q4_MR) {
-                        int R = T.nr - i < Q4_MR ? T.nr - i : Q4_MR;
-                        KN(q4_kerns)[R - 1][P - 1](&T, qx + (size_t)tp * pb, pb, nb, i, tp);
-                    }
+                    for (int i = 0; i < T.nr;) i += KTILE(&T, qx + (size_t)tp * pb, pb, nb, i, tp, P);
                 }
             }
             for (int i = 0; i < T.nr; i++)
@@ -254,3 +270,6 @@ static KT void KN(rows_q)(const struct nt_mm *m, int r0, int r1) {
 #undef KQ8_WEIGHTS
 #undef KQ8_DOT
 #undef KQ4_DOT
+#undef KSTREAM
+#undef KSTREAM_R
+#undef KTILE

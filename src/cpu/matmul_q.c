@@ -1,7 +1,7 @@
 /* matmul_q.c - the CPU products with packed weights (q8_2f, q4tp; FORMATS.md): y[t] = act(W x[t] + b).
  *
- * THE ARITHMETIC (fixed: the scalar and AVX2 variants here and the CUDA kernels all compute exactly
- * this, so a position's result is the same bits whatever the pass size, the blocking, the thread
+ * THE ARITHMETIC (fixed: the scalar, AVX2, AVX-VNNI and AVX-512 VNNI variants here and the CUDA
+ * kernels all compute exactly this, so a position's result is the same bits whatever the pass size, the blocking, the thread
  * count or the variant):
  *
  * 1. Activations, per position, in blocks of 32 columns (block b = columns [32b, min(32b+32, cols));
@@ -41,10 +41,24 @@
  *          pattern of the f32 1.5 * 2^23 + isum (exact: |isum| < 2^22), and (float)isum is one
  *          exact subtraction of 1.5 * 2^23 instead of a conversion (the subtraction can issue on
  *          the FP add ports; vcvtdq2ps competes with the multiplies: +5 % at n = 64, measured).
+ * Those are the scalar and AVX2 variants' records. The VNNI variants (vpdpbusd: 4 products of
+ * unsigned x signed bytes added exactly to an int32 lane) write their own, the same 64 bytes:
+ *   q8_2f: 32 int8 q in column order, then 8 int32 start[l] = 0x4B400000 - 128 * (sum of q over
+ *          columns 4l .. 4l+3). The kernel makes the weights unsigned (w ^ 0x80 = w + 128) and
+ *          vpdpbusd(start, w + 128, q) = 0x4B400000 + isum in lane l.
+ *   q4tp:  the q bytes as above, then start[l] = 0x4B400000 - 8 * sum (the AVX2 corr negated):
+ *          vpdpbusd(start, nibbles, q) = 0x4B400000 + isum.
+ * Either way (float)isum is one exact subtraction, the integer sums are the reference's, and so
+ * are the results. The record layout follows the variant: nt_cpu_quantize_x and the products of
+ * one pass must be given the same isa.
  * A pass of n positions needs nt_cpu_qx_bytes(n, cols) = n * PB: 2.1 bytes per column.
  *
- * KERNELS. A scalar reference (always available; NEMOTRON_CPU=scalar) and AVX2 + FMA + F16C
- * (runtime-detected), bit-identical (tests/unit/test_matmul_q.c):
+ * KERNELS, chosen at run time (cpu.h: nt_cpu_isa_selected; NEMOTRON_CPU forces one): a scalar
+ * reference (always available) and AVX2 + FMA + F16C, AVX-VNNI and AVX-512 VNNI, all
+ * bit-identical (tests/unit/test_matmul_q.c). The SIMD kernels are one text, matmul_q_kern.h,
+ * compiled once per instruction set around its step (the integer block sum); AVX-512 VNNI
+ * replaces the template's streaming kernels and register tiles by 512-bit ones that hold two rows
+ * per vector (an odd last row runs the template's 256-bit ones):
  *   - streaming (every q8_2f pass, q4tp passes of up to 8 positions): R rows x P <= 4 positions
  *     at a time read straight from the payload, each weight vector unpacked once in registers
  *     for the P positions; software prefetch of the next row block; rows in L2-sized chunks that
@@ -55,13 +69,16 @@
  * Each (row, position) chain is the one above in every kernel, so the choice of kernel, the
  * tiles and the thread split never change a result.
  *
- * WHAT BOUNDS THEM (measured by dev/cpu/matmul_q_bench.c). A step (row, position, 32 columns)
+ * WHAT BOUNDS THEM (measured by dev/cpu/matmul_q_bench.c and, per instruction set,
+ * dev/cpu/int8_dot_peak.c; docs/PERF.md). On AVX2 a step (row, position, 32 columns)
  * costs at least 2 integer multiplies (vpmaddwd x2, or vpmaddubsw + vpmaddwd: no VNNI on AVX2),
  * the conversion and the FMA that the arithmetic above prescribes per block, i.e. 3 - 4 ops on
  * the two ports that also do FMAs: about 0.4 - 0.5 steps (13 - 16 multiply-adds) per cycle per
  * core, the rate of plain f32 FMAs. One position streams weights at 1 (q8_2f) or 0.52 (q4tp)
  * bytes per multiply-add, so a pass of 64 costs per position only what the machine's
  * bandwidth / FMA balance allows (about 2x for q4tp, 3x for q8_2f on a 2-core AVX2 VM).
+ * With VNNI the integer sum is one instruction (the step: vpdpbusd, the subtraction, the FMA,
+ * q4tp's scale product), and the 512-bit kernels do that for two rows at once.
  */
 #include "cpu.h"
 
@@ -127,6 +144,28 @@ static inline int q4_slot(int o) { return (o & 1) ? 16 + (o >> 1) : o >> 1; }
 /* The q4tp code of group g of a row whose codes start at `codes`. */
 static inline int q4_code(const uint8_t *codes, int64_t g) {
     return (rd16(codes + ((5 * g) >> 3)) >> ((5 * g) & 7)) & 31;
+}
+
+/* Where a q4tp streaming kernel reads: rows from r, positions from t. */
+struct q4_view {
+    int64_t gpr, cstride;
+    const uint8_t *params;    /* the matrix's row parameters */
+    const uint8_t *codes;     /* row r's codes */
+    const uint8_t *nib;       /* row r's nibbles */
+    const uint8_t *qx;        /* position t's records */
+    size_t pb, rowb;          /* bytes per position of qx, per row of nibbles */
+};
+static inline struct q4_view q4_view(const struct nt_mm *m, int r, int t) {
+    const struct nt_matrix *W = m->W;
+    int64_t rows = W->rows, cols = W->cols;
+    const uint8_t *Wp = (const uint8_t *)W->data;
+    struct q4_view v = {.gpr = nt_q4tp_gpr(cols), .cstride = nt_q4tp_cstride(cols), .pb = q_pos_bytes(cols)};
+    v.rowb = (size_t)v.gpr * 16;
+    v.params = Wp + nt_q4tp_params_offset(rows, cols);
+    v.codes = Wp + nt_q4tp_codes_offset(rows, cols) + (size_t)r * (size_t)v.cstride;
+    v.nib = Wp + (size_t)r * v.rowb;
+    v.qx = (const uint8_t *)m->qx + (size_t)t * v.pb;
+    return v;
 }
 
 /* Step 1's scalar parts, shared by both variants. */
@@ -576,14 +615,6 @@ static INL Z512 __m512 join_ps(float lo, float hi) {
 }
 static INL Z512 __m256 high_ps(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
 
-/* Row block b of a q8_2f row (a short last block masked, whole 4-column words, nothing read past
- * the row). */
-static INL Z512 __m256i q8z_block(const uint8_t *row, int64_t b, int64_t cols) {
-    int64_t left = cols - 32 * b;
-    if (left >= 32) return _mm256_loadu_si256((const __m256i *)(const void *)(row + 32 * b));
-    return _mm256_maskz_loadu_epi32((__mmask8)((1u << (left / 4)) - 1), row + 32 * b);
-}
-
 #define ZP 3 /* row pairs per streaming kernel */
 
 /* Rows r .. r+2ZP-1 x positions t .. t+P-1, q8_2f (as q8_stream). */
@@ -605,7 +636,7 @@ static INL Z512 void q8z_stream(const struct nt_mm *m, int r, int t, int P) {
 #pragma GCC unroll 4
         for (int j = 0; j < ZP; j++) {
             const uint8_t *row = row0 + (size_t)(2 * j) * (size_t)cols;
-            __m512i u = _mm512_xor_si512(join256(q8z_block(row, b, cols), q8z_block(row + cols, b, cols)),
+            __m512i u = _mm512_xor_si512(join256(q8_load_block(row, b, cols), q8_load_block(row + cols, b, cols)),
                                          _mm512_set1_epi8((char)0x80));
 #pragma GCC unroll 4
             for (int p = 0; p < P; p++) {
@@ -638,14 +669,10 @@ static INL Z512 __m512i q4z_unpack(const uint8_t *a, const uint8_t *b) {
 
 /* Rows r .. r+2ZP-1 x positions t .. t+P-1, q4tp (as q4_stream). */
 static INL Z512 void q4z_stream(const struct nt_mm *m, int r, int t, int P) {
-    const struct nt_matrix *W = m->W;
-    int64_t rows = W->rows, cols = W->cols, gpr = nt_q4tp_gpr(cols), cstride = nt_q4tp_cstride(cols);
-    const uint8_t *Wp = (const uint8_t *)W->data;
-    const uint8_t *params = Wp + nt_q4tp_params_offset(rows, cols);
-    const uint8_t *codes = Wp + nt_q4tp_codes_offset(rows, cols) + (size_t)r * (size_t)cstride;
-    size_t pb = q_pos_bytes(cols), rowb = (size_t)gpr * 16;
-    const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t * pb;
-    const uint8_t *nib = Wp + (size_t)r * rowb;
+    const struct q4_view v = q4_view(m, r, t);
+    const int64_t gpr = v.gpr, cstride = v.cstride;
+    const uint8_t *params = v.params, *codes = v.codes, *qx = v.qx, *nib = v.nib;
+    const size_t pb = v.pb, rowb = v.rowb;
     uintptr_t next = (uintptr_t)(nib + (size_t)2 * (2 * ZP) * rowb); /* two row blocks ahead, as q4_stream */
     float tab[2 * ZP][32];
     for (int i = 0; i < 2 * ZP; i++) q4_row_table(params, r + i, tab[i]);

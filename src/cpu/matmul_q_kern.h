@@ -87,14 +87,10 @@ static INL KT void KN(q8_stream)(const struct nt_mm *m, int r, int t, int R, int
 
 /* Rows r .. r+R-1 x positions t .. t+P-1, q4tp. */
 static INL KT void KN(q4_stream)(const struct nt_mm *m, int r, int t, int R, int P) {
-    const struct nt_matrix *W = m->W;
-    int64_t rows = W->rows, cols = W->cols, gpr = nt_q4tp_gpr(cols), cstride = nt_q4tp_cstride(cols);
-    const uint8_t *Wp = (const uint8_t *)W->data;
-    const uint8_t *params = Wp + nt_q4tp_params_offset(rows, cols);
-    const uint8_t *codes = Wp + nt_q4tp_codes_offset(rows, cols) + (size_t)r * (size_t)cstride;
-    size_t pb = q_pos_bytes(cols), rowb = (size_t)gpr * 16;
-    const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t * pb;
-    const uint8_t *nib = Wp + (size_t)r * rowb;
+    const struct q4_view v = q4_view(m, r, t);
+    const int64_t gpr = v.gpr, cstride = v.cstride;
+    const uint8_t *params = v.params, *codes = v.codes, *qx = v.qx, *nib = v.nib;
+    const size_t pb = v.pb, rowb = v.rowb;
     /* prefetch two row blocks ahead: q4tp's compute per byte is high enough that one block of
      * lead left a fifth of the bandwidth unused (measured, 1856 x 2688, 2 threads) */
     uintptr_t next = (uintptr_t)(nib + (size_t)2 * R * rowb);

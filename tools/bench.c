@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cpu/cpu.h" /* which kernel variant the CPU backend runs, for the report */
 
 /* The bandwidth probe reads a buffer this large: far beyond the last-level cache (32 MiB here),
  * so what is timed is DRAM, as for the weights of a model of hundreds of MB. */
@@ -317,6 +318,9 @@ int cmd_bench(const struct args *a) {
             printf("\n%d repetitions (mean ± standard deviation); layers %s; device %s; prompts in passes of "
                    "up to %d positions\n",
                    a->reps, nemotron_model_pattern(m), nemotron_model_device(m), nemotron_session_pass_max(s));
+            if (!strcmp(backend, "CPU"))
+                printf("CPU kernels: %s (NEMOTRON_CPU chooses: scalar, avx2, avxvnni, avx512vnni; the best this "
+                       "processor runs by default)\n", nt_cpu_isa_name(nt_cpu_isa_selected()));
             printf("memory read bandwidth (measured, best of 5): %.2f GB/s\n", bw / 1e9);
             printf("decode streams %.2f GB/s of weights (%.1f MB per position): %.1f%% of the measured "
                    "bandwidth (best repetition: %.1f%%)\n",

@@ -35,12 +35,13 @@ nemotron_synth_params nemotron_synth_default_params(void) {
 
 /* ---- the shapes ---- */
 
-/* Nemotron-3-Nano-30B-A3B's config.json (MODEL.md 1.3) with the layer pattern left open. */
+/* Nemotron-3-Nano-30B-A3B's config.json (MODEL.md 1.3) with the vocabulary, the layer pattern and
+ * the routed expert count left open. */
 #define NANO_CONFIG                                                                              \
     "{\n"                                                                                        \
     "  \"architectures\": [\"NemotronHForCausalLM\"],\n"                                        \
     "  \"model_type\": \"nemotron_h\",\n"                                                       \
-    "  \"vocab_size\": 131072, \"hidden_size\": 2688,\n"                                          \
+    "  \"vocab_size\": %d, \"hidden_size\": 2688,\n"                                          \
     "  \"num_hidden_layers\": %d, \"hybrid_override_pattern\": \"%s\",\n"                         \
     "  \"num_attention_heads\": 32, \"num_key_value_heads\": 2, \"head_dim\": 128,\n"             \
     "  \"attention_bias\": false, \"max_position_embeddings\": 262144,\n"                        \
@@ -49,7 +50,7 @@ nemotron_synth_params nemotron_synth_default_params(void) {
     "  \"use_conv_bias\": true, \"use_bias\": false, \"mamba_hidden_act\": \"silu\",\n"         \
     "  \"time_step_min\": 0.001, \"time_step_max\": 0.1, \"time_step_floor\": 0.0001,\n"         \
     "  \"intermediate_size\": 1856, \"mlp_hidden_act\": \"relu2\", \"mlp_bias\": false,\n"      \
-    "  \"n_routed_experts\": 128, \"num_experts_per_tok\": 6, \"moe_intermediate_size\": 1856,\n" \
+    "  \"n_routed_experts\": %d, \"num_experts_per_tok\": 6, \"moe_intermediate_size\": 1856,\n" \
     "  \"n_shared_experts\": 1, \"moe_shared_expert_intermediate_size\": 3712,\n"                \
     "  \"n_group\": 1, \"topk_group\": 1, \"norm_topk_prob\": true, \"routed_scaling_factor\": 2.5,\n" \
     "  \"layer_norm_epsilon\": 1e-05, \"norm_eps\": 1e-05, \"residual_in_fp32\": false,\n"       \
@@ -61,14 +62,21 @@ nemotron_synth_params nemotron_synth_default_params(void) {
 /* Nano's layers at Nano's widths, fewer of them: three Mamba-2, three MoE (128 experts each)
  * and one attention layer, every kernel shape of the real model, 3.3 GB in the default mix. */
 #define MINI_PATTERN "MEM*EME"
+/* Every width of Nano in 6 layers with 16 experts and a 4096-token vocabulary: 521 M params
+ * (~380 MB default mix), small enough that a 2-core machine runs it next to llama.cpp on the same
+ * weights (issue 17's CPU comparison); every product kernel shape of Nano but the head's. */
+#define MID_PATTERN "MEM*EM"
 
 static const struct shape {
     const char *name, *about, *pattern;
+    int vocab, experts;
 } shapes[] = {
     {"nemotron-3-nano-30b-a3b", "NVIDIA-Nemotron-3-Nano-30B-A3B: 52 layers, 128 experts top-6 (~17 GB default mix)",
-     NANO_PATTERN},
+     NANO_PATTERN, 131072, 128},
     {"mini", "Nano's widths with 7 layers (MEM*EME): every kernel shape of Nano, ~3.3 GB default mix",
-     MINI_PATTERN},
+     MINI_PATTERN, 131072, 128},
+    {"mid", "Nano's widths, 6 layers (MEM*EM), 16 experts top-6, vocab 4096: 521 M params, ~380 MB default mix",
+     MID_PATTERN, 4096, 16},
 };
 #define N_SHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
@@ -273,7 +281,7 @@ static nemotron_status synth(const struct shape *sh, const char *dst, const nemo
         return nt_fail(err, NEMOTRON_ERR_ARG, "synth: the mix must be default, q8_2f or bf16");
     int layers = (int)strlen(sh->pattern);
     char cfg_text[4096];
-    snprintf(cfg_text, sizeof cfg_text, NANO_CONFIG, layers, sh->pattern);
+    snprintf(cfg_text, sizeof cfg_text, NANO_CONFIG, sh->vocab, layers, sh->pattern, sh->experts);
     struct nt_config cfg;
     nemotron_status st = nt_config_parse(cfg_text, strlen(cfg_text), sh->name, &cfg, err);
     if (st) return st;

@@ -7,6 +7,7 @@
  * Memory is host memory; upload returns the mmap-ed bytes themselves (weights read in place).
  */
 #include "cpu.h"
+#include "team.h"
 
 #include <math.h>
 #include <omp.h>
@@ -18,8 +19,9 @@
 
 struct cpu_backend {
     struct nt_backend base;
-    int n_threads;
-    int simd;
+    int n_threads;            /* the most threads an operation uses (and per-thread scratch is for) */
+    int isa;                  /* the kernel variant (cpu.h) */
+    struct nt_cpu_team team;  /* the threads of each pass (team.c) */
 };
 
 static struct cpu_backend *cpu(struct nt_backend *be) { return (struct cpu_backend *)be; }
@@ -27,10 +29,13 @@ static struct cpu_backend *cpu(struct nt_backend *be) { return (struct cpu_backe
 /* Threads for an operation of `work` elementary steps: forking costs a few microseconds, which
  * the small operations of a one-position pass do not repay. */
 static int threads_for(struct nt_backend *be, uint64_t work) {
-    return work < 32768 ? 1 : cpu(be)->n_threads;
+    return work < 32768 ? 1 : nt_cpu_team_threads(&cpu(be)->team);
 }
 
-static void destroy(struct nt_backend *be) { nt_free(be); }
+static void destroy(struct nt_backend *be) {
+    nt_cpu_team_destroy(&cpu(be)->team);
+    nt_free(be);
+}
 static void *alloc(struct nt_backend *be, size_t bytes) { return nt_calloc(1, bytes ? bytes : 1); }
 static void release(struct nt_backend *be, void *p) { nt_free(p); }
 static const void *upload(struct nt_backend *be, const void *host, size_t bytes) { return host; }
@@ -42,8 +47,8 @@ static void copy_resident(struct nt_backend *be, void *dst, const void *src, siz
 static void write_host(struct nt_backend *be, void *dst, const void *host, size_t bytes) {
     if (bytes) memcpy(dst, host, bytes);
 }
-static void begin_pass(struct nt_backend *be, const struct nt_pass *p) {}
-static void end_pass(struct nt_backend *be, const struct nt_pass *p) {}
+static void begin_pass(struct nt_backend *be, const struct nt_pass *p) { nt_cpu_team_begin(&cpu(be)->team, p->n); }
+static void end_pass(struct nt_backend *be, const struct nt_pass *p) { nt_cpu_team_end(&cpu(be)->team, p->n); }
 
 /* sum_i a[i] b[i] in a fixed order: eight lanes over i = l, l+8, ... (the compiler may run the
  * lanes as one vector; each lane's order is fixed either way), then a fixed tree, then the
@@ -115,7 +120,7 @@ static void matmul(struct nt_backend *be, const struct nt_pass *p, int n, const 
                    int y_stride) {
     struct nt_mm m = {.W = W, .bias = bias, .act = act, .x = x, .x_stride = x_stride,
                       .y = y, .y_stride = y_stride, .n = n, .qx = p->scratch};
-    nt_cpu_matmul(&m, cpu(be)->simd, cpu(be)->n_threads);
+    nt_cpu_matmul(&m, cpu(be)->isa, nt_cpu_team_threads(&cpu(be)->team));
 }
 
 static void mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
@@ -338,15 +343,15 @@ static void run_expert(struct nt_backend *be, const struct nt_moe_weights *w, co
                        .y = inner, .y_stride = mi, .n = cnt, .qx = qx};
     struct nt_mm down = {.W = &w->expert_down[e], .act = NT_ACT_NONE, .x = inner, .x_stride = mi,
                          .y = dout, .y_stride = L, .n = cnt, .qx = qx};
-    int simd = cpu(be)->simd;
+    int isa = cpu(be)->isa;
     if (threads == 1) {
-        nt_cpu_quantize_x(&up, simd);
-        nt_cpu_matmul_rows(&up, simd, 0, mi);
-        nt_cpu_quantize_x(&down, simd);
-        nt_cpu_matmul_rows(&down, simd, 0, L);
+        nt_cpu_quantize_x(&up, isa);
+        nt_cpu_matmul_rows(&up, isa, 0, mi);
+        nt_cpu_quantize_x(&down, isa);
+        nt_cpu_matmul_rows(&down, isa, 0, L);
     } else {
-        nt_cpu_matmul(&up, simd, threads);
-        nt_cpu_matmul(&down, simd, threads);
+        nt_cpu_matmul(&up, isa, threads);
+        nt_cpu_matmul(&down, isa, threads);
     }
     for (int i = 0; i < cnt; i++)
         memcpy(eo + (size_t)entries[i] * L, dout + (size_t)i * L, (size_t)L * sizeof(float));
@@ -355,7 +360,7 @@ static void run_expert(struct nt_backend *be, const struct nt_moe_weights *w, co
 static void moe_experts(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
                         const struct nt_moe_weights *w, const float *x, const int32_t *idx,
                         const float *wts, float *scratch, float *y) {
-    int n = p->n, k = d->k, L = d->L, E = d->E, threads = cpu(be)->n_threads;
+    int n = p->n, k = d->k, L = d->L, E = d->E, threads = nt_cpu_team_threads(&cpu(be)->team);
     float *eo = scratch;                                          /* [n][k][L] */
     int32_t *count = (int32_t *)(void *)(eo + (size_t)n * k * L); /* [E] */
     int32_t *start = count + E, *owner = start + E;               /* [E], [E] */
@@ -466,7 +471,7 @@ struct nt_backend *nt_cpu_backend_new(int n_threads) {
     b->base.n_threads = b->n_threads;
     b->base.pass_default = 64; /* weights stream from host memory: 64 positions already amortise them */
     snprintf(b->base.device, sizeof b->base.device, "cpu");
-    const char *force = getenv("NEMOTRON_CPU");
-    b->simd = nt_cpu_simd_available() && !(force && strcmp(force, "scalar") == 0);
+    b->isa = nt_cpu_isa_selected();
+    nt_cpu_team_init(&b->team, b->n_threads);
     return &b->base;
 }

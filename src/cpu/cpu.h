@@ -2,8 +2,8 @@
  *
  * matmul.c holds the scalar and AVX2 variants behind nt_cpu_matmul (f32, f16, bf16 weights) and
  * routes the packed formats (q8_2f, q4tp) to matmul_q.c; backend_cpu.c holds the other operations
- * and the ops table. Both variants stay callable: use_simd = 0 runs the scalar reference on any
- * machine.
+ * and the ops table. Every variant stays callable: isa = NT_CPU_SCALAR runs the scalar reference on
+ * any machine; the backend picks the best the processor has (NEMOTRON_CPU names another).
  */
 #ifndef NT_CPU_H
 #define NT_CPU_H
@@ -24,12 +24,34 @@ struct nt_mm {
                                * (64-byte aligned is best) for the quantized activations */
 };
 
-/* 1 when the processor has AVX2, FMA and F16C. */
+/* The kernel variants, by instruction set. Every function here that takes `isa` runs that
+ * variant (the caller checks nt_cpu_isa_available): the float products (f32, f16, bf16) have a
+ * scalar and an AVX2 variant, so the VNNI levels run AVX2 there; the packed products run each
+ * level's own kernels, all bit-identical to the scalar reference. */
+enum nt_cpu_isa {
+    NT_CPU_SCALAR = 0,   /* the reference, any machine */
+    NT_CPU_AVX2,         /* AVX2 + FMA + F16C */
+    NT_CPU_AVXVNNI,      /* that + AVX-VNNI (vpdpbusd on 256 bits, VEX) */
+    NT_CPU_AVX512VNNI,   /* that + AVX-512 F/VL/BW/VNNI (vpdpbusd, EVEX, 32 registers) */
+    NT_CPU_ISA_COUNT
+};
+/* 1 when this processor (and OS) runs variant isa. */
+int nt_cpu_isa_available(int isa);
+/* The fastest variant this processor runs. */
+int nt_cpu_isa_best(void);
+/* "scalar", "avx2", "avxvnni", "avx512vnni"; and back (-1 for an unknown name). */
+const char *nt_cpu_isa_name(int isa);
+int nt_cpu_isa_parse(const char *name);
+/* The variant the backend runs: NEMOTRON_CPU's (scalar, avx2, avxvnni, avx512vnni: for tests and
+ * benchmarks) when this processor has it, else the best (with a warning on stderr naming the
+ * variable's value when it was set but cannot be honoured). */
+int nt_cpu_isa_selected(void);
+/* 1 when the processor has AVX2, FMA and F16C (nt_cpu_isa_available(NT_CPU_AVX2)). */
 int nt_cpu_simd_available(void);
-void nt_cpu_matmul(const struct nt_mm *m, int use_simd, int n_threads);
+void nt_cpu_matmul(const struct nt_mm *m, int isa, int n_threads);
 /* Rows [r0, r1) of the product on the calling thread alone. For packed W, m->qx must hold
  * m->x quantized by nt_cpu_quantize_x (nt_cpu_matmul does that itself). */
-void nt_cpu_matmul_rows(const struct nt_mm *m, int use_simd, int r0, int r1);
+void nt_cpu_matmul_rows(const struct nt_mm *m, int isa, int r0, int r1);
 
 /* ---- packed weights (matmul_q.c; the arithmetic and the qx layout are documented there) ---- */
 
@@ -38,9 +60,9 @@ void nt_cpu_matmul_rows(const struct nt_mm *m, int use_simd, int r0, int r1);
 size_t nt_cpu_qx_bytes(int n, int64_t cols);
 /* Fills m->qx from m->x[0 .. m->n) for W's format when W is packed (a no-op for float W). Both
  * variants give the same bytes. */
-void nt_cpu_quantize_x(const struct nt_mm *m, int use_simd);
+void nt_cpu_quantize_x(const struct nt_mm *m, int isa);
 /* What matmul.c's entry points call for packed W. */
-void nt_cpu_matmul_q(const struct nt_mm *m, int use_simd, int n_threads);
-void nt_cpu_matmul_q_rows(const struct nt_mm *m, int use_simd, int r0, int r1);
+void nt_cpu_matmul_q(const struct nt_mm *m, int isa, int n_threads);
+void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1);
 
 #endif /* NT_CPU_H */

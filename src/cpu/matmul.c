@@ -7,16 +7,21 @@
  * one by one. Blocking (NT_MR rows x NT_NP positions share the loads of one step) changes which
  * accumulators are live together, never the chain of any one of them.
  *
- * Two variants fill that contract: a scalar one (mul then add, always available, the reference)
- * and an AVX2 one (FMA, runtime-detected, with F16C for f16 weights). The two differ in the last
- * bits (fused vs separate rounding); within a variant results are bit-identical across pass
- * sizes. Weights are read in their stored format (f32, f16, bf16) and widened in registers.
+ * Two arithmetics fill that contract: a scalar one (mul then add, always available, the
+ * reference) and the FMA one of the SIMD variants: AVX2 (runtime-detected, with F16C for f16
+ * weights) and, at the AVX-512 level (cpu.h's NT_CPU_AVX512VNNI), the same FMAs on 512-bit vectors
+ * holding two rows each, which gives the AVX2 variant's bits. Scalar and FMA differ in the last
+ * bits (fused vs separate rounding); within one machine every pass size, blocking and variant of
+ * the FMA arithmetic gives the same bits. Weights are read in their stored format (f32, f16,
+ * bf16) and widened in registers.
  */
 #include "cpu.h"
 
 #include <immintrin.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Rows and positions that share one step (kernel_3x4); a block of 3 weight rows stays in L1
  * while the pass's positions stream past it. */
@@ -225,6 +230,97 @@ rows_avx2_dt(const struct nt_mm *m, enum nt_dtype dt, int r0, int r1) {
         for (int t = 0; t < m->n; t++) kernel_1x1(m, dt, r, t);
 }
 
+/* ---- AVX-512 (the NT_CPU_AVX512VNNI level): the AVX2 variant's arithmetic on 512-bit vectors ---- */
+
+/* Two rows per vector: the low half holds row i's 8 lanes, the high half row i+1's, so each lane
+ * is still one chain of the arithmetic above (the same FMAs in the same order as kernel_3x4's)
+ * and the results are the AVX2 variant's bits; the input is broadcast to both halves by a load.
+ * A pass of 4+ positions runs rows in blocks of 6 (3 pairs) x 4 positions, 12 accumulators;
+ * everything else (one position, the leftover rows and positions) runs the AVX2 kernels. */
+#define Z512 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw")))
+
+/* Columns c .. c+7 of rows at o and o + cols, widened: [row o | row o + cols]. */
+static inline Z512 __attribute__((always_inline)) __m512 load_w8x2(const void *base, size_t o, size_t cols, enum nt_dtype dt) {
+    const uint8_t *p = (const uint8_t *)base;
+    switch (dt) {
+    case NT_DTYPE_BF16: {
+        __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(p + 2 * o))),
+                                            _mm_loadu_si128((const __m128i *)(const void *)(p + 2 * (o + cols))), 1);
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    case NT_DTYPE_F16: {
+        __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(p + 2 * o))),
+                                            _mm_loadu_si128((const __m128i *)(const void *)(p + 2 * (o + cols))), 1);
+        return _mm512_cvtph_ps(h);
+    }
+    default: {
+        const float *f = (const float *)(const void *)p;
+        return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(_mm256_loadu_ps(f + o))),
+                                                   _mm256_castps_pd(_mm256_loadu_ps(f + o + cols)), 1));
+    }
+    }
+}
+
+static inline Z512 __attribute__((always_inline)) void finish2(const struct nt_mm *m, enum nt_dtype dt, int r, int t, __m512 acc) {
+    finish(m, dt, r, t, _mm512_castps512_ps256(acc));
+    finish(m, dt, r + 1, t, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
+}
+
+/* Rows r..r+5 x positions t..t+3. */
+static inline Z512 __attribute__((always_inline)) void kernel_z6x4(const struct nt_mm *m, enum nt_dtype dt, int r, int t) {
+    const void *W = m->W->data;
+    size_t cols = (size_t)m->W->cols, c8 = cols & ~(size_t)7, o0 = (size_t)r * cols;
+    size_t xs = (size_t)m->x_stride;
+    const float *x0 = m->x + (size_t)t * xs;
+    __m512 acc[3][4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 3; j++)
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) acc[j][p] = _mm512_setzero_ps();
+    for (size_t c = 0; c < c8; c += 8) {
+        __m512 w[3];
+#pragma GCC unroll 4
+        for (int j = 0; j < 3; j++) w[j] = load_w8x2(W, o0 + 2 * (size_t)j * cols + c, cols, dt);
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            __m512 xv = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(x0 + (size_t)p * xs + c))));
+#pragma GCC unroll 4
+            for (int j = 0; j < 3; j++) acc[j][p] = _mm512_fmadd_ps(w[j], xv, acc[j][p]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 3; j++) finish2(m, dt, r + 2 * j, t + p, acc[j][p]);
+}
+
+static inline Z512 __attribute__((always_inline)) void rows_z_dt(const struct nt_mm *m, enum nt_dtype dt, int r0, int r1) {
+    if (m->n < 4) {
+        rows_avx2_dt(m, dt, r0, r1);
+        return;
+    }
+    int chunk = (int)(NT_CHUNK_BYTES / ((size_t)m->W->cols * nt_dtype_size(dt))) / 6 * 6;
+    if (chunk < 6) chunk = 6;
+    int full_end = r0 + (r1 - r0) / 6 * 6;
+    for (int c0 = r0; c0 < full_end; c0 += chunk) {
+        int c1 = c0 + chunk < full_end ? c0 + chunk : full_end;
+        int t = 0;
+        for (; t + 4 <= m->n; t += 4)
+            for (int rb = c0; rb < c1; rb += 6) kernel_z6x4(m, dt, rb, t);
+        for (; t < m->n; t++)
+            for (int rb = c0; rb < c1; rb += NT_MR) kernel_3x1(m, dt, rb, t);
+    }
+    if (full_end < r1) rows_avx2_dt(m, dt, full_end, r1);
+}
+
+static Z512 void rows_z(const struct nt_mm *m, int r0, int r1) {
+    switch (m->W->dtype) {
+    case NT_DTYPE_BF16: rows_z_dt(m, NT_DTYPE_BF16, r0, r1); break;
+    case NT_DTYPE_F16: rows_z_dt(m, NT_DTYPE_F16, r0, r1); break;
+    default: rows_z_dt(m, NT_DTYPE_F32, r0, r1); break;
+    }
+}
+
 static AVX2 void rows_avx2(const struct nt_mm *m, int r0, int r1) {
     switch (m->W->dtype) {
     case NT_DTYPE_BF16: rows_avx2_dt(m, NT_DTYPE_BF16, r0, r1); break;
@@ -235,15 +331,55 @@ static AVX2 void rows_avx2(const struct nt_mm *m, int r0, int r1) {
 
 /* ---- dispatch ---- */
 
-int nt_cpu_simd_available(void) {
+int nt_cpu_isa_available(int isa) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    /* libgcc's checks include the OS's: AVX-512 counts only where XCR0 enables its state */
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    switch (isa) {
+    case NT_CPU_SCALAR: return 1;
+    case NT_CPU_AVX2: return avx2;
+    case NT_CPU_AVXVNNI: return avx2 && __builtin_cpu_supports("avxvnni");
+    case NT_CPU_AVX512VNNI:
+        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+    default: return 0;
+    }
 }
 
-void nt_cpu_matmul(const struct nt_mm *m, int use_simd, int n_threads) {
+int nt_cpu_isa_best(void) {
+    int best = NT_CPU_SCALAR;
+    for (int i = 1; i < NT_CPU_ISA_COUNT; i++)
+        if (nt_cpu_isa_available(i)) best = i;
+    return best;
+}
+
+static const char *const isa_names[NT_CPU_ISA_COUNT] = {"scalar", "avx2", "avxvnni", "avx512vnni"};
+
+const char *nt_cpu_isa_name(int isa) { return isa >= 0 && isa < NT_CPU_ISA_COUNT ? isa_names[isa] : "?"; }
+
+int nt_cpu_isa_parse(const char *name) {
+    for (int i = 0; i < NT_CPU_ISA_COUNT; i++)
+        if (!strcmp(name, isa_names[i])) return i;
+    return -1;
+}
+
+int nt_cpu_simd_available(void) { return nt_cpu_isa_available(NT_CPU_AVX2); }
+
+int nt_cpu_isa_selected(void) {
+    int best = nt_cpu_isa_best();
+    const char *force = getenv("NEMOTRON_CPU");
+    if (!force || !*force) return best;
+    int isa = nt_cpu_isa_parse(force);
+    if (isa >= 0 && nt_cpu_isa_available(isa)) return isa;
+    /* a forced variant this processor lacks would die of SIGILL: say so and run the best one */
+    fprintf(stderr, "nemotron: NEMOTRON_CPU=%s: %s; using %s (the choices: scalar, avx2, avxvnni, avx512vnni)\n",
+            force, isa < 0 ? "no such kernel variant" : "this processor lacks its instructions", nt_cpu_isa_name(best));
+    return best;
+}
+
+void nt_cpu_matmul(const struct nt_mm *m, int isa, int n_threads) {
     if (m->W->dtype == NT_DTYPE_Q8_2F || m->W->dtype == NT_DTYPE_Q4TP) {
-        nt_cpu_matmul_q(m, use_simd, n_threads);
+        nt_cpu_matmul_q(m, isa, n_threads);
         return;
     }
     NT_ASSERT(m->W->dtype == NT_DTYPE_F32 || m->W->dtype == NT_DTYPE_F16 || m->W->dtype == NT_DTYPE_BF16);
@@ -260,14 +396,16 @@ void nt_cpu_matmul(const struct nt_mm *m, int use_simd, int n_threads) {
         int nt = omp_get_num_threads(), id = omp_get_thread_num();
         int b0 = (int)((int64_t)blocks * id / nt), b1 = (int)((int64_t)blocks * (id + 1) / nt);
         int r0 = b0 * NT_MR, r1 = b1 * NT_MR < rows ? b1 * NT_MR : rows;
-        if (r0 < r1) nt_cpu_matmul_rows(m, use_simd, r0, r1);
+        if (r0 < r1) nt_cpu_matmul_rows(m, isa, r0, r1);
     }
 }
 
-void nt_cpu_matmul_rows(const struct nt_mm *m, int use_simd, int r0, int r1) {
+void nt_cpu_matmul_rows(const struct nt_mm *m, int isa, int r0, int r1) {
     if (m->W->dtype == NT_DTYPE_Q8_2F || m->W->dtype == NT_DTYPE_Q4TP)
-        nt_cpu_matmul_q_rows(m, use_simd, r0, r1);
-    else if (use_simd)
+        nt_cpu_matmul_q_rows(m, isa, r0, r1);
+    else if (isa == NT_CPU_AVX512VNNI)
+        rows_z(m, r0, r1);
+    else if (isa)
         rows_avx2(m, r0, r1);
     else
         rows_scalar(m, r0, r1);

@@ -1,7 +1,7 @@
 /* matmul_q.c - the CPU products with packed weights (q8_2f, q4tp; FORMATS.md): y[t] = act(W x[t] + b).
  *
- * THE ARITHMETIC (fixed: the scalar and AVX2 variants here and the CUDA kernels all compute exactly
- * this, so a position's result is the same bits whatever the pass size, the blocking, the thread
+ * THE ARITHMETIC (fixed: the scalar, AVX2, AVX-VNNI and AVX-512 VNNI variants here and the CUDA
+ * kernels all compute exactly this, so a position's result is the same bits whatever the pass size, the blocking, the thread
  * count or the variant):
  *
  * 1. Activations, per position, in blocks of 32 columns (block b = columns [32b, min(32b+32, cols));
@@ -41,10 +41,24 @@
  *          pattern of the f32 1.5 * 2^23 + isum (exact: |isum| < 2^22), and (float)isum is one
  *          exact subtraction of 1.5 * 2^23 instead of a conversion (the subtraction can issue on
  *          the FP add ports; vcvtdq2ps competes with the multiplies: +5 % at n = 64, measured).
+ * Those are the scalar and AVX2 variants' records. The VNNI variants (vpdpbusd: 4 products of
+ * unsigned x signed bytes added exactly to an int32 lane) write their own, the same 64 bytes:
+ *   q8_2f: 32 int8 q in column order, then 8 int32 start[l] = 0x4B400000 - 128 * (sum of q over
+ *          columns 4l .. 4l+3). The kernel makes the weights unsigned (w ^ 0x80 = w + 128) and
+ *          vpdpbusd(start, w + 128, q) = 0x4B400000 + isum in lane l.
+ *   q4tp:  the q bytes as above, then start[l] = 0x4B400000 - 8 * sum (the AVX2 corr negated):
+ *          vpdpbusd(start, nibbles, q) = 0x4B400000 + isum.
+ * Either way (float)isum is one exact subtraction, the integer sums are the reference's, and so
+ * are the results. The record layout follows the variant: nt_cpu_quantize_x and the products of
+ * one pass must be given the same isa.
  * A pass of n positions needs nt_cpu_qx_bytes(n, cols) = n * PB: 2.1 bytes per column.
  *
- * KERNELS. A scalar reference (always available; NEMOTRON_CPU=scalar) and AVX2 + FMA + F16C
- * (runtime-detected), bit-identical (tests/unit/test_matmul_q.c):
+ * KERNELS, chosen at run time (cpu.h: nt_cpu_isa_selected; NEMOTRON_CPU forces one): a scalar
+ * reference (always available) and AVX2 + FMA + F16C, AVX-VNNI and AVX-512 VNNI, all
+ * bit-identical (tests/unit/test_matmul_q.c). The SIMD kernels are one text, matmul_q_kern.h,
+ * compiled once per instruction set around its step (the integer block sum); AVX-512 VNNI
+ * replaces the template's streaming kernels and register tiles by 512-bit ones that hold two rows
+ * per vector (an odd last row runs the template's 256-bit ones):
  *   - streaming (every q8_2f pass, q4tp passes of up to 8 positions): R rows x P <= 4 positions
  *     at a time read straight from the payload, each weight vector unpacked once in registers
  *     for the P positions; software prefetch of the next row block; rows in L2-sized chunks that
@@ -55,13 +69,16 @@
  * Each (row, position) chain is the one above in every kernel, so the choice of kernel, the
  * tiles and the thread split never change a result.
  *
- * WHAT BOUNDS THEM (measured by dev/cpu/matmul_q_bench.c). A step (row, position, 32 columns)
+ * WHAT BOUNDS THEM (measured by dev/cpu/matmul_q_bench.c and, per instruction set,
+ * dev/cpu/int8_dot_peak.c; docs/PERF.md). On AVX2 a step (row, position, 32 columns)
  * costs at least 2 integer multiplies (vpmaddwd x2, or vpmaddubsw + vpmaddwd: no VNNI on AVX2),
  * the conversion and the FMA that the arithmetic above prescribes per block, i.e. 3 - 4 ops on
  * the two ports that also do FMAs: about 0.4 - 0.5 steps (13 - 16 multiply-adds) per cycle per
  * core, the rate of plain f32 FMAs. One position streams weights at 1 (q8_2f) or 0.52 (q4tp)
  * bytes per multiply-add, so a pass of 64 costs per position only what the machine's
  * bandwidth / FMA balance allows (about 2x for q4tp, 3x for q8_2f on a 2-core AVX2 VM).
+ * With VNNI the integer sum is one instruction (the step: vpdpbusd, the subtraction, the FMA,
+ * q4tp's scale product), and the 512-bit kernels do that for two rows at once.
  */
 #include "cpu.h"
 
@@ -113,12 +130,12 @@ static inline uint64_t rd64(const uint8_t *p) {
     return v;
 }
 
-/* q4tp's corr carries an offset: M - corr = isum + Q4_MAGIC, whose bits as an f32 are
+/* q4tp's corr carries an offset: M - corr = isum + Q_MAGIC, whose bits as an f32 are
  * 1.5 * 2^23 + isum exactly (|isum| <= 4 * 15 * 127 < 2^22), so (float)isum is one exact
  * subtraction of 1.5 * 2^23 instead of a conversion (vsubps can issue where vcvtdq2ps cannot:
  * the conversion shares the two FMA / integer-multiply ports with every other step). */
-#define Q4_MAGIC 0x4B400000
-#define Q4_MAGIC_F 12582912.0f
+#define Q_MAGIC 0x4B400000
+#define Q_MAGIC_F 12582912.0f
 
 /* Slot of column o (0..31) of a block inside its record. */
 static inline int q8_slot(int o) { return (o & 3) < 2 ? 2 * (o >> 2) + (o & 1) : 16 + 2 * (o >> 2) + (o & 1); }
@@ -127,6 +144,28 @@ static inline int q4_slot(int o) { return (o & 1) ? 16 + (o >> 1) : o >> 1; }
 /* The q4tp code of group g of a row whose codes start at `codes`. */
 static inline int q4_code(const uint8_t *codes, int64_t g) {
     return (rd16(codes + ((5 * g) >> 3)) >> ((5 * g) & 7)) & 31;
+}
+
+/* Where a q4tp streaming kernel reads: rows from r, positions from t. */
+struct q4_view {
+    int64_t gpr, cstride;
+    const uint8_t *params;    /* the matrix's row parameters */
+    const uint8_t *codes;     /* row r's codes */
+    const uint8_t *nib;       /* row r's nibbles */
+    const uint8_t *qx;        /* position t's records */
+    size_t pb, rowb;          /* bytes per position of qx, per row of nibbles */
+};
+static inline struct q4_view q4_view(const struct nt_mm *m, int r, int t) {
+    const struct nt_matrix *W = m->W;
+    int64_t rows = W->rows, cols = W->cols;
+    const uint8_t *Wp = (const uint8_t *)W->data;
+    struct q4_view v = {.gpr = nt_q4tp_gpr(cols), .cstride = nt_q4tp_cstride(cols), .pb = q_pos_bytes(cols)};
+    v.rowb = (size_t)v.gpr * 16;
+    v.params = Wp + nt_q4tp_params_offset(rows, cols);
+    v.codes = Wp + nt_q4tp_codes_offset(rows, cols) + (size_t)r * (size_t)v.cstride;
+    v.nib = Wp + (size_t)r * v.rowb;
+    v.qx = (const uint8_t *)m->qx + (size_t)t * v.pb;
+    return v;
 }
 
 /* Step 1's scalar parts, shared by both variants. */
@@ -140,8 +179,9 @@ static inline int q_round(float v, float inv) {
     return (int)r;
 }
 
-/* Writes the record and d of one block from its x' values v[0..len). */
-static void q_block_scalar(enum nt_dtype fmt, const float *v, int len, uint8_t *rec, float *d) {
+/* Writes the record and d of one block from its x' values v[0..len), in the AVX2 / scalar layout
+ * or (vnni) the VNNI kernels' one. */
+static void q_block_scalar(enum nt_dtype fmt, int vnni, const float *v, int len, uint8_t *rec, float *d) {
     float amax = 0.0f;
     for (int c = 0; c < len; c++) {
         float a = fabsf(v[c]);
@@ -150,7 +190,14 @@ static void q_block_scalar(enum nt_dtype fmt, const float *v, int len, uint8_t *
     float inv = q_inv(amax);
     *d = amax / 127.0f;
     memset(rec, 0, QREC);
-    if (fmt == NT_DTYPE_Q8_2F) {
+    if (fmt == NT_DTYPE_Q8_2F && vnni) {
+        int8_t q[32] = {0};
+        int32_t start[8];
+        for (int c = 0; c < len; c++) q[c] = (int8_t)q_round(v[c], inv);
+        for (int l = 0; l < 8; l++) start[l] = Q_MAGIC - 128 * (q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]);
+        memcpy(rec, q, 32);
+        memcpy(rec + 32, start, 32);
+    } else if (fmt == NT_DTYPE_Q8_2F) {
         int16_t s[32] = {0};
         for (int c = 0; c < len; c++) s[q8_slot(c)] = (int16_t)q_round(v[c], inv);
         memcpy(rec, s, 64);
@@ -158,7 +205,10 @@ static void q_block_scalar(enum nt_dtype fmt, const float *v, int len, uint8_t *
         int8_t q[32] = {0};
         int32_t corr[8];
         for (int c = 0; c < len; c++) q[q4_slot(c)] = (int8_t)q_round(v[c], inv);
-        for (int l = 0; l < 8; l++) corr[l] = 8 * (q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]) - Q4_MAGIC;
+        for (int l = 0; l < 8; l++) {
+            int32_t s8 = 8 * (q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]);
+            corr[l] = vnni ? Q_MAGIC - s8 : s8 - Q_MAGIC; /* VNNI: the start value, AVX2: what is subtracted */
+        }
         memcpy(rec, q, 32);
         memcpy(rec + 32, corr, 32);
     }
@@ -176,7 +226,7 @@ static void quantize_pos_scalar(const struct nt_matrix *W, const float *x, uint8
             v[c] = W->dtype == NT_DTYPE_Q8_2F ? x[col] * nt_f16_to_f32(rd16(cs + 2 * col)) : x[col];
         }
         float d;
-        q_block_scalar(W->dtype, v, len, dst + QREC * b, &d);
+        q_block_scalar(W->dtype, 0, v, len, dst + QREC * b, &d);
         memcpy(dv + b, &d, 4);
     }
 }
@@ -211,7 +261,7 @@ static INL AVX2 __m256i q_round8(__m256 v, __m256 inv) {
 }
 
 /* One full block (32 x' values in v0..v3, columns 0-7, 8-15, 16-23, 24-31). */
-static INL AVX2 void q_block_avx2(enum nt_dtype fmt, __m256 v0, __m256 v1, __m256 v2, __m256 v3,
+static INL AVX2 void q_block_avx2(enum nt_dtype fmt, int vnni, __m256 v0, __m256 v1, __m256 v2, __m256 v3,
                                   uint8_t *rec, float *dv) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 a = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
@@ -220,7 +270,16 @@ static INL AVX2 void q_block_avx2(enum nt_dtype fmt, __m256 v0, __m256 v1, __m25
     float d = amax / 127.0f;
     __m256 inv = _mm256_set1_ps(q_inv(amax));
     memcpy(dv, &d, 4);
-    if (fmt == NT_DTYPE_Q8_2F) {
+    if (fmt == NT_DTYPE_Q8_2F && vnni) {
+        /* int8 in column order: the packs interleave 4-column words across the 128-bit halves
+         * (c0-3, c8-11, c16-19, c24-27 | c4-7, ...), the permutation restores their order */
+        __m256i p01 = _mm256_packs_epi32(q_round8(v0, inv), q_round8(v1, inv));
+        __m256i p23 = _mm256_packs_epi32(q_round8(v2, inv), q_round8(v3, inv));
+        __m256i q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        __m256i sum = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+        _mm256_storeu_si256((__m256i *)(void *)rec, q);
+        _mm256_storeu_si256((__m256i *)(void *)(rec + 32), _mm256_sub_epi32(_mm256_set1_epi32(Q_MAGIC), _mm256_slli_epi32(sum, 7)));
+    } else if (fmt == NT_DTYPE_Q8_2F) {
         /* column pairs as 64-bit units: A takes pairs (0,1),(4,5),..., B pairs (2,3),(6,7),... */
         __m256d p0 = _mm256_castps_pd(v0), p1 = _mm256_castps_pd(v1);
         __m256d p2 = _mm256_castps_pd(v2), p3 = _mm256_castps_pd(v3);
@@ -246,11 +305,13 @@ static INL AVX2 void q_block_avx2(enum nt_dtype fmt, __m256 v0, __m256 v1, __m25
         __m256i q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(pe, po), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         __m256i corr = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
         _mm256_storeu_si256((__m256i *)(void *)rec, q);
-        _mm256_storeu_si256((__m256i *)(void *)(rec + 32), _mm256_sub_epi32(_mm256_slli_epi32(corr, 3), _mm256_set1_epi32(Q4_MAGIC)));
+        corr = _mm256_slli_epi32(corr, 3);
+        corr = vnni ? _mm256_sub_epi32(_mm256_set1_epi32(Q_MAGIC), corr) : _mm256_sub_epi32(corr, _mm256_set1_epi32(Q_MAGIC));
+        _mm256_storeu_si256((__m256i *)(void *)(rec + 32), corr);
     }
 }
 
-static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, const float *x, uint8_t *dst) {
+static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, int vnni, const float *x, uint8_t *dst) {
     int64_t cols = W->cols, nb = q_blocks(cols), nfull = cols / 32;
     const uint8_t *cs = (const uint8_t *)W->data + nt_q8_2f_cs_offset(W->rows, cols);
     float *dv = (float *)(void *)(dst + QREC * nb);
@@ -265,7 +326,7 @@ static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, const float *x, ui
             v2 = _mm256_mul_ps(v2, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(c + 32))));
             v3 = _mm256_mul_ps(v3, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(c + 48))));
         }
-        q_block_avx2(W->dtype, v0, v1, v2, v3, dst + QREC * b, dv + b);
+        q_block_avx2(W->dtype, vnni, v0, v1, v2, v3, dst + QREC * b, dv + b);
     }
     if (nfull < nb) { /* the short last block of a q8_2f row: the scalar code, the same operations */
         int len = (int)(cols - 32 * nfull);
@@ -275,27 +336,27 @@ static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, const float *x, ui
             v[c] = x[col] * nt_f16_to_f32(rd16(cs + 2 * col));
         }
         float d;
-        q_block_scalar(W->dtype, v, len, dst + QREC * nfull, &d);
+        q_block_scalar(W->dtype, vnni, v, len, dst + QREC * nfull, &d);
         memcpy(dv + nfull, &d, 4);
     }
 }
 
-static void quantize_range(const struct nt_mm *m, int use_simd, int t0, int t1) {
+static void quantize_range(const struct nt_mm *m, int isa, int t0, int t1) {
     size_t pb = q_pos_bytes(m->W->cols);
     for (int t = t0; t < t1; t++) {
         const float *x = m->x + (size_t)t * (size_t)m->x_stride;
         uint8_t *dst = (uint8_t *)m->qx + (size_t)t * pb;
-        if (use_simd)
-            quantize_pos_avx2(m->W, x, dst);
+        if (isa != NT_CPU_SCALAR) /* every SIMD variant quantizes with AVX2; the layout is its kernels' */
+            quantize_pos_avx2(m->W, isa >= NT_CPU_AVXVNNI, x, dst);
         else
             quantize_pos_scalar(m->W, x, dst);
     }
 }
 
-void nt_cpu_quantize_x(const struct nt_mm *m, int use_simd) {
+void nt_cpu_quantize_x(const struct nt_mm *m, int isa) {
     if (!is_packed(m->W->dtype)) return; /* float weights read m->x as it is */
     NT_ASSERT(m->qx);
-    quantize_range(m, use_simd, 0, m->n);
+    quantize_range(m, isa, 0, m->n);
 }
 
 /* ---- scalar kernels (the reference) ---------------------------------------------------------- */
@@ -418,160 +479,12 @@ static INL AVX2 __m256i q8_load_block(const uint8_t *row, int64_t b, int64_t col
     return _mm256_maskload_epi32((const int *)(const void *)(row + 32 * b), mask);
 }
 
-/* -- a few positions: stream the weights, unpack them in registers -- */
-
-/* A kernel takes R rows x P positions: each weight vector is loaded and unpacked once and used
- * for the P positions. Rows per kernel for P = 1 .. SP_MAX positions (registers: R x P
- * accumulators and ~6 temporaries in 16; for one position, more rows = more weight streams in
- * flight). */
 #define SP_MAX 4
 #define SR_MAX 6
 #define Q8_SR(P) ((P) == 1 ? 6 : (P) == 2 ? 4 : (P) == 3 ? 3 : 2)
 #define Q4_SR(P) ((P) == 1 ? 4 : (P) == 2 ? 4 : (P) == 3 ? 3 : 2)
 
-/* Rows r .. r+R-1 x positions t .. t+P-1, q8_2f. */
-static INL AVX2 void q8_stream(const struct nt_mm *m, int r, int t, int R, int P) {
-    const struct nt_matrix *W = m->W;
-    int64_t cols = W->cols, nb = q_blocks(cols), nfull = cols / 32;
-    const uint8_t *Wp = (const uint8_t *)W->data;
-    size_t pb = q_pos_bytes(cols);
-    const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t * pb;
-    const uint8_t *row0 = Wp + (size_t)r * (size_t)cols;
-    /* software prefetch of the next row block, a line per row per 64 bytes (integer addresses:
-     * past the matrix's end a prefetch is harmless, pointer arithmetic would not be), into L2:
-     * an L1 prefetch holds one of L1's few miss buffers until the line arrives, and that capped
-     * a core's stream (one position, 4096 x 2688 from DRAM, 2 threads: 23 - 26 GB/s into L1,
-     * 30 - 33 GB/s into L2, best of 4 runs each; the hardware brings L2 lines on to L1) */
-    uintptr_t next = (uintptr_t)(row0 + (size_t)R * (size_t)cols);
-    __m256 acc[12]; /* [i * P + p]; flat and small, so the compiler keeps it in registers */
-#pragma GCC unroll 12
-    for (int i = 0; i < R * P; i++) acc[i] = _mm256_setzero_ps();
-    /* one block of R rows x P positions; WLOAD(row) gives the block's 32 weights */
-#define Q8_STEP(WLOAD)                                                                                   \
-    do {                                                                                                 \
-        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                            \
-            const uint8_t *row = row0 + (size_t)i * (size_t)cols;                                        \
-            __m256i A, B;                                                                                \
-            q8_unpack(WLOAD, &A, &B);                                                                    \
-            _Pragma("GCC unroll 8") for (int p = 0; p < P; p++) {                                        \
-                const uint8_t *xr = qx + (size_t)p * pb + QREC * b;                                      \
-                __m256 d = _mm256_broadcast_ss((const float *)(const void *)(qx + (size_t)p * pb + QREC * nb) + b); \
-                __m256i s = _mm256_add_epi32(_mm256_madd_epi16(A, _mm256_loadu_si256((const __m256i *)(const void *)xr)), \
-                                             _mm256_madd_epi16(B, _mm256_loadu_si256((const __m256i *)(const void *)(xr + 32)))); \
-                acc[i * P + p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc[i * P + p]);              \
-            }                                                                                            \
-        }                                                                                                \
-    } while (0)
-    int64_t b = 0;
-    for (; b < nfull; b++) {
-        if ((b & 1) == 0)
-#pragma GCC unroll 8
-            for (int i = 0; i < R; i++) _mm_prefetch((const char *)(next + (size_t)i * (size_t)cols + 32 * (size_t)b), _MM_HINT_T1);
-        Q8_STEP(_mm256_loadu_si256((const __m256i *)(const void *)(row + 32 * b)));
-    }
-    if (b < nb) Q8_STEP(q8_load_block(row, b, cols)); /* a short last block */
-#undef Q8_STEP
-    const uint8_t *rs = Wp + nt_q8_2f_rs_offset(W->rows, cols);
-    /* unrolled like the steps: a rolled loop here indexes acc[] at run time, which made gcc keep
-     * acc in memory and store it on every block (q8s_2_4 spilled 3 chains and stored all 8) */
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++) {
-        float rsf = nt_f16_to_f32(rd16(rs + 2 * (size_t)(r + i)));
-#pragma GCC unroll 8
-        for (int p = 0; p < P; p++)
-            m->y[(size_t)(t + p) * m->y_stride + r + i] = apply_q(rsf * hsum8(acc[i * P + p]), m->bias, r + i, m->act);
-    }
-}
-
-/* Rows r .. r+R-1 x positions t .. t+P-1, q4tp. */
-static INL AVX2 void q4_stream(const struct nt_mm *m, int r, int t, int R, int P) {
-    const struct nt_matrix *W = m->W;
-    int64_t rows = W->rows, cols = W->cols, gpr = nt_q4tp_gpr(cols), cstride = nt_q4tp_cstride(cols);
-    const uint8_t *Wp = (const uint8_t *)W->data;
-    const uint8_t *params = Wp + nt_q4tp_params_offset(rows, cols);
-    const uint8_t *codes = Wp + nt_q4tp_codes_offset(rows, cols) + (size_t)r * (size_t)cstride;
-    size_t pb = q_pos_bytes(cols), rowb = (size_t)gpr * 16;
-    const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t * pb;
-    const uint8_t *nib = Wp + (size_t)r * rowb;
-    /* prefetch two row blocks ahead: q4tp's compute per byte is high enough that one block of
-     * lead left a fifth of the bandwidth unused (measured, 1856 x 2688, 2 threads) */
-    uintptr_t next = (uintptr_t)(nib + (size_t)2 * R * rowb);
-    float tab[SR_MAX][32];
-    for (int i = 0; i < R; i++) q4_row_table(params, r + i, tab[i]);
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[12]; /* [i * P + p]; flat and small, so the compiler keeps it in registers */
-#pragma GCC unroll 12
-    for (int i = 0; i < R * P; i++) acc[i] = _mm256_setzero_ps();
-    /* group gg of R rows x P positions; CODE(i) gives row i's code */
-#define Q4_STEP(gg, CODE)                                                                                \
-    do {                                                                                                 \
-        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                            \
-            __m256i w = q4_unpack(nib + (size_t)i * rowb + 16 * (size_t)(gg));                           \
-            __m256 sc = _mm256_broadcast_ss(&tab[i][CODE]);                                              \
-            _Pragma("GCC unroll 8") for (int p = 0; p < P; p++) {                                        \
-                const uint8_t *xr = qx + (size_t)p * pb + QREC * (gg);                                   \
-                __m256 d = _mm256_broadcast_ss((const float *)(const void *)(qx + (size_t)p * pb + QREC * gpr) + (gg)); \
-                __m256i v = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)(const void *)xr)); \
-                v = _mm256_sub_epi32(_mm256_madd_epi16(v, ones), _mm256_loadu_si256((const __m256i *)(const void *)(xr + 32))); \
-                __m256 f = _mm256_sub_ps(_mm256_castsi256_ps(v), _mm256_set1_ps(Q4_MAGIC_F));          \
-                acc[i * P + p] = _mm256_fmadd_ps(f, _mm256_mul_ps(sc, d), acc[i * P + p]);               \
-            }                                                                                            \
-        }                                                                                                \
-    } while (0)
-    int64_t g = 0;
-    for (; g + 8 <= gpr; g += 8) {
-        /* the codes of 8 groups: 40 bits at byte 5 g / 8 (the 8-byte read ends at most 3 bytes
-         * past the row's codes, inside the payload's padding) */
-        uint64_t cw[SR_MAX];
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++) cw[i] = rd64(codes + (size_t)i * (size_t)cstride + (size_t)(5 * g / 8));
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-            if ((j & 3) == 0)
-#pragma GCC unroll 8
-                for (int i = 0; i < R; i++) _mm_prefetch((const char *)(next + (size_t)i * rowb + 16 * (size_t)(g + j)), _MM_HINT_T0);
-            Q4_STEP(g + j, (cw[i] >> (5 * j)) & 31);
-        }
-    }
-    for (; g < gpr; g++) Q4_STEP(g, q4_code(codes + (size_t)i * (size_t)cstride, g));
-#undef Q4_STEP
-    /* unrolled for the same reason as q8_stream's: acc must stay in registers */
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 8
-        for (int p = 0; p < P; p++)
-            m->y[(size_t)(t + p) * m->y_stride + r + i] = apply_q(hsum8(acc[i * P + p]), m->bias, r + i, m->act);
-}
-
-typedef void (*stream_fn)(const struct nt_mm *, int, int);
-#define Q8S(R, P) static AVX2 void q8s_##R##_##P(const struct nt_mm *m, int r, int t) { q8_stream(m, r, t, R, P); }
-#define Q4S(R, P) static AVX2 void q4s_##R##_##P(const struct nt_mm *m, int r, int t) { q4_stream(m, r, t, R, P); }
-Q8S(6, 1) Q8S(4, 2) Q8S(3, 3) Q8S(2, 4) Q8S(1, 1) Q8S(1, 2) Q8S(1, 3) Q8S(1, 4)
-Q4S(4, 1) Q4S(4, 2) Q4S(3, 3) Q4S(2, 4) Q4S(1, 1) Q4S(1, 2) Q4S(1, 3) Q4S(1, 4)
-/* [format][full R | one row][P - 1] */
-static stream_fn const stream_kerns[2][2][SP_MAX] = {
-    {{q8s_6_1, q8s_4_2, q8s_3_3, q8s_2_4}, {q8s_1_1, q8s_1_2, q8s_1_3, q8s_1_4}},
-    {{q4s_4_1, q4s_4_2, q4s_3_3, q4s_2_4}, {q4s_1_1, q4s_1_2, q4s_1_3, q4s_1_4}}};
-
-/* Weight bytes of a row chunk: the rows every group of positions sweeps while they stay in L2. */
 #define STREAM_CHUNK_BYTES (192 * 1024)
-
-static AVX2 void rows_stream(const struct nt_mm *m, int r0, int r1) {
-    int q4 = m->W->dtype == NT_DTYPE_Q4TP;
-    size_t row_bytes = q4 ? (size_t)m->W->cols / 2 : (size_t)m->W->cols;
-    int chunk = (int)(STREAM_CHUNK_BYTES / row_bytes) / 12 * 12; /* 12: a multiple of every R */
-    if (chunk < 12) chunk = 12;
-    for (int c0 = r0; c0 < r1; c0 += chunk) {
-        int c1 = r1 - c0 < chunk ? r1 : c0 + chunk;
-        for (int t = 0; t < m->n; t += SP_MAX) {
-            int P = m->n - t < SP_MAX ? m->n - t : SP_MAX;
-            int R = q4 ? Q4_SR(P) : Q8_SR(P);
-            int r = c0;
-            for (; r + R <= c1; r += R) stream_kerns[q4][0][P - 1](m, r, t);
-            for (; r < c1; r++) stream_kerns[q4][1][P - 1](m, r, t);
-        }
-    }
-}
 
 /* -- q4tp, many positions: unpack a row tile once, run every position over it -- */
 
@@ -618,117 +531,273 @@ static AVX2 void tile_unpack(struct tile *T, const struct nt_matrix *W, int r) {
     }
 }
 
-/* Register tile: tile rows i0 .. i0+R-1 x sweep positions tp0 .. tp0+P-1 over the chunk. */
-static INL AVX2 void q4_kernel(struct tile *T, const uint8_t *qx, size_t pb, int64_t nb, int i0, int tp0,
-                               int R, int P) {
-    /* s = scale * d for each (row, position, group) of the register tile, 8 groups a multiply */
-    _Alignas(32) float S[Q4_MR * Q4_MP][TB];
-    const float *d0 = (const float *)(const void *)(qx + QREC * nb) + T->g0;
-    int64_t nbc = T->nbc, n8 = nbc & ~(int64_t)7;
-    for (int i = 0; i < R; i++)
-        for (int p = 0; p < P; p++) {
-            const float *sc = T->sc + (size_t)(i0 + i) * TB;
-            const float *dp = (const float *)(const void *)((const uint8_t *)d0 + (size_t)p * pb);
-            float *s = S[i * P + p];
-            int64_t b = 0;
-            for (; b < n8; b += 8) _mm256_store_ps(s + b, _mm256_mul_ps(_mm256_load_ps(sc + b), _mm256_loadu_ps(dp + b)));
-            for (; b < nbc; b++) s[b] = sc[b] * dp[b];
-        }
-    __m256 acc[Q4_MR][Q4_MP];
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 8
-        for (int p = 0; p < P; p++) acc[i][p] = _mm256_load_ps(T->acc + ((size_t)(i0 + i) * MAXP + tp0 + p) * 8);
-    const __m256i ones = _mm256_set1_epi16(1);
-    const uint8_t *x0 = qx + QREC * T->g0;
-    const uint8_t *w0 = T->w + (size_t)i0 * TB * 32;
-    for (int64_t b = 0; b < nbc; b++) {
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++) {
-            __m256i w = _mm256_load_si256((const __m256i *)(const void *)(w0 + (size_t)i * TB * 32 + 32 * b));
-#pragma GCC unroll 8
-            for (int p = 0; p < P; p++) {
-                const uint8_t *xr = x0 + (size_t)p * pb + QREC * b;
-                __m256i v = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)(const void *)xr));
-                v = _mm256_sub_epi32(_mm256_madd_epi16(v, ones), _mm256_loadu_si256((const __m256i *)(const void *)(xr + 32)));
-                __m256 f = _mm256_sub_ps(_mm256_castsi256_ps(v), _mm256_set1_ps(Q4_MAGIC_F));
-                acc[i][p] = _mm256_fmadd_ps(f, _mm256_broadcast_ss(&S[i * P + p][b]), acc[i][p]);
-            }
-        }
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 8
-        for (int p = 0; p < P; p++) _mm256_store_ps(T->acc + ((size_t)(i0 + i) * MAXP + tp0 + p) * 8, acc[i][p]);
-}
-
-#define Q4K(R, P) static AVX2 void q4k_##R##_##P(struct tile *T, const uint8_t *qx, size_t pb, int64_t nb, int i0, int tp0) \
-    { q4_kernel(T, qx, pb, nb, i0, tp0, R, P); }
-Q4K(1, 1) Q4K(1, 2) Q4K(1, 3) Q4K(1, 4) Q4K(1, 5) Q4K(1, 6)
-Q4K(2, 1) Q4K(2, 2) Q4K(2, 3) Q4K(2, 4) Q4K(2, 5) Q4K(2, 6)
-typedef void (*kern_fn)(struct tile *, const uint8_t *, size_t, int64_t, int, int);
-static kern_fn const q4_kerns[Q4_MR][Q4_MP] = {{q4k_1_1, q4k_1_2, q4k_1_3, q4k_1_4, q4k_1_5, q4k_1_6},
-                                                {q4k_2_1, q4k_2_2, q4k_2_3, q4k_2_4, q4k_2_5, q4k_2_6}};
-
-static AVX2 void rows_tiled_q4(const struct nt_mm *m, int r0, int r1) {
-    const struct nt_matrix *W = m->W;
-    int64_t nb = q_blocks(W->cols);
-    size_t pb = q_pos_bytes(W->cols);
-    struct tile T; /* ~38 KB of stack: nothing is allocated inside a pass */
-    for (int r = r0; r < r1; r += TR) {
-        T.nr = r1 - r < TR ? r1 - r : TR;
-        for (int ts = 0; ts < m->n; ts += MAXP) {
-            int np = m->n - ts < MAXP ? m->n - ts : MAXP;
-            const uint8_t *qx = (const uint8_t *)m->qx + (size_t)ts * pb;
-            memset(T.acc, 0, sizeof T.acc);
-            for (int64_t g0 = 0; g0 < nb; g0 += TB) {
-                T.g0 = g0;
-                T.nbc = nb - g0 < TB ? nb - g0 : TB;
-                tile_unpack(&T, W, r);
-                for (int tp = 0; tp < np; tp += Q4_MP) {
-                    int P = np - tp < Q4_MP ? np - tp : Q4_MP;
-                    for (int i = 0; i < T.nr; i += Q4_MR) {
-                        int R = T.nr - i < Q4_MR ? T.nr - i : Q4_MR;
-                        q4_kerns[R - 1][P - 1](&T, qx + (size_t)tp * pb, pb, nb, i, tp);
-                    }
-                }
-            }
-            for (int i = 0; i < T.nr; i++)
-                for (int p = 0; p < np; p++) {
-                    float v = hsum8(_mm256_load_ps(T.acc + ((size_t)i * MAXP + p) * 8));
-                    m->y[(size_t)(ts + p) * m->y_stride + r + i] = apply_q(v, m->bias, r + i, m->act);
-                }
-        }
-    }
-}
-
-/* Pass sizes above this run q4tp on the tile (measured crossover: n = 8 is even, 16 favours it). */
 #define Q4_TILE_MIN_N 9
 
-static AVX2 void rows_avx2_q(const struct nt_mm *m, int r0, int r1) {
-    if (m->W->dtype == NT_DTYPE_Q4TP && m->n >= Q4_TILE_MIN_N)
-        rows_tiled_q4(m, r0, r1);
-    else
-        rows_stream(m, r0, r1);
+/* ---- the SIMD kernels, one copy per instruction set (matmul_q_kern.h) ----------------------- */
+
+typedef void (*stream_fn)(const struct nt_mm *, int, int);
+typedef void (*kern_fn)(struct tile *, const uint8_t *, size_t, int64_t, int, int);
+#define KCAT2(a, b) a##b
+#define KCAT(a, b) KCAT2(a, b)
+
+/* AVX2 has no int8 dot product. q8_2f: the weights widened to the record's A | B int16 halves
+ * (q8_unpack) and two vpmaddwd; q4tp: vpmaddubsw (nibble unsigned x q signed; a pair is at most
+ * 2 * 15 * 127, no saturation), vpmaddwd by 1 sums the pairs into lanes, and the record's corr
+ * (8 * sum q - Q_MAGIC) is subtracted. */
+static INL AVX2 __m256 q8_dot_avx2(__m256i A, __m256i B, const uint8_t *xr) {
+    __m256i s = _mm256_add_epi32(_mm256_madd_epi16(A, _mm256_loadu_si256((const __m256i *)(const void *)xr)),
+                                 _mm256_madd_epi16(B, _mm256_loadu_si256((const __m256i *)(const void *)(xr + 32))));
+    return _mm256_cvtepi32_ps(s);
 }
+static INL AVX2 __m256 q4_dot_avx2(__m256i w, const uint8_t *xr) {
+    __m256i v = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)(const void *)xr));
+    v = _mm256_sub_epi32(_mm256_madd_epi16(v, _mm256_set1_epi16(1)), _mm256_loadu_si256((const __m256i *)(const void *)(xr + 32)));
+    return _mm256_sub_ps(_mm256_castsi256_ps(v), _mm256_set1_ps(Q_MAGIC_F));
+}
+#define KT AVX2
+#define KN(n) KCAT(n, _avx2)
+#define KQ8_WEIGHTS(w, A, B) q8_unpack(w, &A, &B)
+#define KQ8_DOT(A, B, xr) q8_dot_avx2(A, B, xr)
+#define KQ4_DOT(w, xr) q4_dot_avx2(w, xr)
+#include "matmul_q_kern.h"
+
+/* VNNI: vpdpbusd adds to each int32 lane the 4 products of its bytes, unsigned x signed, exactly
+ * (no saturation, no wrap at these sizes). The start value is the record's second half,
+ * Q_MAGIC - offset x (the lane's sum of q), where offset is what makes the weights unsigned, so
+ * the lane ends as Q_MAGIC + isum and (float)isum is one exact subtraction (as q4tp's AVX2 step).
+ * q8_2f: w ^ 0x80 = w + 128 as unsigned, record q in column order, offset 128 (a weight vector is
+ * made unsigned once per row block and serves every position; the correction is per position,
+ * in the record, made once per pass); q4tp: the nibbles as stored (value + 8), offset 8, the
+ * record's q as AVX2's. The integer sums are the scalar reference's; the float chain is the
+ * template's. */
+#define AVXVNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+static INL AVXVNNI __m256 dot_avxvnni(__m256i u, const uint8_t *xr) {
+    __m256i s = _mm256_dpbusd_avx_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(xr + 32)), u,
+                                        _mm256_loadu_si256((const __m256i *)(const void *)xr));
+    return _mm256_sub_ps(_mm256_castsi256_ps(s), _mm256_set1_ps(Q_MAGIC_F));
+}
+#define KT AVXVNNI
+#define KN(n) KCAT(n, _avxvnni)
+#define KQ8_WEIGHTS(w, A, B) (A = B = _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)))
+#define KQ8_DOT(A, B, xr) dot_avxvnni(A, xr)
+#define KQ4_DOT(w, xr) dot_avxvnni(w, xr)
+#include "matmul_q_kern.h"
+
+/* AVX-512 VNNI: its 256-bit step (for an odd last row) is AVX-VNNI's in the EVEX encoding. */
+static INL __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni"))) __m256 dot_avx512vnni(__m256i u, const uint8_t *xr) {
+    __m256i s = _mm256_dpbusd_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(xr + 32)), u,
+                                    _mm256_loadu_si256((const __m256i *)(const void *)xr));
+    return _mm256_sub_ps(_mm256_castsi256_ps(s), _mm256_set1_ps(Q_MAGIC_F));
+}
+
+/* AVX-512 VNNI on 512-bit vectors: two rows per vector. The float chain of a (row, position)
+ * pair has 8 lanes, a zmm 16: its low half holds row i's 8 lanes, its high half row i+1's, so
+ * each lane is still exactly one chain of the arithmetic, and one vpdpbusd, one subtraction and
+ * one FMA do the step of two rows. The activations (record, start value, d) are the same for
+ * both halves and come as broadcast loads, which need no shuffle; the two rows' weights are
+ * joined once per row pair and serve every position. The kernels take rows in pairs (3 pairs
+ * per streaming kernel, 2 per register tile); an odd last row runs the 256-bit kernels of the
+ * same instruction set (the template below), the same chain. */
+#define Z512 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+
+/* the step: lanes of isum + Q_MAGIC from the record at xr (broadcast to both halves) and the
+ * unsigned weights u, as f32 isum */
+static INL Z512 __m512 dot_zmm(__m512i u, const uint8_t *xr) {
+    __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)xr));
+    __m512i s = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(xr + 32)));
+    s = _mm512_dpbusd_epi32(s, u, x);
+    return _mm512_sub_ps(_mm512_castsi512_ps(s), _mm512_set1_ps(Q_MAGIC_F));
+}
+
+static INL Z512 __m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+static INL Z512 __m512 join_ps(float lo, float hi) {
+    return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(lo), _mm512_set1_ps(hi));
+}
+static INL Z512 __m256 high_ps(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+
+#define ZP 3 /* row pairs per streaming kernel */
+
+/* Rows r .. r+2ZP-1 x positions t .. t+P-1, q8_2f (as q8_stream). */
+static INL Z512 void q8z_stream(const struct nt_mm *m, int r, int t, int P) {
+    const struct nt_matrix *W = m->W;
+    int64_t cols = W->cols, nb = q_blocks(cols), nfull = cols / 32;
+    const uint8_t *Wp = (const uint8_t *)W->data;
+    size_t pb = q_pos_bytes(cols);
+    const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t * pb;
+    const uint8_t *row0 = Wp + (size_t)r * (size_t)cols;
+    uintptr_t next = (uintptr_t)(row0 + (size_t)(2 * ZP) * (size_t)cols); /* prefetch into L2, as q8_stream */
+    __m512 acc[ZP * SP_MAX];
+#pragma GCC unroll 12
+    for (int i = 0; i < ZP * P; i++) acc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        if ((b & 1) == 0 && b < nfull)
+#pragma GCC unroll 8
+            for (int i = 0; i < 2 * ZP; i++) _mm_prefetch((const char *)(next + (size_t)i * (size_t)cols + 32 * (size_t)b), _MM_HINT_T1);
+#pragma GCC unroll 4
+        for (int j = 0; j < ZP; j++) {
+            const uint8_t *row = row0 + (size_t)(2 * j) * (size_t)cols;
+            __m512i u = _mm512_xor_si512(join256(q8_load_block(row, b, cols), q8_load_block(row + cols, b, cols)),
+                                         _mm512_set1_epi8((char)0x80));
+#pragma GCC unroll 4
+            for (int p = 0; p < P; p++) {
+                const uint8_t *xr = qx + (size_t)p * pb + QREC * b;
+                __m512 d = _mm512_set1_ps(((const float *)(const void *)(qx + (size_t)p * pb + QREC * nb))[b]);
+                acc[j * P + p] = _mm512_fmadd_ps(dot_zmm(u, xr), d, acc[j * P + p]);
+            }
+        }
+    }
+    const uint8_t *rs = Wp + nt_q8_2f_rs_offset(W->rows, cols);
+#pragma GCC unroll 4
+    for (int j = 0; j < ZP; j++) {
+        float rs0 = nt_f16_to_f32(rd16(rs + 2 * (size_t)(r + 2 * j))), rs1 = nt_f16_to_f32(rd16(rs + 2 * (size_t)(r + 2 * j + 1)));
+#pragma GCC unroll 4
+        for (int p = 0; p < P; p++) {
+            float *y = m->y + (size_t)(t + p) * m->y_stride + r + 2 * j;
+            y[0] = apply_q(rs0 * hsum8(_mm512_castps512_ps256(acc[j * P + p])), m->bias, r + 2 * j, m->act);
+            y[1] = apply_q(rs1 * hsum8(high_ps(acc[j * P + p])), m->bias, r + 2 * j + 1, m->act);
+        }
+    }
+}
+
+/* Group g of two q4tp rows as [row a: low | high nibbles, row b: low | high]. */
+static INL Z512 __m512i q4z_unpack(const uint8_t *a, const uint8_t *b) {
+    __m512i v = join256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)a)),
+                        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)b)));
+    v = _mm512_srlv_epi32(v, _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4));
+    return _mm512_and_si512(v, _mm512_set1_epi8(15));
+}
+
+/* Rows r .. r+2ZP-1 x positions t .. t+P-1, q4tp (as q4_stream). */
+static INL Z512 void q4z_stream(const struct nt_mm *m, int r, int t, int P) {
+    const struct q4_view v = q4_view(m, r, t);
+    const int64_t gpr = v.gpr, cstride = v.cstride;
+    const uint8_t *params = v.params, *codes = v.codes, *qx = v.qx, *nib = v.nib;
+    const size_t pb = v.pb, rowb = v.rowb;
+    uintptr_t next = (uintptr_t)(nib + (size_t)2 * (2 * ZP) * rowb); /* two row blocks ahead, as q4_stream */
+    float tab[2 * ZP][32];
+    for (int i = 0; i < 2 * ZP; i++) q4_row_table(params, r + i, tab[i]);
+    __m512 acc[ZP * SP_MAX];
+#pragma GCC unroll 12
+    for (int i = 0; i < ZP * P; i++) acc[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < gpr; g++) {
+        if ((g & 3) == 0)
+#pragma GCC unroll 8
+            for (int i = 0; i < 2 * ZP; i++) _mm_prefetch((const char *)(next + (size_t)i * rowb + 16 * (size_t)g), _MM_HINT_T0);
+#pragma GCC unroll 4
+        for (int j = 0; j < ZP; j++) {
+            const uint8_t *na = nib + (size_t)(2 * j) * rowb + 16 * (size_t)g;
+            __m512i w = q4z_unpack(na, na + rowb);
+            const uint8_t *ca = codes + (size_t)(2 * j) * (size_t)cstride;
+            __m512 sc = join_ps(tab[2 * j][q4_code(ca, g)], tab[2 * j + 1][q4_code(ca + cstride, g)]);
+#pragma GCC unroll 4
+            for (int p = 0; p < P; p++) {
+                const uint8_t *xr = qx + (size_t)p * pb + QREC * g;
+                __m512 d = _mm512_set1_ps(((const float *)(const void *)(qx + (size_t)p * pb + QREC * gpr))[g]);
+                acc[j * P + p] = _mm512_fmadd_ps(dot_zmm(w, xr), _mm512_mul_ps(sc, d), acc[j * P + p]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < ZP; j++)
+#pragma GCC unroll 4
+        for (int p = 0; p < P; p++) {
+            float *y = m->y + (size_t)(t + p) * m->y_stride + r + 2 * j;
+            y[0] = apply_q(hsum8(_mm512_castps512_ps256(acc[j * P + p])), m->bias, r + 2 * j, m->act);
+            y[1] = apply_q(hsum8(high_ps(acc[j * P + p])), m->bias, r + 2 * j + 1, m->act);
+        }
+}
+
+#define Q8Z(P) static Z512 void q8z_##P(const struct nt_mm *m, int r, int t) { q8z_stream(m, r, t, P); }
+#define Q4Z(P) static Z512 void q4z_##P(const struct nt_mm *m, int r, int t) { q4z_stream(m, r, t, P); }
+Q8Z(1) Q8Z(2) Q8Z(3) Q8Z(4) Q4Z(1) Q4Z(2) Q4Z(3) Q4Z(4)
+#undef Q8Z
+#undef Q4Z
+static stream_fn const zmm_stream_kerns[2][SP_MAX] = {{q8z_1, q8z_2, q8z_3, q8z_4}, {q4z_1, q4z_2, q4z_3, q4z_4}};
+
+/* Register tile of the q4tp tile: NPR row pairs from tile row i0 x positions tp0 .. tp0+P-1 over
+ * the chunk (as q4_kernel; s = scale * d is the same one f32 multiply, made per step here from
+ * the pair's joined scales). */
+static INL Z512 void q4z_kernel(struct tile *T, const uint8_t *qx, size_t pb, int64_t nb, int i0, int tp0, int NPR, int P) {
+    __m512 acc[2][Q4_MP];
+#pragma GCC unroll 2
+    for (int j = 0; j < NPR; j++)
+#pragma GCC unroll 6
+        for (int p = 0; p < P; p++) {
+            const float *a = T->acc + ((size_t)(i0 + 2 * j) * MAXP + tp0 + p) * 8;
+            acc[j][p] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(_mm256_load_ps(a))),
+                                                              _mm256_castps_pd(_mm256_load_ps(a + MAXP * 8)), 1));
+        }
+    const uint8_t *x0 = qx + QREC * T->g0;
+    const float *d0 = (const float *)(const void *)(qx + QREC * nb) + T->g0;
+    for (int64_t b = 0; b < T->nbc; b++) {
+#pragma GCC unroll 2
+        for (int j = 0; j < NPR; j++) {
+            const uint8_t *w = T->w + ((size_t)(i0 + 2 * j) * TB + (size_t)b) * 32;
+            __m512i u = join256(_mm256_load_si256((const __m256i *)(const void *)w),
+                                _mm256_load_si256((const __m256i *)(const void *)(w + TB * 32)));
+            const float *sc = T->sc + (size_t)(i0 + 2 * j) * TB + b;
+            __m512 s2 = join_ps(sc[0], sc[TB]);
+#pragma GCC unroll 6
+            for (int p = 0; p < P; p++) {
+                __m512 d = _mm512_set1_ps(((const float *)(const void *)((const uint8_t *)d0 + (size_t)p * pb))[b]);
+                acc[j][p] = _mm512_fmadd_ps(dot_zmm(u, x0 + (size_t)p * pb + QREC * b), _mm512_mul_ps(s2, d), acc[j][p]);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int j = 0; j < NPR; j++)
+#pragma GCC unroll 6
+        for (int p = 0; p < P; p++) {
+            float *a = T->acc + ((size_t)(i0 + 2 * j) * MAXP + tp0 + p) * 8;
+            _mm256_store_ps(a, _mm512_castps512_ps256(acc[j][p]));
+            _mm256_store_ps(a + MAXP * 8, high_ps(acc[j][p]));
+        }
+}
+
+#define Q4ZK(N, P) static Z512 void q4zk_##N##_##P(struct tile *T, const uint8_t *qx, size_t pb, int64_t nb, int i0, int tp0) \
+    { q4z_kernel(T, qx, pb, nb, i0, tp0, N, P); }
+Q4ZK(1, 1) Q4ZK(1, 2) Q4ZK(1, 3) Q4ZK(1, 4) Q4ZK(1, 5) Q4ZK(1, 6)
+Q4ZK(2, 1) Q4ZK(2, 2) Q4ZK(2, 3) Q4ZK(2, 4) Q4ZK(2, 5) Q4ZK(2, 6)
+#undef Q4ZK
+static kern_fn const zmm_tile_kerns[2][Q4_MP] = {{q4zk_1_1, q4zk_1_2, q4zk_1_3, q4zk_1_4, q4zk_1_5, q4zk_1_6},
+                                                 {q4zk_2_1, q4zk_2_2, q4zk_2_3, q4zk_2_4, q4zk_2_5, q4zk_2_6}};
+
+/* The tile's rows from i: two pairs, one pair, or (an odd last row) the 256-bit kernel. */
+#define ZMM_TILE(T, qx, pb, nb, i, tp, P)                                                                   \
+    ((T)->nr - (i) >= 2 ? (zmm_tile_kerns[(T)->nr - (i) >= 4][(P) - 1](T, qx, pb, nb, i, tp), (T)->nr - (i) >= 4 ? 4 : 2) \
+                        : (KN(q4_kerns)[0][(P) - 1](T, qx, pb, nb, i, tp), 1))
+
+#define KT Z512
+#define KN(n) KCAT(n, _avx512vnni)
+#define KQ8_WEIGHTS(w, A, B) (A = B = _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)))
+#define KQ8_DOT(A, B, xr) dot_avx512vnni(A, xr)
+#define KQ4_DOT(w, xr) dot_avx512vnni(w, xr)
+#define KSTREAM(q4, P) zmm_stream_kerns[q4][(P) - 1]
+#define KSTREAM_R(q4, P) (2 * ZP)
+#define KTILE ZMM_TILE
+#include "matmul_q_kern.h"
 
 /* ---- dispatch (called from matmul.c) --------------------------------------------------------- */
 
-void nt_cpu_matmul_q_rows(const struct nt_mm *m, int use_simd, int r0, int r1) {
+void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1) {
     NT_ASSERT(is_packed(m->W->dtype) && m->qx);
-    if (use_simd)
-        rows_avx2_q(m, r0, r1);
-    else if (m->W->dtype == NT_DTYPE_Q8_2F)
-        rows_scalar_q8(m, r0, r1);
-    else
-        rows_scalar_q4(m, r0, r1);
+    switch (isa) {
+    case NT_CPU_AVX512VNNI: rows_q_avx512vnni(m, r0, r1); break;
+    case NT_CPU_AVXVNNI: rows_q_avxvnni(m, r0, r1); break;
+    case NT_CPU_AVX2: rows_q_avx2(m, r0, r1); break;
+    default:
+        if (m->W->dtype == NT_DTYPE_Q8_2F)
+            rows_scalar_q8(m, r0, r1);
+        else
+            rows_scalar_q4(m, r0, r1);
+    }
 }
 
 /* Row ranges per thread are whole multiples of this (any split gives the same bits; this one
  * keeps the kernels at their full shapes). */
 #define Q_ROW_GRAIN 12
 
-void nt_cpu_matmul_q(const struct nt_mm *m, int use_simd, int n_threads) {
+void nt_cpu_matmul_q(const struct nt_mm *m, int isa, int n_threads) {
     NT_ASSERT(is_packed(m->W->dtype) && m->qx);
     int rows = (int)m->W->rows;
     int units = (rows + Q_ROW_GRAIN - 1) / Q_ROW_GRAIN;
@@ -737,17 +806,17 @@ void nt_cpu_matmul_q(const struct nt_mm *m, int use_simd, int n_threads) {
     if (threads > units) threads = units;
     if (threads < 1) threads = 1;
     if (threads == 1) {
-        quantize_range(m, use_simd, 0, m->n);
-        nt_cpu_matmul_q_rows(m, use_simd, 0, rows);
+        quantize_range(m, isa, 0, m->n);
+        nt_cpu_matmul_q_rows(m, isa, 0, rows);
         return;
     }
 #pragma omp parallel num_threads(threads)
     {
         int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        quantize_range(m, use_simd, (int)((int64_t)m->n * id / nt), (int)((int64_t)m->n * (id + 1) / nt));
+        quantize_range(m, isa, (int)((int64_t)m->n * id / nt), (int)((int64_t)m->n * (id + 1) / nt));
 #pragma omp barrier
         int u0 = (int)((int64_t)units * id / nt), u1 = (int)((int64_t)units * (id + 1) / nt);
         int r0 = u0 * Q_ROW_GRAIN, r1 = u1 * Q_ROW_GRAIN < rows ? u1 * Q_ROW_GRAIN : rows;
-        if (r0 < r1) nt_cpu_matmul_q_rows(m, use_simd, r0, r1);
+        if (r0 < r1) nt_cpu_matmul_q_rows(m, isa, r0, r1);
     }
 }

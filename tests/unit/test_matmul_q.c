@@ -8,8 +8,9 @@
  *       (the activation quantization in f32 exactly as specified, then the sums in double);
  *   (b) the exact product of the dequantized weights with the unquantized activations, within a
  *       bound derived from the int8 rounding of the activations;
- * and the kernels are checked against each other bit for bit: scalar == AVX2 (qx bytes and
- * outputs), every pass size gives every position the same bits, nt_cpu_matmul on 1 and 2 threads
+ * and the kernels are checked against each other bit for bit: scalar == every SIMD variant this
+ * processor runs (AVX2, AVX-VNNI, AVX-512 VNNI; outputs, and for AVX2 the qx bytes, whose layout
+ * is the scalar one; a variant the processor lacks is reported as skipped), every pass size gives every position the same bits, nt_cpu_matmul on 1 and 2 threads
  * and nt_cpu_matmul_rows agree, bias and relu^2 are the f32 operations on the plain output, and
  * nothing outside the first rows (cols) of a y (x) row is written.
  */
@@ -239,7 +240,7 @@ struct prob {
 };
 
 /* y (n x ys, NaN-free sentinel outside the written part) from passes of `pass` positions. */
-static float *run(const struct prob *p, int simd, int pass, int threads, const float *bias, enum nt_act act, int rows_api) {
+static float *run(const struct prob *p, int isa, int pass, int threads, const float *bias, enum nt_act act, int rows_api) {
     int rows = (int)p->W.rows;
     float *y = malloc(sizeof(float) * (size_t)p->n * p->ys);
     for (int i = 0; i < p->n * p->ys; i++) y[i] = 12345.0f;
@@ -249,14 +250,14 @@ static float *run(const struct prob *p, int simd, int pass, int threads, const f
         struct nt_mm m = {.W = &p->W, .bias = bias, .act = act, .x = p->x + (size_t)t0 * p->xs, .x_stride = p->xs,
                           .y = y + (size_t)t0 * p->ys, .y_stride = p->ys, .n = k, .qx = qx};
         if (rows_api) {
-            nt_cpu_quantize_x(&m, simd);
+            nt_cpu_quantize_x(&m, isa);
             /* in two calls, split at an odd row, to check a range need not start on a tile */
             int mid = rows / 2 | 1;
             if (mid > rows) mid = rows;
-            nt_cpu_matmul_rows(&m, simd, 0, mid);
-            nt_cpu_matmul_rows(&m, simd, mid, rows);
+            nt_cpu_matmul_rows(&m, isa, 0, mid);
+            nt_cpu_matmul_rows(&m, isa, mid, rows);
         } else {
-            nt_cpu_matmul(&m, simd, threads);
+            nt_cpu_matmul(&m, isa, threads);
         }
     }
     free(qx);
@@ -275,7 +276,12 @@ static int same_bits(const float *a, const float *b, const struct prob *p, int *
     return 1;
 }
 
-static void test_shape(enum nt_dtype fmt, int64_t rows, int64_t cols, int simd) {
+/* The variants a loop over "scalar, then the one under test" visits: 0, then isa (if not 0). */
+static int after(int v, int isa) { return v == 0 && isa ? isa : isa + 1; }
+
+/* Checks variant isa (0: the scalar reference alone) on one shape. */
+static void test_shape(enum nt_dtype fmt, int64_t rows, int64_t cols, int isa) {
+    const char *vname = nt_cpu_isa_name(isa);
     const char *fname = fmt == NT_DTYPE_Q8_2F ? "q8_2f" : "q4tp";
     uint8_t *P = fmt == NT_DTYPE_Q8_2F ? make_q8(rows, cols) : make_q4(rows, cols);
     struct prob p = {.W = {.dtype = fmt, .rows = rows, .cols = cols, .data = P, .name = "w"},
@@ -291,9 +297,9 @@ static void test_shape(enum nt_dtype fmt, int64_t rows, int64_t cols, int simd) 
     memset(qv, 0x5A, qb);
     struct nt_mm mq = {.W = &p.W, .x = x, .x_stride = p.xs, .n = p.n, .qx = qa};
     nt_cpu_quantize_x(&mq, 0);
-    if (simd) {
+    if (isa == NT_CPU_AVX2) { /* the VNNI variants' records have their own layout (matmul_q.c) */
         mq.qx = qv;
-        nt_cpu_quantize_x(&mq, 1);
+        nt_cpu_quantize_x(&mq, isa);
         /* compare only the bytes the layout defines: the record and d of every block */
         int64_t nb = (cols + 31) / 32;
         size_t pb = qb / (size_t)p.n, bad = 0;
@@ -304,13 +310,13 @@ static void test_shape(enum nt_dtype fmt, int64_t rows, int64_t cols, int simd) 
     free(qa);
     free(qv);
 
-    /* the scalar reference, then AVX2, full passes of 64 */
+    /* the scalar reference, then the variant, full passes of 64 */
     float *ys = run(&p, 0, 64, 1, NULL, NT_ACT_NONE, 1);
-    float *yv = simd ? run(&p, 1, 64, 1, NULL, NT_ACT_NONE, 1) : NULL;
-    if (simd)
-        CHECK(same_bits(ys, yv, &p, &first), "%s %lldx%lld: scalar != AVX2 at %d: %.9g vs %.9g", fname,
-              (long long)rows, (long long)cols, first, ys[first], yv[first]);
-    const float *y0 = simd ? yv : ys;
+    float *yv = isa ? run(&p, isa, 64, 1, NULL, NT_ACT_NONE, 1) : NULL;
+    if (isa)
+        CHECK(same_bits(ys, yv, &p, &first), "%s %lldx%lld: scalar != %s at %d: %.9g vs %.9g", fname,
+              (long long)rows, (long long)cols, vname, first, ys[first], yv[first]);
+    const float *y0 = isa ? yv : ys;
 
     /* (a) against the double reference of the same arithmetic. The kernel's f32 chain is at most
      * nb + 4 roundings (an fma per block and lane, the lane tree, the row scale), each within
@@ -354,12 +360,12 @@ static void test_shape(enum nt_dtype fmt, int64_t rows, int64_t cols, int simd) 
 
     /* every pass size gives every position the same bits (both variants) */
     static const int passes[] = {1, 2, 3, 5, 17, 64};
-    for (int v = 0; v <= simd; v++)
+    for (int v = 0; v <= isa; v = after(v, isa))
         for (size_t k = 0; k < sizeof passes / sizeof passes[0]; k++) {
             if (!v && passes[k] != 1 && passes[k] != 5) continue; /* the scalar kernel is per position anyway */
             float *yk = run(&p, v, passes[k], 1, NULL, NT_ACT_NONE, 1);
             CHECK(same_bits(yk, v ? yv : ys, &p, &first), "%s %lldx%lld %s: pass %d differs at %d", fname, (long long)rows,
-                  (long long)cols, v ? "avx2" : "scalar", passes[k], first);
+                  (long long)cols, nt_cpu_isa_name(v), passes[k], first);
             free(yk);
         }
     /* a pass longer than the tile's 64-position sweep: 70 positions (the first 64 as before), in
@@ -370,10 +376,10 @@ static void test_shape(enum nt_dtype fmt, int64_t rows, int64_t cols, int simd) 
         float *xx = make_x(q.n, cols, p.xs);
         memcpy(xx, x, sizeof(float) * (size_t)p.n * p.xs);
         q.x = xx;
-        float *y1 = run(&q, simd, 1, 1, NULL, NT_ACT_NONE, 1), *y70 = run(&q, simd, 70, 1, NULL, NT_ACT_NONE, 1);
+        float *y1 = run(&q, isa, 1, 1, NULL, NT_ACT_NONE, 1), *y70 = run(&q, isa, 70, 1, NULL, NT_ACT_NONE, 1);
         CHECK(same_bits(y70, y1, &q, &first), "%s %lldx%lld: a pass of 70 differs from passes of 1 at %d", fname,
               (long long)rows, (long long)cols, first);
-        CHECK(same_bits(y1, simd ? yv : ys, &p, &first), "%s %lldx%lld: passes of 1 over 70 positions differ at %d", fname,
+        CHECK(same_bits(y1, isa ? yv : ys, &p, &first), "%s %lldx%lld: passes of 1 over 70 positions differ at %d", fname,
               (long long)rows, (long long)cols, first);
         free(y1);
         free(y70);
@@ -381,22 +387,22 @@ static void test_shape(enum nt_dtype fmt, int64_t rows, int64_t cols, int simd) 
     }
 
     /* nt_cpu_matmul on 1 and 2 threads == the rows entry point; n = 64 and n = 1 */
-    for (int v = 0; v <= simd; v++)
+    for (int v = 0; v <= isa; v = after(v, isa))
         for (int th = 1; th <= 2; th++) {
             float *yt = run(&p, v, 64, th, NULL, NT_ACT_NONE, 0);
-            CHECK(same_bits(yt, v ? yv : ys, &p, &first), "%s %lldx%lld: nt_cpu_matmul %d threads differs at %d", fname,
-                  (long long)rows, (long long)cols, th, first);
+            CHECK(same_bits(yt, v ? yv : ys, &p, &first), "%s %lldx%lld %s: nt_cpu_matmul %d threads differs at %d", fname,
+                  (long long)rows, (long long)cols, nt_cpu_isa_name(v), th, first);
             free(yt);
             yt = run(&p, v, 1, th, NULL, NT_ACT_NONE, 0);
-            CHECK(same_bits(yt, v ? yv : ys, &p, &first), "%s %lldx%lld: nt_cpu_matmul n=1 %d threads differs at %d", fname,
-                  (long long)rows, (long long)cols, th, first);
+            CHECK(same_bits(yt, v ? yv : ys, &p, &first), "%s %lldx%lld %s: nt_cpu_matmul n=1 %d threads differs at %d", fname,
+                  (long long)rows, (long long)cols, nt_cpu_isa_name(v), th, first);
             free(yt);
         }
 
     /* bias and relu^2: the f32 operations of matmul.c on the plain output */
     float *bias = malloc(sizeof(float) * (size_t)rows);
     for (int r = 0; r < rows; r++) bias[r] = range(-1, 1) * (float)fabs(y0[r]) * 2;
-    for (int v = 0; v <= simd; v++)
+    for (int v = 0; v <= isa; v = after(v, isa))
         for (int act = 0; act < 2; act++)
             for (int pass = 1; pass <= 64; pass += 63) {
                 float *yb = run(&p, v, pass, 2, bias, act ? NT_ACT_RELU2 : NT_ACT_NONE, 0);
@@ -412,7 +418,7 @@ static void test_shape(enum nt_dtype fmt, int64_t rows, int64_t cols, int simd) 
                         bad += memcmp(&e, &yb[(size_t)t * p.ys + r], 4) != 0;
                     }
                 CHECK(bad == 0, "%s %lldx%lld %s pass %d: %d outputs with bias%s differ", fname, (long long)rows,
-                      (long long)cols, v ? "avx2" : "scalar", pass, bad, act ? " and relu2" : "");
+                      (long long)cols, nt_cpu_isa_name(v), pass, bad, act ? " and relu2" : "");
                 free(yb);
             }
     free(bias);
@@ -424,7 +430,7 @@ static void test_shape(enum nt_dtype fmt, int64_t rows, int64_t cols, int simd) 
 
 /* Zero activations (with random weights) and zero weights (with random activations) give exact
  * zeros, and no NaN from 127 / 0. */
-static void test_zeros(int simd) {
+static void test_zeros(int isa) {
     for (int f = 0; f < 2; f++) {
         enum nt_dtype fmt = f ? NT_DTYPE_Q4TP : NT_DTYPE_Q8_2F;
         int64_t rows = 5, cols = 64;
@@ -437,13 +443,13 @@ static void test_zeros(int simd) {
         for (int zw = 0; zw < 2; zw++) {
             if (zw && f) memset(P, 0x88, (size_t)(rows * 2 * 16)); /* every nibble 8: weight 0 */
             if (zw && !f) memset(P, 0, (size_t)(rows * cols));
-            for (int v = 0; v <= simd; v++) {
+            for (int v = 0; v <= isa; v = after(v, isa)) {
                 struct nt_mm m = {.W = &W, .x = x, .x_stride = 64, .y = y, .y_stride = 5, .n = 2, .qx = qx};
                 nt_cpu_matmul(&m, v, 1);
                 int bad = 0;
                 for (int i = 0; i < 5; i++) bad += y[zw * 5 + i] != 0.0f; /* -0 allowed: rs may be negative */
                 CHECK(bad == 0, "%s zero %s %s: %d outputs not 0", f ? "q4tp" : "q8_2f", zw ? "weights" : "x",
-                      v ? "avx2" : "scalar", bad);
+                      nt_cpu_isa_name(v), bad);
             }
         }
         free(qx);
@@ -456,7 +462,7 @@ static void test_layout(void) {
     CHECK(nt_cpu_qx_bytes(1, 32) == 128, "one block: %zu", nt_cpu_qx_bytes(1, 32));
     CHECK(nt_cpu_qx_bytes(3, 2688) == 3 * (size_t)((84 * 68 + 63) / 64 * 64), "2688 columns: %zu", nt_cpu_qx_bytes(3, 2688));
     CHECK(nt_cpu_qx_bytes(1, 36) == 192, "36 columns: %zu", nt_cpu_qx_bytes(1, 36));
-    uint8_t *P = make_q8(1, 32);
+    uint8_t *P = make_q8(1, 32), *P0 = P;
     for (int c = 0; c < 32; c++) put16(P + 32 + 2 + 2 * c, nt_f32_to_f16(1.0f));
     float x[32];
     for (int c = 0; c < 32; c++) x[c] = (float)(c + 1) * (c & 1 ? -1.0f : 1.0f); /* amax 32 */
@@ -473,7 +479,6 @@ static void test_layout(void) {
     CHECK(s[2] == (int16_t)rintf(5.0f * (127.0f / 32.0f)), "q8 slot 2 = %d", s[2]);
     CHECK(s[17] == (int16_t)rintf(-4.0f * (127.0f / 32.0f)), "q8 slot 17 = %d", s[17]);
     CHECK(s[31] == -127, "q8 slot 31 = %d", s[31]);
-    free(P);
     P = make_q4(1, 32);
     W.dtype = NT_DTYPE_Q4TP;
     W.data = P;
@@ -485,45 +490,86 @@ static void test_layout(void) {
     CHECK(q[1] == (int8_t)rintf(3.0f * (127.0f / 32.0f)), "q4 byte 1 (column 2) = %d", q[1]);
     CHECK(q[16] == (int8_t)rintf(-2.0f * (127.0f / 32.0f)), "q4 byte 16 (column 1) = %d", q[16]);
     CHECK(corr[5] == 8 * (q[20] + q[21] + q[22] + q[23]) - 0x4B400000, "q4 corr[5] = %d", corr[5]);
+    /* the VNNI variants' records (where the processor runs one): q4tp's q as above and the start
+     * value 0x4B400000 - 8 * sum; q8_2f's q int8 in column order and 0x4B400000 - 128 * sum */
+    for (int v = NT_CPU_AVXVNNI; v < NT_CPU_ISA_COUNT; v++) {
+        if (!nt_cpu_isa_available(v)) continue;
+        int8_t qv[32];
+        int32_t start[8];
+        nt_cpu_quantize_x(&m, v);
+        memcpy(qv, qx, 32);
+        memcpy(start, qx + 32, 32);
+        CHECK(!memcmp(qv, q, 32) && start[5] == 0x4B400000 - 8 * (q[20] + q[21] + q[22] + q[23]),
+              "%s q4 record: start[5] = %d", nt_cpu_isa_name(v), start[5]);
+        W.dtype = NT_DTYPE_Q8_2F;
+        W.data = P0;
+        nt_cpu_quantize_x(&m, v);
+        memcpy(qv, qx, 32);
+        memcpy(start, qx + 32, 32);
+        CHECK(qv[4] == (int8_t)rintf(5.0f * (127.0f / 32.0f)) && qv[3] == (int8_t)rintf(-4.0f * (127.0f / 32.0f)) &&
+              qv[31] == -127, "%s q8 record: q[3] %d q[4] %d q[31] %d", nt_cpu_isa_name(v), qv[3], qv[4], qv[31]);
+        CHECK(start[1] == 0x4B400000 - 128 * (qv[4] + qv[5] + qv[6] + qv[7]), "%s q8 start[1] = %d", nt_cpu_isa_name(v), start[1]);
+        W.dtype = NT_DTYPE_Q4TP;
+        W.data = P;
+    }
     /* an all-zero block, and one so small that 127 / amax overflows: q = 0 (q4tp: corr = 0, so
      * the stored corr is -0x4B400000, the offset matmul_q.c folds into it), d = amax / 127, in
-     * both variants and both formats */
+     * every variant and both formats (VNNI: q = 0 and every start value 0x4B400000) */
     uint8_t *P8 = make_q8(1, 32);
     for (int c = 0; c < 32; c++) put16(P8 + 32 + 2 + 2 * c, nt_f32_to_f16(1.0f)); /* cs = 1 */
     for (int f = 0; f < 2; f++)
         for (int tiny = 0; tiny < 2; tiny++)
-            for (int v = 0; v <= nt_cpu_simd_available(); v++) {
+            for (int v = 0; v < NT_CPU_ISA_COUNT; v++) {
+                if (!nt_cpu_isa_available(v)) continue;
+                int vnni = v >= NT_CPU_AVXVNNI;
                 W.dtype = f ? NT_DTYPE_Q4TP : NT_DTYPE_Q8_2F;
                 W.data = f ? P : P8;
                 for (int c = 0; c < 32; c++) x[c] = tiny ? 1e-38f * (c & 1 ? -1.0f : 1.0f) : 0.0f;
                 memset(qx, 0x77, sizeof qx);
                 nt_cpu_quantize_x(&m, v);
                 int bad = 0;
-                for (int i = 0; i < (f ? 32 : 64); i++) bad += qx[i] != 0;
-                if (f) {
+                for (int i = 0; i < (f || vnni ? 32 : 64); i++) bad += qx[i] != 0;
+                if (f || vnni) {
                     memcpy(corr, qx + 32, 32);
-                    for (int l = 0; l < 8; l++) bad += corr[l] != -0x4B400000;
+                    for (int l = 0; l < 8; l++) bad += corr[l] != (vnni ? 0x4B400000 : -0x4B400000);
                 }
                 memcpy(&d, qx + 64, 4);
                 CHECK(bad == 0 && d == (tiny ? 1e-38f / 127.0f : 0.0f), "%s %s block %s: %d bad values, d %g",
-                      f ? "q4tp" : "q8_2f", tiny ? "tiny" : "zero", v ? "avx2" : "scalar", bad, d);
+                      f ? "q4tp" : "q8_2f", tiny ? "tiny" : "zero", nt_cpu_isa_name(v), bad, d);
             }
     free(P8);
     free(P);
+    free(P0);
 }
 
-int main(void) {
-    int simd = nt_cpu_simd_available();
-    if (!simd) printf("test_matmul_q: no AVX2/FMA/F16C here, the scalar kernels only\n");
-    test_layout();
-    test_zeros(simd);
+/* Every shape against variant isa. */
+static void test_variant(int isa) {
     static const int64_t q8_shapes[][2] = {{1, 32}, {3, 64}, {7, 36}, {13, 100}, {2, 4}, {25, 2688}, {37, 1856},
                                            {16, 3712}, {1, 2688}, {64, 4096}};
     static const int64_t q4_shapes[][2] = {{1, 32}, {3, 64}, {7, 96}, {13, 2688}, {25, 1856}, {37, 3712},
                                            {11, 288}, {1, 1856}, {64, 2688}};
     for (size_t i = 0; i < sizeof q8_shapes / sizeof q8_shapes[0]; i++)
-        test_shape(NT_DTYPE_Q8_2F, q8_shapes[i][0], q8_shapes[i][1], simd);
+        test_shape(NT_DTYPE_Q8_2F, q8_shapes[i][0], q8_shapes[i][1], isa);
     for (size_t i = 0; i < sizeof q4_shapes / sizeof q4_shapes[0]; i++)
-        test_shape(NT_DTYPE_Q4TP, q4_shapes[i][0], q4_shapes[i][1], simd);
+        test_shape(NT_DTYPE_Q4TP, q4_shapes[i][0], q4_shapes[i][1], isa);
+}
+
+int main(void) {
+    test_layout();
+    int tested = 0;
+    for (int isa = NT_CPU_AVX2; isa < NT_CPU_ISA_COUNT; isa++) {
+        if (!nt_cpu_isa_available(isa)) {
+            printf("test_matmul_q: %s skipped: this processor lacks its instructions\n", nt_cpu_isa_name(isa));
+            continue;
+        }
+        test_zeros(isa);
+        test_variant(isa);
+        tested++;
+    }
+    if (!tested) { /* the scalar reference alone, against the double reference */
+        test_zeros(NT_CPU_SCALAR);
+        test_variant(NT_CPU_SCALAR);
+    }
     return test_summary("matmul_q");
 }
+

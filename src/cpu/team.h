@@ -1,0 +1,32 @@
+/* team.h - how many threads a CPU pass uses: the configured count, or one when other work has
+ * taken the cores (team.c says how that is decided). */
+#ifndef NT_CPU_TEAM_H
+#define NT_CPU_TEAM_H
+
+#include <pthread.h>
+
+/* Per kind of pass (0: one position, decode; 1: several, prompts) and per arm (0: one thread,
+ * 1: the whole team): the cost of a position, smoothed, and when to try the other arm again. */
+struct nt_cpu_team_kind {
+    double cost[2];           /* seconds per position; valid where have[] */
+    int have[2];
+    int since;                /* passes since the other arm last ran */
+    int every;                /* run the other arm once every this many passes */
+};
+
+struct nt_cpu_team {
+    pthread_mutex_t lock;     /* sessions on several threads may share one backend */
+    int max;                  /* the configured threads */
+    int adapt;                /* 0: always max (NEMOTRON_TEAM=fixed) */
+    struct nt_cpu_team_kind kind[2];
+};
+
+void nt_cpu_team_init(struct nt_cpu_team *t, int max);
+void nt_cpu_team_destroy(struct nt_cpu_team *t);
+/* A pass of n positions starts / ends on the calling thread. */
+void nt_cpu_team_begin(struct nt_cpu_team *t, int n);
+void nt_cpu_team_end(struct nt_cpu_team *t, int n);
+/* The threads an operation of the calling thread's pass may use (max outside a pass). */
+int nt_cpu_team_threads(const struct nt_cpu_team *t);
+
+#endif /* NT_CPU_TEAM_H */

@@ -7,6 +7,7 @@
  * Memory is host memory; upload returns the mmap-ed bytes themselves (weights read in place).
  */
 #include "cpu.h"
+#include "log.h"
 
 #include <math.h>
 #include <omp.h>
@@ -467,6 +468,8 @@ struct nt_backend *nt_cpu_backend_new(int n_threads) {
     b->base.pass_default = 64; /* weights stream from host memory: 64 positions already amortise them */
     snprintf(b->base.device, sizeof b->base.device, "cpu");
     const char *force = getenv("NEMOTRON_CPU");
+    if (force && *force && strcmp(force, "scalar") != 0)
+        nt_log(NEMOTRON_LOG_WARN, "NEMOTRON_CPU=%s is ignored (the one value it takes is \"scalar\")", force);
     b->simd = nt_cpu_simd_available() && !(force && strcmp(force, "scalar") == 0);
     return &b->base;
 }

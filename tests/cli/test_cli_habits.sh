@@ -11,7 +11,8 @@
 #     synth leaves neither its .partial nor the output;
 #   - one id list both ways: generate's 1,2,3 decodes with tokenize --decode, and tokenize's
 #     [1, 2, 3] is accepted by --tokens with the same result as 1,2,3;
-#   - --ctx past the trained length (4096) warns; a run cut by the end of the context says so;
+#   - --ctx past the trained length (4096) warns, for a directory and a .nemo; a run cut by the
+#     end of the context says so;
 #   - a model file cut short during a run: a message and status 1 (not SIGBUS's bare death);
 #   - NaN weights or an overflowing config value: an error naming the position, no output.
 # usage (from the repository root): bash tests/cli/test_cli_habits.sh build/nemotron
@@ -172,6 +173,10 @@ check "--tokens '[1, 2': refused, the bracket named" grep -q "does not end with 
 check "-c 5000 > 4096 trained: a warning" grep -q "longer than the 4096 positions the model was trained on" "$work/err"
 "$bin" run -m "$model" -p "$prompt" -n 2 -c 4096 >/dev/null 2>"$work/err"
 check "-c 4096: no warning" test -z "$(grep trained "$work/err")"
+"$bin" convert "$model" -o "$work/demo.nemo" >/dev/null 2>&1
+"$bin" generate -m "$work/demo.nemo" --tokens 1,2,3 -n 1 -c 5000 >/dev/null 2>"$work/err"
+check "-c 5000 on a .nemo (its config inside): the same warning" \
+    grep -q "longer than the 4096 positions the model was trained on" "$work/err"
 "$bin" run -m "$model" -p "$prompt" -n 100 -c 20 --temp 0 --ignore-eos >/dev/null 2>"$work/err"
 check "a run cut by the context says so" grep -q "the context of 20 positions is full" "$work/err"
 

@@ -883,7 +883,7 @@ static nemotron_status build_ids(struct ld *L) {
         if (k && t->n_norm) {
             char *nrm;
             size_t nlen;
-            nemotron_status st = nt_normalize(t, a->text, a->len, &nrm, &nlen, L->err);
+            nemotron_status st = nt_normalize(t, NULL, a->text, a->len, &nrm, &nlen, L->err);
             if (st) return st;
             int rc = trie_add(&t->trie[1], (const unsigned char *)nrm, nlen, i, &cap[1]);
             nt_free(nrm);

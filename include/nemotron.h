@@ -255,6 +255,11 @@ nemotron_status nemotron_tokenize(const nemotron_tokenizer *t, const char *text,
  * length. skip_special drops special tokens. An id outside the vocabulary: NEMOTRON_ERR_ARG. */
 nemotron_status nemotron_detokenize(const nemotron_tokenizer *t, const int32_t *ids, size_t n,
                                     int skip_special, char *out, size_t cap, size_t *len);
+/* The message of this thread's last nemotron_tokenize or nemotron_detokenize: what failed
+ * (e.g. which regex of the tokenizer.json backtracked past the encode's budget), "" when it
+ * succeeded. Per thread, since a tokenizer is shared by threads; valid until the thread's next
+ * call of either. */
+const char *nemotron_tokenizer_last_error(void);
 
 /* Streaming decode: feed generated ids one by one, get text that never ends inside a UTF-8
  * character (bytes wait until the character completes). */

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../test.h"
 #include "text/bpe.h"
@@ -1109,12 +1110,56 @@ static void test_windows(const char *tname, const struct nt_tokenizer *t) {
 /* A Split pattern that backtracks cubically over a run of spaces (each match stays under
  * PCRE2's per-call limit, and took 3.7 s per KB): the encode's budget stops it, naming the
  * pattern, in time linear in the text; the same pattern over text it matches cheaply works. */
+static const char cubic_json[] =
+    "{\"model\": {\"type\": \"BPE\", \"vocab\": {\" \": 0, \"a\": 1, \"b\": 2, \"q\": 3},"
+    " \"merges\": []},"
+    " \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s*\\\\s*\\\\s*q|\\\\s|\\\\S\"},"
+    " \"behavior\": \"Isolated\", \"invert\": false}}";
+
+/* The public API's message of a failed encode (nemotron_tokenizer_last_error): per thread. */
+static void *other_thread_error(void *arg) {
+    (void)arg;
+    return (void *)nemotron_tokenizer_last_error();
+}
+
+static void test_public_last_error(void) {
+    char path[] = "/tmp/nt_test_cubic_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, cubic_json, sizeof cubic_json - 1) == (ssize_t)(sizeof cubic_json - 1),
+          "writing %s", path);
+    if (fd >= 0) close(fd);
+    nemotron_tokenizer *t = NULL;
+    CHECK(nemotron_tokenizer_load(path, &t) == NEMOTRON_OK, "load: %s", nemotron_tokenizer_errmsg(t));
+    unlink(path);
+    char spaces[2048];
+    memset(spaces, ' ', sizeof spaces);
+    size_t n = 0;
+    CHECK(nemotron_tokenize(t, spaces, sizeof spaces, 0, NULL, 0, &n) == NEMOTRON_ERR_UNSUPPORTED &&
+              strstr(nemotron_tokenizer_last_error(), "backtracks too much") &&
+              strstr(nemotron_tokenizer_last_error(), "/\\s*\\s*\\s*q|\\s|\\S/"),
+          "public encode's message: [%s]", nemotron_tokenizer_last_error());
+    pthread_t th;
+    void *other = NULL;
+    pthread_create(&th, NULL, other_thread_error, NULL);
+    pthread_join(th, &other);
+    CHECK(other && !strcmp((const char *)other, ""), "another thread's last error: [%s]",
+          other ? (const char *)other : "(null)");
+    CHECK(nemotron_tokenize(t, "ab", 2, 0, NULL, 0, &n) == NEMOTRON_OK && n == 2 &&
+              !strcmp(nemotron_tokenizer_last_error(), ""),
+          "after a success: [%s]", nemotron_tokenizer_last_error());
+    CHECK(nemotron_tokenize(t, NULL, 3, 0, NULL, 0, &n) == NEMOTRON_ERR_ARG &&
+              strstr(nemotron_tokenizer_last_error(), "text is NULL"),
+          "NULL text: [%s]", nemotron_tokenizer_last_error());
+    int32_t bad = 999;
+    char out[8];
+    CHECK(nemotron_detokenize(t, &bad, 1, 0, out, sizeof out, &n) == NEMOTRON_ERR_ARG &&
+              strstr(nemotron_tokenizer_last_error(), "999"),
+          "decode of an id outside the vocabulary: [%s]", nemotron_tokenizer_last_error());
+    nemotron_tokenizer_free(t);
+}
+
 static void test_pathological_regex(void) {
-    struct nt_tokenizer *t = load_str(
-        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\" \": 0, \"a\": 1, \"b\": 2, \"q\": 3},"
-        " \"merges\": []},"
-        " \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s*\\\\s*\\\\s*q|\\\\s|\\\\S\"},"
-        " \"behavior\": \"Isolated\", \"invert\": false}}");
+    struct nt_tokenizer *t = load_str(cubic_json);
     if (!t) return;
     size_t sizes[2] = {1024, 100 * 1024};
     for (int i = 0; i < 2; i++) {
@@ -1185,6 +1230,7 @@ int main(void) {
     test_ws_runs(small, big, demo);
     nt_tokenizer_free(demo);
     test_pathological_regex();
+    test_public_last_error();
     test_regex_translation();
     test_merges_forms();
     test_json_paths();

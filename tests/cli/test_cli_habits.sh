@@ -16,15 +16,8 @@
 #   - a model file cut short during a run: a message and status 1 (not SIGBUS's bare death);
 #   - NaN weights or an overflowing config value: an error naming the position, no output.
 # usage (from the repository root): bash tests/cli/test_cli_habits.sh build/nemotron
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-bin=${1:-build/nemotron}
-model=models/nemotron-h-kjv
-tok=$model/tokenizer.json
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 suite=cli-habits
-. tests/cli/checks.sh
+. "$(dirname "$0")/checks.sh"
 prompt="And the LORD said unto Moses,"
 
 # aliases of the context length: -c and --ctx-size refuse a run that cannot fit, as --ctx does

@@ -9,15 +9,8 @@
 #     empty --stop, a missing messages file, malformed messages, a tokenizer.json whose pattern
 #     backtracks past the encode's budget) exits non-zero with a message.
 # usage (from the repository root): bash tests/cli/test_text_cli.sh build/nemotron
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-bin=${1:-build/nemotron}
-model=models/nemotron-h-kjv
-tok=$model/tokenizer.json
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 suite=text-cli
-. tests/cli/checks.sh
+. "$(dirname "$0")/checks.sh"
 expect_fail() { # expect_fail DESCRIPTION STDIN_TEXT ARGS...: non-zero exit, a message, no stdout
     local what=$1 input=$2
     shift 2

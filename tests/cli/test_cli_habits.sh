@@ -2,8 +2,8 @@
 # test_cli_habits.sh - the command line as a llama.cpp user types it, on the bundled model:
 #   - aliases: -c/--ctx-size (= --ctx), -f/--file (= -p TEXT), -p - (stdin), -sys/--system-prompt
 #     (the system prompt reaches the model), -s (= --seed), --seed -1 (a random seed, printed,
-#     that repeats the run), -i (run becomes chat), -ngl (0: the CPU; N > 0: the GPU, said),
-#     --verbose-prompt (the prompt's ids), bench lists (-p 8,16 -n 4,8: one row each; --json
+#     that repeats the run), -i (run becomes chat; -p TEXT its first message), -ngl (0: the CPU;
+#     N > 0: the GPU, said), --verbose-prompt (the prompt's ids), bench lists (-p 8,16 -n 4,8: one row each; --json
 #     arrays), bench --verify (a line per drafted length, the JSON's verify array);
 #   - per-command --help lists that command's options only; an option that does not apply to a
 #     command is refused, naming both;
@@ -57,8 +57,11 @@ printf 'In the beginning\n' | "$bin" chat -m "$model" --no-think -n 2 --temp 0 -
 check "--system-prompt = -sys" cmp -s <(grep -- "->" "$work/err") <(grep -- "->" "$work/err2")
 printf 'In the beginning\n/exit\n' | "$bin" run -i -m "$model" --no-think -n 4 --temp 0 >/dev/null 2>"$work/err"
 check "run -i chats: exit $?" grep -q '^\[prompt ' "$work/err"
-"$bin" run -i -m "$model" -p x >/dev/null 2>"$work/err"
-check "run -i -p: refused, saying -i makes a chat" grep -q "does not apply to 'chat' (-i makes run a chat)" "$work/err"
+"$bin" run -i -m "$model" -p "In the beginning" --no-think -n 4 --temp 0 </dev/null >/dev/null 2>"$work/err"
+check "run -i -p TEXT: TEXT is the chat's first message, answered: exit $?" grep -q '^\[prompt ' "$work/err"
+"$bin" run -i -m "$model" --ignore-eos </dev/null >/dev/null 2>"$work/err"
+check "run -i with a flag chat does not take: refused, saying -i makes a chat" \
+    grep -q "does not apply to 'chat' (-i makes run a chat)" "$work/err"
 
 # -ngl: 0 is the CPU; N > 0 asks for the GPU and says what that means here
 g0=$("$bin" generate -m "$model" --tokens 1,2,3 -n 3 -ngl 0 2>/dev/null)

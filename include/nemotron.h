@@ -73,6 +73,20 @@ const char *nemotron_status_str(nemotron_status status);
 /* "0.1.0" */
 const char *nemotron_version(void);
 
+/* The library's log. Everything a call can go wrong on comes back as its status and message;
+ * the log carries only what has no caller to return to: an internal error just before the
+ * library aborts (NT_ASSERT, the debug build's allocation guard) and warnings about the
+ * environment (an unknown NEMOTRON_CPU value, ignored). msg is one line without a newline,
+ * valid during the call. By default each goes to stderr as "nemotron: MSG". The setting is
+ * process-wide: set it before loading models (it is not synchronised with calls running on
+ * other threads). fn NULL restores the default. */
+typedef enum nemotron_log_level {
+    NEMOTRON_LOG_ERROR = 0, /* the library is about to abort the process */
+    NEMOTRON_LOG_WARN = 1   /* something was ignored; the call goes on */
+} nemotron_log_level;
+typedef void (*nemotron_log_fn)(nemotron_log_level level, const char *msg, void *user);
+void nemotron_set_log(nemotron_log_fn fn, void *user);
+
 typedef struct nemotron_model nemotron_model;
 typedef struct nemotron_session nemotron_session;
 
@@ -99,6 +113,10 @@ int nemotron_model_vocab_size(const nemotron_model *model);
 int nemotron_model_n_threads(const nemotron_model *model);  /* CPU threads its passes use */
 int nemotron_model_hidden_size(const nemotron_model *model);
 int nemotron_model_n_layer(const nemotron_model *model);
+/* The context length the model was trained for: config.json's max_position_embeddings (4096
+ * when the config leaves it out, as transformers reads it). A session may be longer (the
+ * layers take any position); past this length the text may degrade. 0 for NULL. */
+int nemotron_model_ctx_train(const nemotron_model *model);
 /* The layer kinds as the pattern string of the config: 'M' Mamba-2, '*' attention, '-' MLP,
  * 'E' MoE. Valid as long as the model. */
 const char *nemotron_model_pattern(const nemotron_model *model);
@@ -237,6 +255,11 @@ nemotron_status nemotron_tokenize(const nemotron_tokenizer *t, const char *text,
  * length. skip_special drops special tokens. An id outside the vocabulary: NEMOTRON_ERR_ARG. */
 nemotron_status nemotron_detokenize(const nemotron_tokenizer *t, const int32_t *ids, size_t n,
                                     int skip_special, char *out, size_t cap, size_t *len);
+/* The message of this thread's last nemotron_tokenize or nemotron_detokenize: what failed
+ * (e.g. which regex of the tokenizer.json backtracked past the encode's budget), "" when it
+ * succeeded. Per thread, since a tokenizer is shared by threads; valid until the thread's next
+ * call of either. */
+const char *nemotron_tokenizer_last_error(void);
 
 /* Streaming decode: feed generated ids one by one, get text that never ends inside a UTF-8
  * character (bytes wait until the character completes). */

@@ -5,5 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# the full tier (docs/TESTING.md): make test alone is the developer's fast one
+export NEMOTRON_TEST_FULL=1
 make -s test "$@"
 make -s asan "$@"

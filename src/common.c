@@ -5,6 +5,7 @@
  * allocation guard). See common.h for the contracts.
  */
 #include "common.h"
+#include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,7 +45,7 @@ void nt_err_prefix(struct nt_err *err, const char *fmt, ...) {
 }
 
 void nt_assert_fail(const char *expr, const char *file, int line) {
-    fprintf(stderr, "nemotron: internal error: assertion '%s' failed at %s:%d\n", expr, file, line);
+    nt_log(NEMOTRON_LOG_ERROR, "internal error: assertion '%s' failed at %s:%d", expr, file, line);
     abort();
 }
 
@@ -58,7 +59,7 @@ void nt_pass_leave(void) { passes_running--; }
 static void check_not_in_pass(size_t bytes) {
 #ifdef NT_DEBUG
     if (passes_running > 0) {
-        fprintf(stderr, "nemotron: internal error: %zu-byte allocation inside a pass\n", bytes);
+        nt_log(NEMOTRON_LOG_ERROR, "internal error: %zu-byte allocation inside a pass", bytes);
         abort();
     }
 #else

@@ -30,4 +30,12 @@ static inline int test_summary(const char *name) {
 
 #define FIXTURES "tests/fixtures"
 
+/* The full tier (NEMOTRON_TEST_FULL=1: CI, scripts/test.sh): the checks that take seconds and
+ * repeat, at larger sizes or on more inputs, what the fast tier (make test) already covers.
+ * docs/TESTING.md lists what each tier runs. */
+static inline int test_full_tier(void) {
+    const char *e = getenv("NEMOTRON_TEST_FULL");
+    return e && *e && !(e[0] == '0' && !e[1]);
+}
+
 #endif /* NT_TEST_H */

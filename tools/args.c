@@ -74,9 +74,10 @@ static const struct option {
     {O_CTX, "-c|--ctx-size|--ctx", "N", CMD_LOGITS | CMD_GENERATE | CMD_RUN | CMD_CHAT,
      "context length of the session (default: what the run needs; chat 8192)"},
     {O_IGNORE_EOS, "--ignore-eos", NULL, CMD_GENERATE | CMD_RUN, "do not stop at an end-of-sequence id"},
-    {O_PROMPT, "-p|--prompt", "TEXT", CMD_RUN | CMD_BENCH,
-     "run: the prompt (- reads stdin); bench: prompt lengths, e.g. 256,512 (default 512)"},
-    {O_FILE, "-f|--file", "FILE", CMD_RUN, "the prompt from a file"},
+    {O_PROMPT, "-p|--prompt", "TEXT", CMD_RUN | CMD_CHAT | CMD_BENCH,
+     "run: the prompt (- reads stdin); chat (run -i): the first message, answered before the input "
+     "is read; bench: prompt lengths, e.g. 256,512 (default 512)"},
+    {O_FILE, "-f|--file", "FILE", CMD_RUN | CMD_CHAT, "the prompt (chat: the first message) from a file"},
     {O_INTERACTIVE, "-i|--interactive", NULL, CMD_RUN | CMD_CHAT, "run: chat instead (as llama.cpp's -i)"},
     {O_VERBOSE_PROMPT, "--verbose-prompt", NULL, TEXT_GEN_CMDS, "print the prompt's tokens (id -> 'text') on stderr"},
     {O_TOKENIZER, "--tokenizer", "FILE", CMD_TOKENIZE, "a tokenizer.json, a model directory or a .nemo"},
@@ -275,6 +276,10 @@ static void set_option(struct args *a, const struct option *o, const char *name,
     case O_CTX: a->ctx = (int)parse_int(v, name, 1, 1 << 24); break;
     case O_IGNORE_EOS: a->ignore_eos = 1; break;
     case O_PROMPT:
+        /* chat's standard input is the conversation itself */
+        if (a->cmd == CMD_CHAT && !strcmp(v, "-"))
+            cli_usage_error("%s -p -: chat reads its messages from stdin already; give the first "
+                            "message as -p TEXT or -f FILE", a->command);
         a->p_arg = v;
         if (a->cmd == CMD_BENCH) {
             a->n_bench_p = parse_int_list(v, name, 1, 1 << 20, a->bench_p);

@@ -1,6 +1,7 @@
 /* chat.c - `nemotron chat`: a conversation with the model.
  *
- *   nemotron chat -m MODEL [-sys TEXT] [--no-think] [-n N] [-c N] [sampling]
+ *   nemotron chat -m MODEL [-sys TEXT] [-p TEXT | -f FILE] [--no-think] [-n N] [-c N] [sampling]
+ *   (nemotron run -i ... is the same: llama.cpp's interactive mode after a prompt)
  *
  * It owns the conversation (a JSON array of messages, rendered in the Nemotron 3 chat format
  * every turn), the local commands (/help, /think, /no_think, /reset, /exit) and what happens when
@@ -14,8 +15,9 @@
  * With speculation (--spec, --draft-model) every turn starts over, since the decoder begins at
  * position 0. A turn that would leave less than CHAT_ANSWER_ROOM for the answer drops the oldest turns
  * first, and says so; a message that does not fit even alone is refused, and the conversation
- * goes on as it was. Bad input (invalid UTF-8, a NUL byte, an overlong line, an unknown
- * command) is reported and never sent. Ctrl-C stops an answer; at the input it ends the chat
+ * goes on as it was. -p TEXT or -f FILE is the first message, answered before the input is
+ * read. Bad input (invalid UTF-8, a NUL byte, an overlong line, an unknown command) is reported
+ * and never sent. Ctrl-C stops an answer; at the input it ends the chat
  * with status 130.
  */
 #include <json.h>
@@ -169,6 +171,43 @@ static int chat_turn(struct chat *c, const char *text) {
     return rc;
 }
 
+/* Whether text[0..len) can be sent: valid UTF-8 without a NUL byte; else says why, naming it
+ * `what`. */
+static int message_ok(const char *text, size_t len, const char *what) {
+    size_t valid = nt_utf8_valid_prefix((const unsigned char *)text, len);
+    if (valid < len) {
+        fprintf(stderr, "[%s is not valid UTF-8 (byte %zu): not sent]\n", what, valid + 1);
+        return 0;
+    }
+    if (strlen(text) < len) {
+        fprintf(stderr, "[%s holds a NUL byte (byte %zu): not sent]\n", what, strlen(text) + 1);
+        return 0;
+    }
+    return 1;
+}
+
+/* -p TEXT or -f FILE (run -i, as llama.cpp's -i after a prompt): the first message, sent and
+ * answered before the input is read. 0, or the chat's status when it cannot go on. */
+static int first_message(struct chat *c, const struct args *a) {
+    if (!a->p_arg && !a->prompt_file) return 0;
+    size_t len;
+    char *file_text = NULL;
+    const char *text = a->p_arg;
+    if (a->prompt_file) {
+        if (!(file_text = cli_read_file(a->prompt_file, &len))) return 1;
+        text = file_text;
+    } else {
+        len = strlen(text);
+    }
+    int rc = 0;
+    if (len && message_ok(text, len, a->prompt_file ? "the first message (-f)" : "the first message (-p)")) {
+        fprintf(stderr, "> %s\n", text);   /* the transcript shows what was sent */
+        rc = chat_turn(c, text);
+    }
+    free(file_text);
+    return rc;
+}
+
 /* A line that starts with '/' (but not "//"): handled here, never sent. 1 when it ends the chat. */
 static int chat_command(struct chat *c, const char *line) {
     if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) return 1;
@@ -199,7 +238,8 @@ int cmd_chat(const struct args *a) {
     line_input_open(&in);
     fprintf(stderr, "chat with %s (reasoning %s); /help lists the commands.\n", a->model,
             c.thinking ? "on" : "off");
-    for (long line_no = 1;; line_no++) {
+    rc = first_message(&c, a);
+    for (long line_no = 1; !rc; line_no++) {
         const char *text;
         size_t len;
         cli_interrupted = 0;
@@ -219,15 +259,9 @@ int cmd_chat(const struct args *a) {
             break;
         }
         if (len == 0) continue;
-        size_t valid = nt_utf8_valid_prefix((const unsigned char *)text, len);
-        if (valid < len) {
-            fprintf(stderr, "[message %ld is not valid UTF-8 (byte %zu): not sent]\n", line_no, valid + 1);
-            continue;
-        }
-        if (strlen(text) < len) {
-            fprintf(stderr, "[message %ld holds a NUL byte (byte %zu): not sent]\n", line_no, strlen(text) + 1);
-            continue;
-        }
+        char what[48];
+        snprintf(what, sizeof what, "message %ld", line_no);
+        if (!message_ok(text, len, what)) continue;
         if (text[0] == '/' && text[1] != '/') {
             if (chat_command(&c, text)) break;
             continue;

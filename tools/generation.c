@@ -286,7 +286,8 @@ int32_t *gen_encode(const struct gen *g, const char *text, size_t len, int add_s
     /* 2^30 ids: beyond any context, and the count must fit an int */
     if (st || !ids || need > (size_t)1 << 30) {
         free(ids);
-        cli_fail("tokenize", "encoding the text failed", st ? st : NEMOTRON_ERR_NOMEM);
+        cli_fail("tokenize", st ? nemotron_tokenizer_last_error() : "out of memory for the ids",
+                 st ? st : NEMOTRON_ERR_NOMEM);
         return NULL;
     }
     *n = (int)need;

@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "model/config.h"
 
 /* Loads shorter than this pass without a word: a small model opens in well under a second. */
 #define LOAD_QUIET_S 1
@@ -54,20 +53,6 @@ static void *watch_load(void *arg) {
     return NULL;
 }
 
-/* The trained context length, where it can be read without loading the model twice: a model
- * directory's config.json (a .nemo carries its config inside; the public API does not report
- * it yet). 0 when unknown. */
-static int trained_context(const char *path) {
-    struct stat sb;
-    char cfg_path[4096];
-    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 0;
-    if (snprintf(cfg_path, sizeof cfg_path, "%s/config.json", path) >= (int)sizeof cfg_path) return 0;
-    struct nt_config cfg;
-    struct nt_err err;
-    if (nt_config_load(cfg_path, &cfg, &err)) return 0;
-    return cfg.max_position_embeddings;
-}
-
 int cli_open(const struct args *a, int n_ctx, nemotron_model **m, nemotron_session **s) {
     nemotron_model_params mp = nemotron_model_default_params();
     mp.n_threads = a->threads;
@@ -91,8 +76,8 @@ int cli_open(const struct args *a, int n_ctx, nemotron_model **m, nemotron_sessi
     sp.n_ctx = a->ctx ? a->ctx : n_ctx;
     if (a->pass) sp.pass_max = a->pass;
     if (a->verify_max) sp.verify_max = a->verify_max;
-    int trained = a->ctx ? trained_context(a->model) : 0;
-    if (trained > 0 && a->ctx > trained)
+    int trained = nemotron_model_ctx_train(*m);
+    if (a->ctx > trained)
         fprintf(stderr, "nemotron: warning: --ctx %d is longer than the %d positions the model was trained on "
                         "(config.json max_position_embeddings); positions past them may give poor text\n",
                 a->ctx, trained);

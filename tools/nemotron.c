@@ -215,6 +215,7 @@ static int dispatch(struct args *a) {
         return cmd_run(a);
     }
     if (a->cmd == CMD_CHAT) {
+        if (a->p_arg && a->prompt_file) cli_usage_error("chat: give the first message with -p TEXT or -f FILE, not both");
         if (a->n_gen < 0) a->n_gen = 4096;
         return cmd_chat(a);
     }

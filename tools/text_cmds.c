@@ -79,7 +79,8 @@ static int encode_stdin(nemotron_tokenizer *t) {
     free(text);
     if (st) {
         free(ids);
-        return cli_fail("tokenize", "encoding failed", st);
+        return cli_fail("tokenize", ids || st != NEMOTRON_ERR_NOMEM ? nemotron_tokenizer_last_error()
+                                                                 : "out of memory for the ids", st);
     }
     putchar('[');
     for (size_t i = 0; i < n; i++) printf("%s%d", i ? ", " : "", (int)ids[i]);
@@ -108,7 +109,7 @@ static int decode_stdin(nemotron_tokenizer *t) {
     char *out = (!rc && !st) ? malloc(out_len + 1) : NULL;
     if (!rc && !st && !out) st = NEMOTRON_ERR_NOMEM;
     if (!rc && !st) st = nemotron_detokenize(t, ids, (size_t)n, 0, out, out_len + 1, &out_len);
-    if (!rc && st) rc = cli_fail("tokenize --decode", "decoding failed", st);
+    if (!rc && st) rc = cli_fail("tokenize --decode", nemotron_tokenizer_last_error(), st);
     if (!rc) fwrite(out, 1, out_len, stdout);
     free(out);
     free(ids);

@@ -16,6 +16,7 @@
  * bf16) and widened in registers.
  */
 #include "cpu.h"
+#include "log.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -372,8 +373,8 @@ int nt_cpu_isa_selected(void) {
     int isa = nt_cpu_isa_parse(force);
     if (isa >= 0 && nt_cpu_isa_available(isa)) return isa;
     /* a forced variant this processor lacks would die of SIGILL: say so and run the best one */
-    fprintf(stderr, "nemotron: NEMOTRON_CPU=%s: %s; using %s (the choices: scalar, avx2, avxvnni, avx512vnni)\n",
-            force, isa < 0 ? "no such kernel variant" : "this processor lacks its instructions", nt_cpu_isa_name(best));
+    nt_log(NEMOTRON_LOG_WARN, "NEMOTRON_CPU=%s: %s; using %s (the choices: scalar, avx2, avxvnni, avx512vnni)", force,
+           isa < 0 ? "no such kernel variant" : "this processor lacks its instructions", nt_cpu_isa_name(best));
     return best;
 }
 

@@ -57,16 +57,32 @@ int32_t nemotron_tokenizer_token_id(const nemotron_tokenizer *t, const char *tok
     return t && t->tok && token ? nt_tokenizer_token_id(t->tok, token, strlen(token)) : -1;
 }
 
+/* The message of this thread's last encode or decode (nemotron_tokenizer_last_error): the
+ * tokenizer is shared by threads, so it cannot hold one. */
+static _Thread_local struct nt_err last_err;
+
+const char *nemotron_tokenizer_last_error(void) { return last_err.msg; }
+
 nemotron_status nemotron_tokenize(const nemotron_tokenizer *t, const char *text, size_t len,
                                   int add_special, int32_t *ids, size_t cap, size_t *n_ids) {
-    if (!t || !t->tok || (!text && len) || !n_ids || (!ids && cap)) return NEMOTRON_ERR_ARG;
-    return nt_tokenizer_encode(t->tok, text ? text : "", len, add_special, ids, cap, n_ids, NULL);
+    last_err.msg[0] = 0;
+    if (!t || !t->tok || (!text && len) || !n_ids || (!ids && cap))
+        return nt_fail(&last_err, NEMOTRON_ERR_ARG, "nemotron_tokenize: %s",
+                       !t || !t->tok ? "no tokenizer" : !n_ids ? "n_ids is NULL"
+                                                      : !ids && cap ? "ids is NULL with cap > 0"
+                                                                    : "text is NULL with len > 0");
+    return nt_tokenizer_encode(t->tok, text ? text : "", len, add_special, ids, cap, n_ids, &last_err);
 }
 
 nemotron_status nemotron_detokenize(const nemotron_tokenizer *t, const int32_t *ids, size_t n,
                                     int skip_special, char *out, size_t cap, size_t *len) {
-    if (!t || !t->tok || (!ids && n) || !len || (!out && cap)) return NEMOTRON_ERR_ARG;
-    return nt_tokenizer_decode(t->tok, ids, n, skip_special, out, cap, len, NULL);
+    last_err.msg[0] = 0;
+    if (!t || !t->tok || (!ids && n) || !len || (!out && cap))
+        return nt_fail(&last_err, NEMOTRON_ERR_ARG, "nemotron_detokenize: %s",
+                       !t || !t->tok ? "no tokenizer" : !len ? "len is NULL"
+                                                    : !out && cap ? "out is NULL with cap > 0"
+                                                                  : "ids is NULL with n > 0");
+    return nt_tokenizer_decode(t->tok, ids, n, skip_special, out, cap, len, &last_err);
 }
 
 struct nemotron_detok {

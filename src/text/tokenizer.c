@@ -87,7 +87,7 @@ static size_t ws_suffix_start(const char *s, size_t n) {
 
 /* One Replace over s[0..n) into out (tokenizers: find_matches, every match replaced). */
 static nemotron_status replace(const struct nt_tokenizer *t, const struct nt_rx *rx,
-                               pcre2_match_data *md, const char *content, size_t clen,
+                               struct nt_rx_run *run, const char *content, size_t clen,
                                const char *s, size_t n, struct buf *out, const char *what,
                                struct nt_err *err) {
     out->len = 0;
@@ -95,14 +95,11 @@ static nemotron_status replace(const struct nt_tokenizer *t, const struct nt_rx 
     struct nt_rx_iter it = {0};
     size_t prev = 0, ms, me;
     int r;
-    while ((r = nt_rx_next(rx, md, s, n, &it, &ms, &me)) > 0) {
+    while ((r = nt_rx_next(rx, run, s, n, &it, &ms, &me)) > 0) {
         if (buf_add(out, s + prev, ms - prev) || buf_add(out, content, clen)) goto oom;
         prev = me;
     }
-    if (r < 0) {
-        nt_rx_error(r, what, err);
-        return NEMOTRON_ERR_UNSUPPORTED;
-    }
+    if (r < 0) return nt_rx_error(r, rx, run, what, err);
     if (buf_add(out, s + prev, n - prev)) goto oom;
     (void)t;
     return NEMOTRON_OK;
@@ -110,13 +107,17 @@ oom:
     return nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory", what);
 }
 
-nemotron_status nt_normalize(const struct nt_tokenizer *t, const char *s, size_t n, char **out,
-                             size_t *out_len, struct nt_err *err) {
+nemotron_status nt_normalize(const struct nt_tokenizer *t, struct nt_rx_run *run, const char *s,
+                             size_t n, char **out, size_t *out_len, struct nt_err *err) {
     struct buf a = {0}, b = {0};
-    pcre2_match_data *md = NULL;
+    struct nt_rx_run own = {0};
     nemotron_status st = NEMOTRON_OK;
     *out = NULL;
     *out_len = 0;
+    if (!run) {
+        run = &own;
+        if ((st = nt_rx_run_init(&own, t, n, err))) goto done;
+    }
     if (buf_add(&a, s, n)) goto oom;
     for (int i = 0; i < t->n_norm; i++) {
         const struct nt_norm *nm = &t->norm[i];
@@ -133,9 +134,8 @@ nemotron_status nt_normalize(const struct nt_tokenizer *t, const char *s, size_t
             if (buf_add(&b, a.p, a.len)) goto oom;
             break;
         case NT_NM_REPLACE:
-            if (nm->rx.code && !md && !(md = pcre2_match_data_create(1, t->gctx))) goto oom;
-            st =
-                replace(t, &nm->rx, md, nm->content, nm->content_len, a.p, a.len, &b, t->name, err);
+            st = replace(t, &nm->rx, run, nm->content, nm->content_len, a.p, a.len, &b, t->name,
+                         err);
             if (st) goto done;
             break;
         }
@@ -153,7 +153,7 @@ oom:
 done:
     nt_free(a.p);
     nt_free(b.p);
-    if (md) pcre2_match_data_free(md);
+    nt_rx_run_free(&own);
     return st;
 }
 
@@ -180,7 +180,7 @@ struct enc {
     const struct nt_tokenizer *t;
     int32_t *ids;
     size_t cap, n;
-    pcre2_match_data *md; /* one pair suffices: every level copies its offsets out at once */
+    struct nt_rx_run run; /* one pair suffices: every level copies its offsets out at once */
     struct nt_bpe_scratch bs;
     struct buf prefixed; /* ByteLevel's add_prefix_space copy */
     struct wcache wc;
@@ -316,7 +316,7 @@ static nemotron_status split(struct enc *e, int step, const struct nt_rx *rx,
     size_t prev = 0, ms, me;
     nemotron_status st;
     int r;
-    while ((r = nt_rx_next(rx, e->md, s, n, &it, &ms, &me)) > 0) {
+    while ((r = nt_rx_next(rx, &e->run, s, n, &it, &ms, &me)) > 0) {
         if (prev != ms && (st = segment(&sp, prev, ms, 0))) return st;
         if ((st = segment(&sp, ms, me, 1))) return st;
         prev = me;
@@ -324,8 +324,7 @@ static nemotron_status split(struct enc *e, int step, const struct nt_rx *rx,
     if (r < 0) {
         char what[300];
         snprintf(what, sizeof what, "%s: pre_tokenizer step %d", e->t->name, step);
-        nt_rx_error(r, what, e->err);
-        return NEMOTRON_ERR_UNSUPPORTED;
+        return nt_rx_error(r, rx, &e->run, what, e->err);
     }
     if (prev != n && (st = segment(&sp, prev, n, 0))) return st;
     if (sp.has) return out_piece(&sp, sp.a, sp.b);
@@ -357,7 +356,7 @@ static int is_word_char(const struct enc *e, const char *s, size_t n) {
     size_t len;
     cp_at(s, n, &len);
     int rc = pcre2_match(e->t->word_rx, (PCRE2_SPTR)s, len, 0, PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK,
-                         e->md, NULL);
+                         e->run.md, NULL);
     return rc >= 0;
 }
 
@@ -429,7 +428,7 @@ static nemotron_status normalized_piece(struct enc *e, const char *s, size_t n) 
     if (n == 0) return NEMOTRON_OK;
     char *norm = NULL;
     if (t->n_norm) {
-        nemotron_status st = nt_normalize(t, s, n, &norm, &n, e->err);
+        nemotron_status st = nt_normalize(t, &e->run, s, n, &norm, &n, e->err);
         if (st) return st;
         s = norm;
     }
@@ -447,7 +446,6 @@ nemotron_status nt_tokenizer_encode(const struct nt_tokenizer *t, const char *te
     struct enc e = {.t = t, .ids = ids, .cap = cap, .err = err};
     char *fixed = NULL;
     nemotron_status st = NEMOTRON_OK;
-    if (t->gctx && !(e.md = pcre2_match_data_create(1, t->gctx))) goto oom;
     if (len && nt_utf8_valid_prefix((const unsigned char *)text, len) < len) {
         /* what tokenizers saw: Python's decode("utf-8", "replace") of the bytes */
         if (len > SIZE_MAX / 3) goto oom;
@@ -455,6 +453,7 @@ nemotron_status nt_tokenizer_encode(const struct nt_tokenizer *t, const char *te
         len = nt_utf8_repair((const unsigned char *)text, len, fixed);
         text = fixed;
     }
+    if ((st = nt_rx_run_init(&e.run, t, len, err))) goto done;
     /* below 1 KB (a chat turn) the cache would cost more than it saves */
     if (len >= 1024) cache_init(&e.wc, len);
     if (add_special)
@@ -467,7 +466,7 @@ nemotron_status nt_tokenizer_encode(const struct nt_tokenizer *t, const char *te
 oom:
     st = nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory", t->name);
 done:
-    if (e.md) pcre2_match_data_free(e.md);
+    nt_rx_run_free(&e.run);
     nt_bpe_scratch_free(&e.bs);
     cache_free(&e.wc);
     nt_free(e.prefixed.p);
@@ -586,7 +585,7 @@ static void strip_span(const struct nt_dec *d, const char *s, size_t n, size_t *
 }
 
 static nemotron_status dec_step(const struct nt_tokenizer *t, const struct nt_dec *d,
-                                pcre2_match_data *md, const struct tlist *in, struct tlist *out,
+                                struct nt_rx_run *run, const struct tlist *in, struct tlist *out,
                                 struct nt_err *err) {
     const char *base = in->b.p;
     struct buf tmp = {0}, rep = {0};
@@ -639,7 +638,7 @@ static nemotron_status dec_step(const struct nt_tokenizer *t, const struct nt_de
         break;
     case NT_DC_REPLACE:
         for (size_t i = 0; i < in->n; i++) {
-            st = replace(t, &d->rx, md, d->content, d->content_len, base + in->it[i].off,
+            st = replace(t, &d->rx, run, d->content, d->content_len, base + in->it[i].off,
                          in->it[i].len, &rep, t->name, err);
             if (st) goto done;
             if (tl_add(out, rep.p ? rep.p : "", rep.len)) goto oom;
@@ -655,12 +654,6 @@ done:
     return st;
 }
 
-static int needs_md(const struct nt_tokenizer *t) {
-    for (int i = 0; i < t->n_dec; i++)
-        if (t->dec[i].kind == NT_DC_REPLACE && t->dec[i].rx.code) return 1;
-    return 0;
-}
-
 nemotron_status nt_tokenizer_decode(const struct nt_tokenizer *t, const int32_t *ids, size_t n,
                                     int skip_special, char *out, size_t cap, size_t *len,
                                     struct nt_err *err) {
@@ -672,18 +665,19 @@ nemotron_status nt_tokenizer_decode(const struct nt_tokenizer *t, const int32_t 
                            "decode: ids[%zu] = %d is outside the vocabulary (%d ids)", i,
                            (int)ids[i], (int)t->n_ids);
     struct tlist a = {0}, b = {0};
-    pcre2_match_data *md = NULL;
+    struct nt_rx_run run = {0};
     nemotron_status st = NEMOTRON_OK;
     for (size_t i = 0; i < n; i++) {
         const struct nt_idinfo *d = nt_tok_info(t, ids[i]);
         if (!d || (skip_special && d->special)) continue; /* ids without a token are skipped */
         if (tl_add(&a, d->text, d->len)) goto oom;
     }
-    if (needs_md(t) && !(md = pcre2_match_data_create(1, t->gctx))) goto oom;
+    /* the budget: the text as the tokens spell it (a decoder step changes its length by little) */
+    if ((st = nt_rx_run_init(&run, t, a.b.len, err))) goto done;
     for (int k = 0; k < t->n_dec; k++) {
         b.n = 0;
         b.b.len = 0;
-        if ((st = dec_step(t, &t->dec[k], md, &a, &b, err))) goto done;
+        if ((st = dec_step(t, &t->dec[k], &run, &a, &b, err))) goto done;
         struct tlist x = a;
         a = b;
         b = x;
@@ -707,7 +701,7 @@ nemotron_status nt_tokenizer_decode(const struct nt_tokenizer *t, const int32_t 
 oom:
     st = nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory", t->name);
 done:
-    if (md) pcre2_match_data_free(md);
+    nt_rx_run_free(&run);
     tl_free(&a);
     tl_free(&b);
     if (st) *len = 0;
@@ -728,7 +722,7 @@ void nt_detok_init(struct nt_detok *d) { memset(d, 0, sizeof *d); }
  * the stream. Exact for every chain except: a ByteFallback run holding invalid bytes, a Strip
  * with stop after a fusing step, a Replace whose match spans two tokens. */
 static nemotron_status stream_token(const struct nt_tokenizer *t, struct nt_detok *d,
-                                    pcre2_match_data *md, const struct nt_idinfo *info,
+                                    struct nt_rx_run *run, const struct nt_idinfo *info,
                                     struct buf *tok, struct nt_err *err) {
     struct buf tmp = {0};
     nemotron_status st = NEMOTRON_OK;
@@ -771,7 +765,7 @@ static nemotron_status stream_token(const struct nt_tokenizer *t, struct nt_deto
             break;
         }
         case NT_DC_REPLACE:
-            if ((st = replace(t, &dc->rx, md, dc->content, dc->content_len, tok->p, tok->len, &tmp,
+            if ((st = replace(t, &dc->rx, run, dc->content, dc->content_len, tok->p, tok->len, &tmp,
                               t->name, err)))
                 goto done;
             tok->len = 0;
@@ -798,12 +792,9 @@ int nt_detok_push(const struct nt_tokenizer *t, struct nt_detok *d, int32_t id, 
     if (!info || (skip_special && info->special)) return 0;
     struct nt_detok nd = *d; /* committed only when the bytes fit */
     struct buf tok = {0};
-    pcre2_match_data *md = NULL;
+    struct nt_rx_run run;
     int result = -1;
-    if (needs_md(t) && !(md = pcre2_match_data_create(1, t->gctx))) {
-        nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory", t->name);
-        goto done;
-    }
+    if (nt_rx_run_init(&run, t, info->len, err)) goto done;
     if (!t->has_decoder) {
         /* tokens joined by spaces */
         if ((nd.started && buf_add(&tok, " ", 1)) || buf_add(&tok, info->text, info->len)) {
@@ -811,7 +802,7 @@ int nt_detok_push(const struct nt_tokenizer *t, struct nt_detok *d, int32_t id, 
             goto done;
         }
         nd.started = 1;
-    } else if (stream_token(t, &nd, md, info, &tok, err)) {
+    } else if (stream_token(t, &nd, &run, info, &tok, err)) {
         goto done;
     }
     /* the hold-back: pending bytes + this token, complete characters out, an incomplete tail
@@ -858,7 +849,7 @@ int nt_detok_push(const struct nt_tokenizer *t, struct nt_detok *d, int32_t id, 
     *d = nd;
     result = (int)o;
 done:
-    if (md) pcre2_match_data_free(md);
+    nt_rx_run_free(&run);
     nt_free(tok.p);
     return result;
 }

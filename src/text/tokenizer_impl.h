@@ -74,7 +74,7 @@ void nt_json_line_col(const char *s, size_t off, size_t *line, size_t *col);
 struct nt_rx {
     pcre2_code *code; /* NULL: a literal */
     int jit;          /* code was JIT-compiled */
-    char *lit;
+    char *lit;        /* the literal; for a regex, its source as written (for messages) */
     size_t lit_len;
 };
 
@@ -193,9 +193,54 @@ nemotron_status nt_rx_compile(struct nt_tokenizer *t, struct nt_rx *rx, const ch
                               int kind, const char *what, struct nt_err *err);
 void nt_rx_free(struct nt_rx *rx);
 
+/* The matching state of one call (an encode, a decode, a streamed token): PCRE2's match data
+ * (one ovector pair) and match context, and the match steps the call may still spend.
+ *
+ * PCRE2's match limit bounds one match call; a pattern that backtracks over what follows each
+ * position (\s*\s*\s*q over a run of spaces) stays under it at every call and still took 3.7 s
+ * per KB. So a call gets one budget for all its matches, NT_RX_BUDGET_BASE +
+ * NT_RX_BUDGET_PER_BYTE per byte of its text, and each match is charged an upper bound of what
+ * it did (nt_rx_find): its step limit starts at NT_RX_FIRST_LIMIT and is quadrupled while PCRE2
+ * reports it reached, each attempt charged in full; the text it sees starts as a window of
+ * NT_RX_FIRST_WINDOW bytes and is quadrupled while the match reaches the window's end, the
+ * bytes of each larger window charged too. The window keeps the cost of one counted step (a
+ * possessive repeat scans in one step) to what the match needs to see. That pattern now fails
+ * in 0.08 s at 1 KB and 0.5 s at 100 KB, naming the regex. What is left: a pattern that at
+ * every position scans to the end of the text in possessive steps ([^q]*[^q]*q over text
+ * without q) grows its window to the whole text, paying the text's length per match: the
+ * budget stops it after O(sqrt(budget)) matches, each of which may cost the square of the
+ * text's length (7 s at 10 KB). */
+struct nt_rx_run {
+    pcre2_match_data *md;
+    pcre2_match_context *mc;
+    uint64_t left, budget; /* steps left; what the call started with */
+    size_t text_len;       /* the text the budget was made for (for the message) */
+};
+/* PCRE2's own limit for one match call: a text that one call could match before still can. */
+#define NT_RX_BUDGET_BASE 10000000u
+/* Measured on the GPT-style patterns of the bundled and fixture tokenizers over texts of 20 KB
+ * to 10 MiB (prose, code, CJK, runs of digits, punctuation, letters and white space): at most
+ * 64 per byte, a run of digits (one match per digit, each charged NT_RX_FIRST_LIMIT); a 10 MiB
+ * run of spaces is charged 2 per byte. The budget is 16 times that most. */
+#define NT_RX_BUDGET_PER_BYTE 1024u
+#define NT_RX_FIRST_LIMIT 64u
+/* The text a match first sees past its start (bytes); grown while the match reaches its end. */
+#define NT_RX_FIRST_WINDOW 256u
+/* What nt_rx_find uses: NT_RX_FIRST_WINDOW. test_tokenizer sets it (1: every match grows its
+ * window from one byte; SIZE_MAX: whole texts, no window) to show the ids do not depend on it. */
+extern size_t nt_rx_first_window;
+/* nt_rx_find's result when the call's budget is spent (PCRE2's codes are all above it). */
+#define NT_RX_OVER_BUDGET (-100000)
+
+/* Sets up r for a call over a text of text_len bytes; NEMOTRON_ERR_NOMEM on failure (r can be
+ * freed either way). */
+nemotron_status nt_rx_run_init(struct nt_rx_run *r, const struct nt_tokenizer *t, size_t text_len,
+                               struct nt_err *err);
+void nt_rx_run_free(struct nt_rx_run *r);
+
 /* The first match in s[0..n) starting at or after pos: 1 and [*ms, *me); 0: none; < 0: a
- * PCRE2 error code (match limit and the like). md: at least one ovector pair. */
-int nt_rx_find(const struct nt_rx *rx, pcre2_match_data *md, const char *s, size_t n, size_t pos,
+ * PCRE2 error code, or NT_RX_OVER_BUDGET (the call's budget is spent). */
+int nt_rx_find(const struct nt_rx *rx, struct nt_rx_run *run, const char *s, size_t n, size_t pos,
                size_t *ms, size_t *me);
 
 /* Successive matches as the onig crate's find_iter yields them (empty matches included, but
@@ -204,17 +249,20 @@ struct nt_rx_iter {
     size_t pos, last_end;
     int has_last;
 };
-int nt_rx_next(const struct nt_rx *rx, pcre2_match_data *md, const char *s, size_t n,
+int nt_rx_next(const struct nt_rx *rx, struct nt_rx_run *run, const char *s, size_t n,
                struct nt_rx_iter *it, size_t *ms, size_t *me);
-/* Sets err for a PCRE2 error code rc from matching `what`. */
-void nt_rx_error(int rc, const char *what, struct nt_err *err);
+/* Sets err for nt_rx_find's error rc from matching rx (`what`: where it sits in the file),
+ * naming the regex; returns the status (NEMOTRON_ERR_UNSUPPORTED). */
+nemotron_status nt_rx_error(int rc, const struct nt_rx *rx, const struct nt_rx_run *run,
+                            const char *what, struct nt_err *err);
 
 /* ---- shared by the loader (tokenizer.c) ---- */
 
 /* Runs the normalizer over s[0..n): *out (nt_alloc'd, free with nt_free) gets the result, of
- * *out_len bytes. With no normalizer *out is a copy. */
-nemotron_status nt_normalize(const struct nt_tokenizer *t, const char *s, size_t n, char **out,
-                             size_t *out_len, struct nt_err *err);
+ * *out_len bytes. With no normalizer *out is a copy. run: the calling encode's matching state
+ * (its budget), or NULL for a call of its own. */
+nemotron_status nt_normalize(const struct nt_tokenizer *t, struct nt_rx_run *run, const char *s,
+                             size_t n, char **out, size_t *out_len, struct nt_err *err);
 
 /* The ids and text one token decodes to, before the decoder: NULL when id is a hole. */
 static inline const struct nt_idinfo *nt_tok_info(const struct nt_tokenizer *t, int32_t id) {

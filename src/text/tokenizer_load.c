@@ -883,7 +883,7 @@ static nemotron_status build_ids(struct ld *L) {
         if (k && t->n_norm) {
             char *nrm;
             size_t nlen;
-            nemotron_status st = nt_normalize(t, a->text, a->len, &nrm, &nlen, L->err);
+            nemotron_status st = nt_normalize(t, NULL, a->text, a->len, &nrm, &nlen, L->err);
             if (st) return st;
             int rc = trie_add(&t->trie[1], (const unsigned char *)nrm, nlen, i, &cap[1]);
             nt_free(nrm);
@@ -899,7 +899,9 @@ static nemotron_status build_ids(struct ld *L) {
             static const char w[] = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]";
             nemotron_status st = nt_rx_compile(t, &rx, w, sizeof w - 1, NT_RX_PCRE, what, L->err);
             if (st) return st;
-            t->word_rx = rx.code;
+            t->word_rx = rx.code; /* the code alone: the rest (its source) goes */
+            rx.code = NULL;
+            nt_rx_free(&rx);
         }
     }
     return NEMOTRON_OK;

@@ -216,8 +216,15 @@ nemotron_status nt_rx_compile(struct nt_tokenizer *t, struct nt_rx *rx, const ch
         return st;
     }
     nt_free(buf);
-    /* JIT is an optimisation: a pattern it cannot handle still runs in the interpreter */
-    rx->jit = pcre2_jit_compile(rx->code, PCRE2_JIT_COMPLETE) == 0;
+    /* the source as written, for the messages of failed matches */
+    if (!(rx->lit = nt_alloc(len + 1)))
+        return nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory", what);
+    memcpy(rx->lit, pat, len);
+    rx->lit[len] = 0;
+    rx->lit_len = len;
+    /* JIT is an optimisation: a pattern it cannot handle still runs in the interpreter. Both
+     * modes nt_rx_find uses: complete matching, and hard partial matching of a window. */
+    rx->jit = pcre2_jit_compile(rx->code, PCRE2_JIT_COMPLETE | PCRE2_JIT_PARTIAL_HARD) == 0;
     return NEMOTRON_OK;
 }
 
@@ -227,7 +234,46 @@ void nt_rx_free(struct nt_rx *rx) {
     memset(rx, 0, sizeof *rx);
 }
 
-int nt_rx_find(const struct nt_rx *rx, pcre2_match_data *md, const char *s, size_t n, size_t pos,
+size_t nt_rx_first_window = NT_RX_FIRST_WINDOW;
+
+nemotron_status nt_rx_run_init(struct nt_rx_run *r, const struct nt_tokenizer *t, size_t text_len,
+                               struct nt_err *err) {
+    memset(r, 0, sizeof *r);
+    r->text_len = text_len;
+    r->budget = NT_RX_BUDGET_BASE;
+    r->budget += text_len > (UINT64_MAX - r->budget) / NT_RX_BUDGET_PER_BYTE
+                     ? UINT64_MAX - r->budget
+                     : (uint64_t)text_len * NT_RX_BUDGET_PER_BYTE;
+    r->left = r->budget;
+    if (!t->gctx) return NEMOTRON_OK; /* no pattern to match */
+    if (!(r->md = pcre2_match_data_create(1, t->gctx)) ||
+        !(r->mc = pcre2_match_context_create(t->gctx)))
+        return nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory", t->name);
+    return NEMOTRON_OK;
+}
+
+void nt_rx_run_free(struct nt_rx_run *r) {
+    if (r->md) pcre2_match_data_free(r->md);
+    if (r->mc) pcre2_match_context_free(r->mc);
+    r->md = NULL;
+    r->mc = NULL;
+}
+
+/* One PCRE2 match of s[0..end) from pos under the context's limit; options: 0 or
+ * PCRE2_PARTIAL_HARD. */
+static int match_once(const struct nt_rx *rx, struct nt_rx_run *run, const char *s, size_t end,
+                      size_t pos, uint32_t options) {
+    int rc;
+    if (rx->jit) {
+        rc = pcre2_jit_match(rx->code, (PCRE2_SPTR)s, end, pos, options, run->md, run->mc);
+        /* the JIT's 32 KB machine stack ran out: the interpreter keeps its frames on the heap */
+        if (rc != PCRE2_ERROR_JIT_STACKLIMIT) return rc;
+    }
+    return pcre2_match(rx->code, (PCRE2_SPTR)s, end, pos, options | PCRE2_NO_JIT | PCRE2_NO_UTF_CHECK,
+                       run->md, run->mc);
+}
+
+int nt_rx_find(const struct nt_rx *rx, struct nt_rx_run *run, const char *s, size_t n, size_t pos,
                size_t *ms, size_t *me) {
     if (!rx->code) {
         if (rx->lit_len == 0) {
@@ -241,31 +287,52 @@ int nt_rx_find(const struct nt_rx *rx, pcre2_match_data *md, const char *s, size
         *me = *ms + rx->lit_len;
         return 1;
     }
+    /* The match first sees a window of the text after pos; PCRE2_PARTIAL_HARD reports when any
+     * path of the match reached the window's end (its result could depend on what follows),
+     * and the window grows by 4. A complete match or no match that never touched the end is
+     * the one the whole text gives. The step limit grows by 4 likewise. Each attempt is
+     * charged its step limit, and the window's bytes once it has grown past the first (a
+     * single counted step may scan the window: a possessive repeat is one step). */
+    uint64_t limit = NT_RX_FIRST_LIMIT;
+    size_t window = nt_rx_first_window;
     int rc;
-    if (rx->jit) {
-        rc = pcre2_jit_match(rx->code, (PCRE2_SPTR)s, n, pos, 0, md, NULL);
-        /* the JIT's 32 KB machine stack ran out: the interpreter keeps its frames on the heap */
-        if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
-            rc = pcre2_match(rx->code, (PCRE2_SPTR)s, n, pos, PCRE2_NO_JIT | PCRE2_NO_UTF_CHECK, md,
-                             NULL);
-    } else {
-        rc = pcre2_match(rx->code, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, md, NULL);
+    for (;;) {
+        size_t end = n;
+        if (n - pos > window) {
+            end = pos + window;
+            while (end < n && ((unsigned char)s[end] & 0xC0) == 0x80) end++; /* a character's start */
+        }
+        if (limit > run->left) limit = run->left;
+        if (limit > UINT32_MAX) limit = UINT32_MAX;
+        uint64_t charge = limit + (window > nt_rx_first_window ? end - pos : 0);
+        if (limit == 0 || charge > run->left) return NT_RX_OVER_BUDGET;
+        run->left -= charge;
+        pcre2_set_match_limit(run->mc, (uint32_t)limit);
+        rc = match_once(rx, run, s, end, pos, end < n ? PCRE2_PARTIAL_HARD : 0);
+        if (rc == PCRE2_ERROR_MATCHLIMIT) {
+            if (run->left == 0) return NT_RX_OVER_BUDGET;
+            limit *= 4;
+        } else if (rc == PCRE2_ERROR_PARTIAL) {
+            window = window > SIZE_MAX / 4 ? SIZE_MAX : window * 4;
+        } else {
+            break;
+        }
     }
     if (rc == PCRE2_ERROR_NOMATCH) return 0;
     if (rc < 0) return rc;
     /* rc == 0: more groups than the ovector holds; the whole match is still there */
-    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(run->md);
     *ms = ov[0];
     *me = ov[1];
     if (*ms > *me) *ms = *me; /* \K in a lookahead can report a start after the end */
     return 1;
 }
 
-int nt_rx_next(const struct nt_rx *rx, pcre2_match_data *md, const char *s, size_t n,
+int nt_rx_next(const struct nt_rx *rx, struct nt_rx_run *run, const char *s, size_t n,
                struct nt_rx_iter *it, size_t *ms, size_t *me) {
     for (;;) {
         if (it->pos > n) return 0;
-        int r = nt_rx_find(rx, md, s, n, it->pos, ms, me);
+        int r = nt_rx_find(rx, run, s, n, it->pos, ms, me);
         if (r <= 0) return r;
         if (*ms == *me && it->has_last && it->last_end == *me) {
             /* onig's FindMatches: no empty match right where the previous one ended; search
@@ -289,9 +356,19 @@ int nt_rx_next(const struct nt_rx *rx, pcre2_match_data *md, const char *s, size
     }
 }
 
-void nt_rx_error(int rc, const char *what, struct nt_err *err) {
+nemotron_status nt_rx_error(int rc, const struct nt_rx *rx, const struct nt_rx_run *run,
+                            const char *what, struct nt_err *err) {
+    int shown = rx->lit_len > 200 ? 200 : (int)rx->lit_len;
+    const char *pat = rx->lit ? rx->lit : "", *more = rx->lit_len > 200 ? "..." : "";
+    if (rc == NT_RX_OVER_BUDGET)
+        return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED,
+                       "%s: the regex /%.*s%s/ backtracks too much: matching it over this %zu-byte "
+                       "text needs more than %llu match steps (%u + %u per byte); the pattern, not "
+                       "the text, is at fault",
+                       what, shown, pat, more, run->text_len, (unsigned long long)run->budget,
+                       NT_RX_BUDGET_BASE, NT_RX_BUDGET_PER_BYTE);
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(rc, msg, sizeof msg);
-    nt_fail(err, NEMOTRON_ERR_UNSUPPORTED, "%s: the regex match failed: %s", what,
-            (const char *)msg);
+    return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED, "%s: matching the regex /%.*s%s/ failed: %s", what,
+                   shown, pat, more, (const char *)msg);
 }

@@ -1,7 +1,18 @@
-# checks.sh - the check counter the tests/cli scripts share (sourced, after `suite=NAME`):
+# checks.sh - what the tests/cli scripts share; each sources it first, after `suite=NAME`:
+#   the setup: the repository root as the working directory (so paths are the repository's),
+#   bin (the script's first argument: the nemotron command, build/nemotron by default), model
+#   and tok (the bundled model and its tokenizer.json), work (a temporary directory, removed
+#   when the script exits);
 #   check DESCRIPTION COMMAND...   runs COMMAND; a failure is counted and named on stderr
 #   checks_summary                 prints the suite's line; fails when a check failed or none ran
 # (a script that ran no check proves nothing: it fails too).
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+bin=${1:-build/nemotron}
+model=models/nemotron-h-kjv
+tok=$model/tokenizer.json
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 checks=0
 failed=0
 check() {

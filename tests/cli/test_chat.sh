@@ -11,21 +11,16 @@
 #   - a """ block is one message, its lines joined with newlines (the prompt's tokens are those of
 #     the template's rendering of that message); a block the input ends inside is not sent;
 #   - //text sends /text;
+#   - -p TEXT / -f FILE (and run -i -p, llama.cpp's habit) is the first message: the same chat as
+#     typing it first; chat -p - (stdin is the conversation) and -p with -f are refused;
 #   - Ctrl-C during an answer stops that answer and the chat goes on; Ctrl-C while the chat
 #     waits for input ends it with status 130;
 #   - on a terminal (tests/cli/chat_terminal.py, a pseudo-terminal) lines go through libedit:
 #     the up arrow recalls the previous message.
 # Every chat must exit 0 at the end of its input.
 # usage (from the repository root): bash tests/cli/test_chat.sh build/nemotron
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-bin=${1:-build/nemotron}
-model=models/nemotron-h-kjv
-tok=$model/tokenizer.json
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 suite=chat
-. tests/cli/checks.sh
+. "$(dirname "$0")/checks.sh"
 # chat INPUT ARGS...: runs a greedy chat on INPUT; stdout in $work/out, stderr in $work/err
 chat() {
     local input=$1
@@ -41,6 +36,29 @@ check "help/unknown: exit $chat_rc" test "$chat_rc" -eq 0
 check "/help lists the commands" grep -q '/no_think' "$work/err"
 check "an unknown command is named: $(grep -i unknown "$work/err")" grep -q "unknown command '/bogus'" "$work/err"
 check "only the real message reached the model ($(turns) turns)" test "$(turns)" -eq 1
+
+# -p TEXT / -f FILE (run -i -p: llama.cpp's interactive mode after a prompt): the first message,
+# answered before the input is read; the same chat as typing it first
+chat $'In the beginning\nAnd God said\n' --no-think -n 8
+want_out=$(cat "$work/out")
+printf 'And God said\n' | "$bin" run -m "$model" -i -p "In the beginning" --temp 0 --no-think -n 8 \
+    >"$work/out" 2>"$work/err"
+check "run -i -p: exit $?, two turns ($(turns))" test "$(turns)" -eq 2
+check "run -i -p TEXT = TEXT typed as the first message: '$(cat "$work/out")' vs '$want_out'" \
+    test -n "$want_out" -a "$(cat "$work/out")" = "$want_out"
+check "the first message is shown: $(grep '^> ' "$work/err")" grep -qx '> In the beginning' "$work/err"
+printf 'In the beginning' >"$work/first.txt"
+chat $'And God said\n' --no-think -n 8 -f "$work/first.txt"
+check "chat -f FILE = the same: exit $chat_rc" test "$chat_rc" -eq 0 -a "$(cat "$work/out")" = "$want_out"
+chat $'x\n' -p - -n 2
+check "chat -p - (stdin is the chat): exit $chat_rc, said: $(head -1 "$work/err")" \
+    test "$chat_rc" -eq 2 -a -n "$(grep 'reads its messages from stdin' "$work/err")"
+chat $'x\n' -p a -f "$work/first.txt" -n 2
+check "chat -p and -f together: exit $chat_rc" test "$chat_rc" -eq 2 -a -n "$(grep 'not both' "$work/err")"
+printf '\xff' >"$work/bad.txt"
+chat $'And God said\n' --no-think -n 4 -f "$work/bad.txt"
+check "a first message of invalid UTF-8 is reported, the chat goes on ($(turns) turn)" \
+    test "$chat_rc" -eq 0 -a "$(turns)" -eq 1 -a -n "$(grep 'first message (-f) is not valid UTF-8' "$work/err")"
 
 # the second turn reuses what the session holds, and answers as a fresh evaluation would
 chat $'In the beginning\nAnd God said\n' --no-think -n 12 --verbose-prompt
@@ -101,29 +119,45 @@ check "unterminated block: not sent ($(turns))" test "$(turns)" -eq 0
 chat $'//In the beginning\n' --no-think -n 4
 check "//text: sent as one turn ($(turns))" test "$(turns)" -eq 1
 
-# Ctrl-C: an answer stops, the chat goes on (input through a fifo, so it arrives when we say)
+# Ctrl-C: an answer stops, the chat goes on (input through a fifo, so it arrives when we say).
+# Each SIGINT is sent once the answer is being printed (the handler is in place: a background
+# job ignores a SIGINT that comes earlier), and the second answer is interrupted too, so no
+# answer runs to the end of the context; a watchdog ends a hung chat.
+# grows FILE SIZE: waits (30 s at most) until FILE holds more than SIZE bytes
+grows() { for _ in $(seq 300); do [ "$(stat -c %s "$1")" -gt "$2" ] && return 0; sleep 0.1; done; return 1; }
+# said N: waits until the chat's stderr holds N interrupted turns
+said() { for _ in $(seq 300); do [ "$(grep -c 'interrupted\]' "$work/err")" -ge "$1" ] && return 0; sleep 0.1; done; return 1; }
 mkfifo "$work/in"
-"$bin" chat -m "$model" --no-think -n 1000000 -c 8192 <"$work/in" >/dev/null 2>"$work/err" &
+"$bin" chat -m "$model" --no-think -n 1000000 -c 8192 <"$work/in" >"$work/out" 2>"$work/err" &
 pid=$!
+(sleep 120 && kill -KILL $pid 2>/dev/null) &
+watchdog=$!
 exec 3>"$work/in"
 printf 'In the beginning\n' >&3
-sleep 1
-kill -INT $pid
-sleep 0.5
-printf 'And God said\n/exit\n' >&3
+grows "$work/out" 0 && kill -INT $pid
+said 1
+size=$(stat -c %s "$work/out")
+printf 'And God said\n' >&3
+grows "$work/out" "$size" && kill -INT $pid
+said 2
+printf '/exit\n' >&3
 exec 3>&-
 wait $pid
 rc=$?
+kill $watchdog 2>/dev/null
 check "Ctrl-C in an answer: the chat went on and ended with 0 (exit $rc)" test $rc -eq 0
 check "Ctrl-C in an answer: the answer says it was interrupted" grep -q 'interrupted\]' "$work/err"
 check "Ctrl-C in an answer: the next message was answered ($(turns))" test "$(turns)" -eq 2
-# Ctrl-C at the input: 130
-sleep 5 | "$bin" chat -m "$model" --no-think >/dev/null 2>&1 &
+# Ctrl-C at the input: 130 (sent once the chat has said it is ready)
+mkfifo "$work/in2"
+"$bin" chat -m "$model" --no-think <"$work/in2" >/dev/null 2>"$work/err" &
 pid=$!
-sleep 1
+exec 4>"$work/in2"   # the input stays open: the chat waits at it
+for _ in $(seq 300); do grep -q '^chat with' "$work/err" && break; sleep 0.1; done
 kill -INT $pid
 wait $pid
 rc=$?
+exec 4>&-
 check "Ctrl-C at the input: exit $rc, expected 130" test $rc -eq 130
 
 # on a terminal (a pseudo-terminal), libedit reads the lines: the up arrow recalls the last one

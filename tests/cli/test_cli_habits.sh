@@ -2,8 +2,8 @@
 # test_cli_habits.sh - the command line as a llama.cpp user types it, on the bundled model:
 #   - aliases: -c/--ctx-size (= --ctx), -f/--file (= -p TEXT), -p - (stdin), -sys/--system-prompt
 #     (the system prompt reaches the model), -s (= --seed), --seed -1 (a random seed, printed,
-#     that repeats the run), -i (run becomes chat), -ngl (0: the CPU; N > 0: the GPU, said),
-#     --verbose-prompt (the prompt's ids), bench lists (-p 8,16 -n 4,8: one row each; --json
+#     that repeats the run), -i (run becomes chat; -p TEXT its first message), -ngl (0: the CPU;
+#     N > 0: the GPU, said), --verbose-prompt (the prompt's ids), bench lists (-p 8,16 -n 4,8: one row each; --json
 #     arrays), bench --verify (a line per drafted length, the JSON's verify array);
 #   - per-command --help lists that command's options only; an option that does not apply to a
 #     command is refused, naming both;
@@ -11,19 +11,13 @@
 #     synth leaves neither its .partial nor the output;
 #   - one id list both ways: generate's 1,2,3 decodes with tokenize --decode, and tokenize's
 #     [1, 2, 3] is accepted by --tokens with the same result as 1,2,3;
-#   - --ctx past the trained length (4096) warns; a run cut by the end of the context says so;
+#   - --ctx past the trained length (4096) warns, for a directory and a .nemo; a run cut by the
+#     end of the context says so;
 #   - a model file cut short during a run: a message and status 1 (not SIGBUS's bare death);
 #   - NaN weights or an overflowing config value: an error naming the position, no output.
 # usage (from the repository root): bash tests/cli/test_cli_habits.sh build/nemotron
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-bin=${1:-build/nemotron}
-model=models/nemotron-h-kjv
-tok=$model/tokenizer.json
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 suite=cli-habits
-. tests/cli/checks.sh
+. "$(dirname "$0")/checks.sh"
 prompt="And the LORD said unto Moses,"
 
 # aliases of the context length: -c and --ctx-size refuse a run that cannot fit, as --ctx does
@@ -63,8 +57,11 @@ printf 'In the beginning\n' | "$bin" chat -m "$model" --no-think -n 2 --temp 0 -
 check "--system-prompt = -sys" cmp -s <(grep -- "->" "$work/err") <(grep -- "->" "$work/err2")
 printf 'In the beginning\n/exit\n' | "$bin" run -i -m "$model" --no-think -n 4 --temp 0 >/dev/null 2>"$work/err"
 check "run -i chats: exit $?" grep -q '^\[prompt ' "$work/err"
-"$bin" run -i -m "$model" -p x >/dev/null 2>"$work/err"
-check "run -i -p: refused, saying -i makes a chat" grep -q "does not apply to 'chat' (-i makes run a chat)" "$work/err"
+"$bin" run -i -m "$model" -p "In the beginning" --no-think -n 4 --temp 0 </dev/null >/dev/null 2>"$work/err"
+check "run -i -p TEXT: TEXT is the chat's first message, answered: exit $?" grep -q '^\[prompt ' "$work/err"
+"$bin" run -i -m "$model" --ignore-eos </dev/null >/dev/null 2>"$work/err"
+check "run -i with a flag chat does not take: refused, saying -i makes a chat" \
+    grep -q "does not apply to 'chat' (-i makes run a chat)" "$work/err"
 
 # -ngl: 0 is the CPU; N > 0 asks for the GPU and says what that means here
 g0=$("$bin" generate -m "$model" --tokens 1,2,3 -n 3 -ngl 0 2>/dev/null)
@@ -172,6 +169,10 @@ check "--tokens '[1, 2': refused, the bracket named" grep -q "does not end with 
 check "-c 5000 > 4096 trained: a warning" grep -q "longer than the 4096 positions the model was trained on" "$work/err"
 "$bin" run -m "$model" -p "$prompt" -n 2 -c 4096 >/dev/null 2>"$work/err"
 check "-c 4096: no warning" test -z "$(grep trained "$work/err")"
+"$bin" convert "$model" -o "$work/demo.nemo" >/dev/null 2>&1
+"$bin" generate -m "$work/demo.nemo" --tokens 1,2,3 -n 1 -c 5000 >/dev/null 2>"$work/err"
+check "-c 5000 on a .nemo (its config inside): the same warning" \
+    grep -q "longer than the 4096 positions the model was trained on" "$work/err"
 "$bin" run -m "$model" -p "$prompt" -n 100 -c 20 --temp 0 --ignore-eos >/dev/null 2>"$work/err"
 check "a run cut by the context says so" grep -q "the context of 20 positions is full" "$work/err"
 

@@ -14,18 +14,12 @@
 # The install is of the release build: under the ASan build (tests/run.sh build/asan) the script
 # says it does not apply and passes nothing.
 # usage (from the repository root): bash tests/cli/test_install.sh build/nemotron
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-bin=${1:-build/nemotron}
+suite=install
+. "$(dirname "$0")/checks.sh"
 if [ "$(dirname "$bin")" != build ]; then
     printf '%-28s not run: it installs the release build (build/), not %s\n' install "$(dirname "$bin")"
     exit 0
 fi
-model=models/nemotron-h-kjv
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-suite=install
-. tests/cli/checks.sh
 prefix=$work/prefix
 # make's own variables of the calling make (test runs inside `make test`) must not leak in
 if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install PREFIX="$prefix" >"$work/make.log" 2>&1; then

@@ -6,17 +6,11 @@
 #     and --stop ends the output just before the stop string;
 #   - the same --seed gives the same sampled text;
 #   - bad input (no tokenizer, malformed id lists, ids outside the vocabulary, a bad --temp, an
-#     empty --stop, a missing messages file, malformed messages) exits non-zero with a message.
+#     empty --stop, a missing messages file, malformed messages, a tokenizer.json whose pattern
+#     backtracks past the encode's budget) exits non-zero with a message.
 # usage (from the repository root): bash tests/cli/test_text_cli.sh build/nemotron
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-bin=${1:-build/nemotron}
-model=models/nemotron-h-kjv
-tok=$model/tokenizer.json
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 suite=text-cli
-. tests/cli/checks.sh
+. "$(dirname "$0")/checks.sh"
 expect_fail() { # expect_fail DESCRIPTION STDIN_TEXT ARGS...: non-zero exit, a message, no stdout
     local what=$1 input=$2
     shift 2
@@ -82,6 +76,15 @@ expect_fail "tokenize with a missing tokenizer" "x" tokenize --tokenizer "$work/
 printf '{"model": ' >"$work/bad.json"
 expect_fail "tokenize with a malformed tokenizer.json" "x" tokenize --tokenizer "$work/bad.json"
 expect_fail "decode of a non-array" '{"a": 1}' tokenize --tokenizer "$tok" --decode
+# a tokenizer.json whose pattern backtracks cubically over spaces: refused, the regex named
+python3 - "$tok" "$work/cubic.json" <<'EOF'
+import json, sys
+t = json.load(open(sys.argv[1]))
+t["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"\s*\s*\s*q|\s|\S"
+json.dump(t, open(sys.argv[2], "w"))
+EOF
+expect_fail "tokenize with a pattern past the encode's budget" "$(printf '%2048s' '')" tokenize --tokenizer "$work/cubic.json"
+check "the budget's message names the regex: $(head -c 200 "$work/err")" grep -qF '/\s*\s*\s*q|\s|\S/ backtracks too much' "$work/err"
 expect_fail "decode of a non-integer" '[1, "x"]' tokenize --tokenizer "$tok" --decode
 expect_fail "decode of an id outside the vocabulary" '[1, 4096]' tokenize --tokenizer "$tok" --decode
 expect_fail "decode of trailing garbage" '[1, 2] x' tokenize --tokenizer "$tok" --decode

@@ -139,6 +139,8 @@ static void test_good_models(void) {
             CHECK(nemotron_model_vocab_size(m) == 256, "%s: vocab %d", what, nemotron_model_vocab_size(m));
             CHECK(nemotron_model_hidden_size(m) == 64, "%s: hidden %d", what, nemotron_model_hidden_size(m));
             CHECK(nemotron_model_n_layer(m) == 7, "%s: %d layers", what, nemotron_model_n_layer(m));
+            CHECK(nemotron_model_ctx_train(m) == 4096, "%s: trained context %d", what,
+                  nemotron_model_ctx_train(m));
             CHECK(!strcmp(nemotron_model_pattern(m), "M*-EM*E"), "%s: pattern %s", what, nemotron_model_pattern(m));
             CHECK(nemotron_model_active_weight_bytes(m) > 0, "%s: no active bytes", what);
             int32_t eos[4];
@@ -296,6 +298,16 @@ static void test_bad_config(void) {
     o.config_edit[0] = (struct synth_config_edit){"tie_word_embeddings", "1"};
     EXPECT_LOAD("config bool given as int", make("tiny", &o), NEMOTRON_ERR_CONFIG,
                 "tie_word_embeddings");
+
+    /* the trained context length is the config's, not a constant */
+    o = synth_default_options();
+    o.config_edit[0] = (struct synth_config_edit){"max_position_embeddings", "1000"};
+    const char *short_ctx = make("tiny", &o);
+    nemotron_model *m = NULL;
+    CHECK(short_ctx && nemotron_model_load(short_ctx, NULL, &m) == NEMOTRON_OK &&
+              nemotron_model_ctx_train(m) == 1000,
+          "max_position_embeddings 1000: trained context %d", nemotron_model_ctx_train(m));
+    nemotron_model_free(m);
 
     o = synth_default_options();
     o.config_edit[0] = (struct synth_config_edit){"hybrid_override_pattern", "\"M*X-E\""};
@@ -590,6 +602,7 @@ static void test_null_handles(void) {
     nemotron_session_free(NULL);
     CHECK(nemotron_model_vocab_size(NULL) == 0 && nemotron_model_hidden_size(NULL) == 0 &&
               nemotron_model_n_layer(NULL) == 0 && nemotron_model_n_threads(NULL) == 0 &&
+              nemotron_model_ctx_train(NULL) == 0 &&
               !strcmp(nemotron_model_pattern(NULL), "") && !strcmp(nemotron_model_device(NULL), "") &&
               nemotron_model_weight_bytes(NULL) == 0 && nemotron_model_n_params(NULL) == 0 &&
               nemotron_model_active_weight_bytes(NULL) == 0 && nemotron_model_device_read_bandwidth(NULL) == 0,

@@ -8,7 +8,10 @@
  * batch (with every buffer size that can fail), threads, the merge order against a naive
  * reference, hand-made tokenizer.json files for the components the fixtures do not use (their
  * expected ids worked out by hand from tokenizers' rules, which each test names), and the
- * error paths. Runs from the repository root.
+ * error paths. Bounded matching: runs of white space of 1 and 10 MiB against tokenizers
+ * (ws_runs.json, made by tools/reference/make_ws_fixtures.js), the same ids whatever window a
+ * match first sees, and a pathological pattern stopped by the encode's budget in linear time.
+ * Runs from the repository root.
  */
 #include "text/tokenizer.h"
 
@@ -17,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../test.h"
 #include "text/bpe.h"
@@ -329,10 +334,11 @@ static int rx_whole(struct nt_tokenizer *t, const char *pat, const char *s) {
         CHECK(0, "compile %s: %s", pat, err.msg);
         return -1;
     }
-    pcre2_match_data *md = pcre2_match_data_create(1, t->gctx);
+    struct nt_rx_run run;
+    CHECK(nt_rx_run_init(&run, t, strlen(s), &err) == NEMOTRON_OK, "run_init: %s", err.msg);
     size_t ms = 0, me = 0;
-    int r = nt_rx_find(&rx, md, s, strlen(s), 0, &ms, &me);
-    pcre2_match_data_free(md);
+    int r = nt_rx_find(&rx, &run, s, strlen(s), 0, &ms, &me);
+    nt_rx_run_free(&run);
     nt_rx_free(&rx);
     return r == 1 && ms == 0 && me == strlen(s);
 }
@@ -943,6 +949,241 @@ static void test_streaming_utf8(const struct nt_tokenizer *t) {
     free(s);
 }
 
+/* ---- bounded matching: long white-space runs, windows, a pathological pattern ---- */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ws_runs.json's text: prefix + unit * repeat + suffix. */
+static char *spec_text(json_object *c, size_t *len) {
+    const char *pre = json_object_get_string(json_object_object_get(c, "prefix"));
+    const char *unit = json_object_get_string(json_object_object_get(c, "unit"));
+    const char *suf = json_object_get_string(json_object_object_get(c, "suffix"));
+    size_t rep = (size_t)json_object_get_int64(json_object_object_get(c, "repeat"));
+    size_t lp = strlen(pre), lu = strlen(unit), ls = strlen(suf);
+    char *t = malloc(lp + lu * rep + ls + 1), *o = t;
+    memcpy(o, pre, lp);
+    o += lp;
+    for (size_t i = 0; i < rep; i++, o += lu) memcpy(o, unit, lu);
+    memcpy(o, suf, ls);
+    o += ls;
+    *o = 0;
+    *len = (size_t)(o - t);
+    return t;
+}
+
+/* Encodes a long text in one call (the two-call protocol of encode() would do it twice): at
+ * most one id per byte, since every token of these tokenizers spells at least one byte. */
+static int32_t *encode_long(const struct nt_tokenizer *t, const char *s, size_t n, size_t *count) {
+    int32_t *ids = malloc((n + 1) * sizeof *ids);
+    nemotron_status st = nt_tokenizer_encode(t, s, n, 0, ids, n + 1, count, &err);
+    CHECK(st == NEMOTRON_OK && *count <= n + 1, "encode %zu bytes: %d %s", n, st, err.msg);
+    if (st) *count = 0;
+    return ids;
+}
+
+/* Compares ids with ws_runs.json's [[period], repeats] pairs; reports the first difference. */
+static void check_pairs(const char *what, const int32_t *ids, size_t n, json_object *pairs) {
+    size_t at = 0;
+    for (size_t i = 0; i < json_object_array_length(pairs); i++) {
+        json_object *pr = json_object_array_get_idx(pairs, i);
+        json_object *period = json_object_array_get_idx(pr, 0);
+        size_t plen = json_object_array_length(period);
+        int64_t reps = json_object_get_int64(json_object_array_get_idx(pr, 1));
+        for (int64_t r = 0; r < reps; r++)
+            for (size_t k = 0; k < plen; k++, at++) {
+                int32_t want = json_object_get_int(json_object_array_get_idx(period, k));
+                if (at >= n || ids[at] != want) {
+                    CHECK(0, "%s: id %zu is %d, tokenizers gives %d (%zu ids)", what, at,
+                          at < n ? ids[at] : -1, want, n);
+                    return;
+                }
+            }
+    }
+    CHECK(at == n, "%s: %zu ids, tokenizers gives %zu", what, n, at);
+}
+
+/* tests/fixtures/tokenizer/ws_runs.json (tools/reference/make_ws_fixtures.js: tokenizers
+ * 0.23.2): runs of 1 MiB and 10 MiB, which the match of one piece spans whole; then a 10 MiB
+ * run of spaces, on which tokenizers itself aborts, against the rule its 1 MiB run shows (one
+ * id, repeated). The fast tier: the small and the demo model's tokenizers, the 10 MiB spaces on
+ * the demo's (its BPE merges no spaces: a second); the full tier adds big, and the 10 MiB
+ * spaces on all three (a heap of 30 million merges each for small and big). */
+static void test_ws_runs(const struct nt_tokenizer *small, const struct nt_tokenizer *big,
+                         const struct nt_tokenizer *demo) {
+    json_object *runs = json_object_from_file(TOKDIR "/ws_runs.json");
+    CHECK(runs && json_object_array_length(runs) == 10, "ws_runs.json: 10 runs");
+    if (!runs) return;
+    int full = test_full_tier();
+    const struct nt_tokenizer *toks[3] = {small, full ? big : NULL, demo};
+    const char *names[3] = {"small", "big", "demo"};
+    int32_t unit_id[3] = {-1, -1, -1};     /* the id a run of spaces repeats, from the 1 MiB run */
+    size_t unit_len[3] = {0, 0, 0};        /* how many spaces it spells */
+    for (size_t i = 0; i < json_object_array_length(runs); i++) {
+        json_object *c = json_object_array_get_idx(runs, i);
+        const char *name = json_object_get_string(json_object_object_get(c, "name"));
+        size_t len;
+        char *text = spec_text(c, &len);
+        for (int k = 0; k < 3; k++) {
+            if (!toks[k]) continue;
+            char what[96];
+            snprintf(what, sizeof what, "%s, %s tokenizer", name, names[k]);
+            size_t n;
+            int32_t *ids = encode_long(toks[k], text, len, &n);
+            json_object *pairs = get2(c, "ids", names[k]);
+            check_pairs(what, ids, n, pairs);
+            if (!strcmp(name, "spaces_1m")) {
+                json_object *first = json_object_array_get_idx(pairs, 0);
+                json_object *period = json_object_array_get_idx(first, 0);
+                int64_t reps = json_object_get_int64(json_object_array_get_idx(first, 1));
+                CHECK(json_object_array_length(pairs) == 1 && json_object_array_length(period) == 1 &&
+                          reps > 0 && len % (size_t)reps == 0,
+                      "%s: one id repeated", what);
+                unit_id[k] = json_object_get_int(json_object_array_get_idx(period, 0));
+                unit_len[k] = reps > 0 ? len / (size_t)reps : 0;
+            }
+            free(ids);
+        }
+        free(text);
+    }
+    json_object_put(runs);
+
+    size_t len = (size_t)10 << 20;
+    char *text = malloc(len);
+    memset(text, ' ', len);
+    for (int k = 0; k < 3; k++) {
+        if (!toks[k] || (!full && k != 2) || !unit_len[k]) continue;
+        size_t n;
+        int32_t *ids = encode_long(toks[k], text, len, &n);
+        size_t bad = 0;
+        while (bad < n && ids[bad] == unit_id[k]) bad++;
+        CHECK(n == len / unit_len[k] && bad == n,
+              "10 MiB of spaces, %s tokenizer: %zu ids, id %zu is %d; the rule: %zu times %d",
+              names[k], n, bad, bad < n ? ids[bad] : -1, len / unit_len[k], unit_id[k]);
+        free(ids);
+    }
+    free(text);
+}
+
+/* The ids do not depend on the window a match first sees: the fixture cases with a window of
+ * one byte (every match grows it, and every lookahead reaches its end), and a long text of every
+ * kind of piece with windows of 1, 256 and the whole text. */
+static void test_windows(const char *tname, const struct nt_tokenizer *t) {
+    size_t saved = nt_rx_first_window;
+    nt_rx_first_window = 1;
+    test_cases(tname, t, 0);
+    /* the long text: each fixture text, then runs of digits, punctuation, letters, CJK */
+    size_t cap = 1 << 20, len = 0;
+    char *text = malloc(cap);
+    for (size_t i = 0; i < json_object_array_length(cases); i++) {
+        json_object *c = json_object_array_get_idx(cases, i);
+        const char *b64 = json_object_get_string(json_object_object_get(c, "text_b64"));
+        len += b64_decode(b64, (unsigned char *)text + len);
+    }
+    static const char *runs[] = {"0123456789", "!?.,;:-_/", "abcdefghij", "ABCDEFGHIJ",
+                                 "\xe4\xb8\xad\xe6\x96\x87", " \t", "'s 're "};
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++)
+        for (int k = 0; k < 300; k++) {
+            size_t l = strlen(runs[r]);
+            memcpy(text + len, runs[r], l);
+            len += l;
+        }
+    size_t windows[3] = {1, NT_RX_FIRST_WINDOW, SIZE_MAX}, n[3];
+    int32_t *ids[3];
+    for (int w = 0; w < 3; w++) {
+        nt_rx_first_window = windows[w];
+        ids[w] = encode(t, text, len, 0, &n[w]);
+    }
+    for (int w = 0; w < 2; w++)
+        CHECK(n[w] == n[2] && !memcmp(ids[w], ids[2], n[2] * sizeof *ids[2]),
+              "%s: a %zu-byte text, window %zu: %zu ids, whole text: %zu ids", tname, len,
+              windows[w], n[w], n[2]);
+    for (int w = 0; w < 3; w++) free(ids[w]);
+    free(text);
+    nt_rx_first_window = saved;
+}
+
+
+/* A Split pattern that backtracks cubically over a run of spaces (each match stays under
+ * PCRE2's per-call limit, and took 3.7 s per KB): the encode's budget stops it, naming the
+ * pattern, in time linear in the text; the same pattern over text it matches cheaply works. */
+static const char cubic_json[] =
+    "{\"model\": {\"type\": \"BPE\", \"vocab\": {\" \": 0, \"a\": 1, \"b\": 2, \"q\": 3},"
+    " \"merges\": []},"
+    " \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s*\\\\s*\\\\s*q|\\\\s|\\\\S\"},"
+    " \"behavior\": \"Isolated\", \"invert\": false}}";
+
+/* The public API's message of a failed encode (nemotron_tokenizer_last_error): per thread. */
+static void *other_thread_error(void *arg) {
+    (void)arg;
+    return (void *)nemotron_tokenizer_last_error();
+}
+
+static void test_public_last_error(void) {
+    char path[] = "/tmp/nt_test_cubic_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, cubic_json, sizeof cubic_json - 1) == (ssize_t)(sizeof cubic_json - 1),
+          "writing %s", path);
+    if (fd >= 0) close(fd);
+    nemotron_tokenizer *t = NULL;
+    CHECK(nemotron_tokenizer_load(path, &t) == NEMOTRON_OK, "load: %s", nemotron_tokenizer_errmsg(t));
+    unlink(path);
+    char spaces[2048];
+    memset(spaces, ' ', sizeof spaces);
+    size_t n = 0;
+    CHECK(nemotron_tokenize(t, spaces, sizeof spaces, 0, NULL, 0, &n) == NEMOTRON_ERR_UNSUPPORTED &&
+              strstr(nemotron_tokenizer_last_error(), "backtracks too much") &&
+              strstr(nemotron_tokenizer_last_error(), "/\\s*\\s*\\s*q|\\s|\\S/"),
+          "public encode's message: [%s]", nemotron_tokenizer_last_error());
+    pthread_t th;
+    void *other = NULL;
+    pthread_create(&th, NULL, other_thread_error, NULL);
+    pthread_join(th, &other);
+    CHECK(other && !strcmp((const char *)other, ""), "another thread's last error: [%s]",
+          other ? (const char *)other : "(null)");
+    CHECK(nemotron_tokenize(t, "ab", 2, 0, NULL, 0, &n) == NEMOTRON_OK && n == 2 &&
+              !strcmp(nemotron_tokenizer_last_error(), ""),
+          "after a success: [%s]", nemotron_tokenizer_last_error());
+    CHECK(nemotron_tokenize(t, NULL, 3, 0, NULL, 0, &n) == NEMOTRON_ERR_ARG &&
+              strstr(nemotron_tokenizer_last_error(), "text is NULL"),
+          "NULL text: [%s]", nemotron_tokenizer_last_error());
+    int32_t bad = 999;
+    char out[8];
+    CHECK(nemotron_detokenize(t, &bad, 1, 0, out, sizeof out, &n) == NEMOTRON_ERR_ARG &&
+              strstr(nemotron_tokenizer_last_error(), "999"),
+          "decode of an id outside the vocabulary: [%s]", nemotron_tokenizer_last_error());
+    nemotron_tokenizer_free(t);
+}
+
+static void test_pathological_regex(void) {
+    struct nt_tokenizer *t = load_str(cubic_json);
+    if (!t) return;
+    size_t sizes[2] = {1024, 100 * 1024};
+    for (int i = 0; i < 2; i++) {
+        char *text = malloc(sizes[i]);
+        memset(text, ' ', sizes[i]);
+        size_t n = 0;
+        double t0 = now_s();
+        nemotron_status st = nt_tokenizer_encode(t, text, sizes[i], 0, NULL, 0, &n, &err);
+        double dt = now_s() - t0;
+        CHECK(st == NEMOTRON_ERR_UNSUPPORTED && strstr(err.msg, "backtracks too much") &&
+                  strstr(err.msg, "/\\s*\\s*\\s*q|\\s|\\S/") && strstr(err.msg, "pre_tokenizer step 0"),
+              "%zu spaces: %d %s", sizes[i], st, err.msg);
+        /* linear: ~0.5 s for 100 KB here; without the budget 1 KB took 3.7 s */
+        CHECK(dt < 20.0, "%zu spaces: the budget ran out after %.1f s", sizes[i], dt);
+        for (size_t k = 0; k < sizes[i]; k++) text[k] = "ab "[k % 3];
+        int32_t *ids = encode(t, text, sizes[i], 0, &n);
+        CHECK(n == sizes[i] && ids[0] == 1 && ids[1] == 2 && ids[2] == 0, "%zu bytes of 'ab ': %zu ids",
+              sizes[i], n);
+        free(ids);
+        free(text);
+    }
+    nt_tokenizer_free(t);
+}
+
 int main(void) {
     FILE *f = fopen(TOKDIR "/cases.json", "rb");
     CHECK(f != NULL, "cannot open cases.json");
@@ -970,19 +1211,26 @@ int main(void) {
     }
     if (bos) test_cases("small-bos", bos, 1);
     FILE *bf = fopen(BIG_JSON, "rb");
+    struct nt_tokenizer *big = NULL;
     if (bf) {
         fclose(bf);
-        struct nt_tokenizer *big = load(BIG_JSON);
+        big = load(BIG_JSON);
         if (big) {
             test_cases("big", big, 0);
             test_merge_order(big, "big");
             CHECK(nt_tokenizer_vocab_size(big) == 131072, "%d", nt_tokenizer_vocab_size(big));
+            test_windows("big", big);
         }
-        nt_tokenizer_free(big);
     } else {
         printf("test_tokenizer: %s absent (make build/fixtures/big.json): big cases skipped\n",
                BIG_JSON);
     }
+    if (small) test_windows("small", small);
+    struct nt_tokenizer *demo = load("models/nemotron-h-kjv/tokenizer.json");
+    test_ws_runs(small, big, demo);
+    nt_tokenizer_free(demo);
+    test_pathological_regex();
+    test_public_last_error();
     test_regex_translation();
     test_merges_forms();
     test_json_paths();
@@ -994,6 +1242,7 @@ int main(void) {
     test_normalizers_and_post();
     nt_tokenizer_free(small);
     nt_tokenizer_free(bos);
+    nt_tokenizer_free(big);
     json_object_put(cases);
     return test_summary("tokenizer");
 }

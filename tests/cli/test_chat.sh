@@ -130,7 +130,7 @@ said() { for _ in $(seq 300); do [ "$(grep -c 'interrupted\]' "$work/err")" -ge 
 mkfifo "$work/in"
 "$bin" chat -m "$model" --no-think -n 1000000 -c 8192 <"$work/in" >"$work/out" 2>"$work/err" &
 pid=$!
-(sleep 120 && kill -KILL $pid 2>/dev/null) &
+(for _ in $(seq 1200); do sleep 0.1; kill -0 $pid 2>/dev/null || exit 0; done; kill -KILL $pid) &
 watchdog=$!
 exec 3>"$work/in"
 printf 'In the beginning\n' >&3

@@ -7,19 +7,14 @@
  * and its bytes; an array a u32 element type, a u64 count and the elements.
  */
 #include "model/gguf.h"
+#include "model/mapfile.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-/* O_NONBLOCK: a FIFO given by mistake must not hang the open; fstat then refuses it. */
-#define OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NONBLOCK)
 /* GGUF's own limit on a key's length (the spec: at most 65535 bytes). */
 #define MAX_KEY_LEN 65535u
 /* The smallest possible key (u64 length, a 1-byte key, u32 type, a 1-byte value) and tensor
@@ -575,36 +570,11 @@ nemotron_status nt_gguf_open(const char *path, struct nt_gguf **out, struct nt_e
         return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED,
                        "%s: part %u of a GGUF split into %u files: split files are not read yet "
                        "(join them with llama.cpp's `llama-gguf-split --merge`)", path, k, n);
-    int fd = open(path, OPEN_FLAGS);
-    if (fd < 0) return nt_fail(err, NEMOTRON_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return nt_fail(err, NEMOTRON_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return nt_fail(err, NEMOTRON_ERR_IO, "%s: not a regular file", path);
-    }
-    if (sb.st_size < 24) {
-        close(fd);
-        return nt_fail(err, NEMOTRON_ERR_FORMAT,
-                       "%s: %lld bytes, shorter than a GGUF header (24 bytes)", path,
-                       (long long)sb.st_size);
-    }
-    if ((uint64_t)sb.st_size > SIZE_MAX) {
-        close(fd);
-        return nt_fail(err, NEMOTRON_ERR_IO, "%s: %lld bytes do not fit the address space", path,
-                       (long long)sb.st_size);
-    }
-    size_t size = (size_t)sb.st_size;
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd); /* the mapping keeps the file */
-    if (map == MAP_FAILED)
-        return nt_fail(err, NEMOTRON_ERR_IO, "%s: cannot mmap: %s", path, strerror(e));
-    nemotron_status st = nt_gguf_open_bytes(path, map, size, 1, out, err);
+    void *map;
+    size_t size;
+    nemotron_status st = nt_map_file(path, 24, "a GGUF header (24 bytes)", &map, &size, err);
+    if (st) return st;
+    st = nt_gguf_open_bytes(path, map, size, 1, out, err);
     if (st) munmap(map, size);
     return st;
 }

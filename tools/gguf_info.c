@@ -1,7 +1,7 @@
 /* gguf_info.c - `nemotron gguf-info FILE.gguf`: what a GGUF file holds, read by the library's
  * GGUF reader (src/model/gguf.h): the architecture, every metadata key with its type and value
  * (arrays summarized by their first elements), the tensor table (type, shape with ne[0] first as
- * llama.cpp prints it, bytes, offset) and the bytes per type. The engine cannot run GGUF files
+ * llama.cpp prints it, bytes, offset; for a split, the part) and the bytes per type. The engine cannot run GGUF files
  * yet; this shows what is in one, and whether the reader accepts it.
  */
 #include <inttypes.h>
@@ -86,6 +86,9 @@ int cmd_gguf_info(const struct args *a) {
     printf("file: %s\nformat: GGUF v%" PRIu32 ", %zu bytes, alignment %" PRIu32
            ", data section at byte %" PRIu64 "\n",
            g->path, g->version, g->size, g->alignment, g->data_start);
+    if (g->n_parts > 1)
+        printf("split: %d parts (the metadata is the first part's; the table gives each tensor's "
+               "part)\n", g->n_parts);
     printf("architecture: %s\n", g->arch ? g->arch : "(none: no general.architecture key)");
     printf("\nmetadata: %" PRId64 " keys\n", g->n_kv);
     for (int64_t i = 0; i < g->n_kv; i++) {
@@ -95,7 +98,8 @@ int cmd_gguf_info(const struct args *a) {
         putchar('\n');
     }
     printf("\ntensors: %" PRId64 "\n", g->n_tensors);
-    printf("  %-44s %-7s %-22s %12s %12s\n", "name", "type", "shape (ne0 first)", "bytes", "offset");
+    printf("  %-44s %-7s %-22s %12s %12s%s\n", "name", "type", "shape (ne0 first)", "bytes", "offset",
+           g->n_parts > 1 ? "  part" : "");
     uint64_t type_bytes[NT_GGML_TYPE_COUNT] = {0}, type_elems[NT_GGML_TYPE_COUNT] = {0};
     int type_count[NT_GGML_TYPE_COUNT] = {0};
     uint64_t total = 0, elems = 0;
@@ -106,8 +110,10 @@ int cmd_gguf_info(const struct args *a) {
         for (int d = 0; d < t->ndim; d++)
             n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%" PRId64, d ? ", " : "", t->ne[d]);
         snprintf(shape + n, sizeof shape - (size_t)n, "]");
-        printf("  %-44s %-7s %-22s %12" PRIu64 " %12" PRIu64 "\n", t->name,
+        printf("  %-44s %-7s %-22s %12" PRIu64 " %12" PRIu64, t->name,
                nt_ggml_type_name(t->type), shape, t->nbytes, t->offset);
+        if (g->n_parts > 1) printf("  %4d", t->part + 1);
+        putchar('\n');
         type_bytes[t->type] += t->nbytes;
         type_elems[t->type] += t->n_elements;
         type_count[t->type]++;

@@ -347,7 +347,7 @@ static nemotron_status place_tensors(struct nt_gguf *g, struct nt_err *err) {
  * Opening.
  * ------------------------------------------------------------------------------------------- */
 
-static nemotron_status parse(struct nt_gguf *g, struct nt_err *err) {
+static nemotron_status parse(struct nt_gguf *g, int allow_split, struct nt_err *err) {
     const char *path = g->path;
     struct cursor c = {g->map, g->size};
     const uint8_t *magic;
@@ -458,11 +458,16 @@ static nemotron_status parse(struct nt_gguf *g, struct nt_err *err) {
         memcpy(&count, kv->val, 2);
         const struct nt_gguf_kv *nkv = nt_gguf_find(g, "split.no");
         if (nkv) memcpy(&no, nkv->val, 2);
-        if (count > 1)
+        if (count > 1 && !allow_split)
             return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED,
-                           "%s: part %u of a GGUF split into %u files: split files are not read "
-                           "yet (join them with llama.cpp's `llama-gguf-split --merge`)",
-                           path, (unsigned)no + 1, (unsigned)count);
+                           "%s: part %u of a GGUF split into %u files: a split is read from its "
+                           "first file, named NAME-00001-of-%05u.gguf as llama.cpp names the "
+                           "parts (or joined by llama.cpp's `llama-gguf-split --merge`)",
+                           path, (unsigned)no + 1, (unsigned)count, (unsigned)count);
+        if (count == 0 || no >= count)
+            return nt_fail(err, NEMOTRON_ERR_FORMAT,
+                           "%s: key split.no: part index %u of a split into %u files", path,
+                           (unsigned)no, (unsigned)count);
     }
 
     for (uint64_t i = 0; i < n_tensors; i++) {
@@ -525,8 +530,10 @@ static nemotron_status parse(struct nt_gguf *g, struct nt_err *err) {
     return place_tensors(g, err);
 }
 
-nemotron_status nt_gguf_open_bytes(const char *name, const uint8_t *bytes, size_t size,
-                                   int owned_map, struct nt_gguf **out, struct nt_err *err) {
+/* Opens one file's bytes; allow_split: a part of a split is accepted (open_split joins them). */
+static nemotron_status open_one(const char *name, const uint8_t *bytes, size_t size,
+                                int owned_map, int allow_split, struct nt_gguf **out,
+                                struct nt_err *err) {
     *out = NULL;
     struct nt_gguf *g = nt_calloc(1, sizeof *g);
     char *path = nt_strdup(name);
@@ -538,7 +545,8 @@ nemotron_status nt_gguf_open_bytes(const char *name, const uint8_t *bytes, size_
     g->path = path;
     g->map = bytes;
     g->size = size;
-    nemotron_status st = parse(g, err);
+    g->n_parts = 1;
+    nemotron_status st = parse(g, allow_split, err);
     if (st) {
         nt_gguf_close(g); /* not owned yet: the caller keeps the bytes on failure */
         return st;
@@ -546,6 +554,11 @@ nemotron_status nt_gguf_open_bytes(const char *name, const uint8_t *bytes, size_
     g->owned_map = owned_map;
     *out = g;
     return NEMOTRON_OK;
+}
+
+nemotron_status nt_gguf_open_bytes(const char *name, const uint8_t *bytes, size_t size,
+                                   int owned_map, struct nt_gguf **out, struct nt_err *err) {
+    return open_one(name, bytes, size, owned_map, 0, out, err);
 }
 
 /* NAME-0000K-of-0000N.gguf, llama.cpp's split naming: K and N of five digits. */
@@ -563,24 +576,135 @@ static int split_name(const char *path, unsigned *k, unsigned *n) {
     return 1;
 }
 
-nemotron_status nt_gguf_open(const char *path, struct nt_gguf **out, struct nt_err *err) {
-    *out = NULL;
-    unsigned k, n;
-    if (split_name(path, &k, &n) && n > 1)
-        return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED,
-                       "%s: part %u of a GGUF split into %u files: split files are not read yet "
-                       "(join them with llama.cpp's `llama-gguf-split --merge`)", path, k, n);
+/* One file mapped and opened. */
+static nemotron_status open_path(const char *path, int allow_split, struct nt_gguf **out,
+                                 struct nt_err *err) {
     void *map;
     size_t size;
     nemotron_status st = nt_map_file(path, 24, "a GGUF header (24 bytes)", &map, &size, err);
     if (st) return st;
-    st = nt_gguf_open_bytes(path, map, size, 1, out, err);
+    st = open_one(path, map, size, 1, allow_split, out, err);
     if (st) munmap(map, size);
     return st;
 }
 
+/* A u16 split key of part g, or -1 when absent (its type was checked at open). */
+static int split_key(const struct nt_gguf *g, const char *key) {
+    const struct nt_gguf_kv *kv = nt_gguf_find(g, key);
+    uint16_t v;
+    if (!kv) return -1;
+    memcpy(&v, kv->val, 2);
+    return v;
+}
+
+/* The parts of a split, path being the first (NAME-00001-of-0000N.gguf): each opened as a file
+ * of its own and checked to be part i of n, then their tensors joined into the first part's
+ * handle (its metadata is the model's; the others' are only their split keys), names unique
+ * across the parts and split.tensors.count, when given, their total. */
+static nemotron_status open_split(const char *path, unsigned n, struct nt_gguf **out,
+                                  struct nt_err *err) {
+    struct nt_gguf **parts = nt_calloc(n, sizeof *parts);
+    char *part_path = nt_strdup(path);
+    struct nt_gguf_tensor *tensors = NULL;
+    int64_t *hash = NULL;
+    nemotron_status st = NEMOTRON_OK;
+    if (!parts || !part_path) {
+        st = nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    int64_t total = 0;
+    char *digits = part_path + strlen(part_path) - strlen("00001-of-00000.gguf");
+    for (unsigned i = 0; i < n; i++) {
+        char k[6];
+        snprintf(k, sizeof k, "%05u", i + 1);
+        memcpy(digits, k, 5);
+        st = open_path(part_path, 1, &parts[i], err);
+        if (st) goto fail;
+        int count = split_key(parts[i], "split.count"), no = split_key(parts[i], "split.no");
+        if (count != (int)n || no != (int)i) {
+            st = nt_fail(err, NEMOTRON_ERR_FORMAT,
+                         "%s: its split keys say part %d of %d, its name part %u of %u", part_path,
+                         no < 0 ? -1 : no + 1, count, i + 1, n);
+            goto fail;
+        }
+        total += parts[i]->n_tensors;
+    }
+    struct nt_gguf *g = parts[0];
+    const struct nt_gguf_kv *kv = nt_gguf_find(g, "split.tensors.count");
+    if (kv) {
+        int32_t want;
+        memcpy(&want, kv->val, 4);
+        if (want != total) {
+            st = nt_fail(err, NEMOTRON_ERR_FORMAT,
+                         "%s: key split.tensors.count: %d, but the %u parts hold %lld tensors",
+                         path, (int)want, n, (long long)total);
+            goto fail;
+        }
+    }
+    uint64_t cap = hash_cap_for(total);
+    tensors = nt_calloc(total ? (size_t)total : 1, sizeof *tensors);
+    hash = nt_calloc(cap, sizeof *hash);
+    if (!tensors || !hash) {
+        st = nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory for %lld tensors", path,
+                     (long long)total);
+        goto fail;
+    }
+    /* the joined table, hashed as it grows, so a name in two parts is found */
+    nt_free(g->tensor_hash);
+    g->tensor_hash = hash;
+    g->tensor_hash_cap = cap;
+    hash = NULL;
+    struct nt_gguf_tensor *own = g->tensors;
+    int64_t n_own = g->n_tensors;
+    g->tensors = tensors;
+    tensors = own; /* freed below */
+    g->n_tensors = 0;
+    for (unsigned i = 0; i < n; i++) {
+        for (int64_t j = 0; j < (i ? parts[i]->n_tensors : n_own); j++) {
+            const struct nt_gguf_tensor *t = i ? &parts[i]->tensors[j] : &own[j];
+            int64_t slot = hash_probe(g->tensor_hash, cap, t->name, tensor_name, g);
+            if (slot > 0) {
+                st = nt_fail(err, NEMOTRON_ERR_FORMAT, "%s: tensor %s: in part %d and in part %u",
+                             path, t->name, g->tensors[slot - 1].part + 1, i + 1);
+                goto fail;
+            }
+            g->tensors[g->n_tensors] = *t;
+            g->tensors[g->n_tensors].part = (int)i;
+            g->tensor_hash[-slot - 1] = ++g->n_tensors;
+        }
+    }
+    nt_free(tensors);
+    nt_free(part_path);
+    g->parts = parts;
+    g->n_parts = (int)n;
+    *out = g;
+    return NEMOTRON_OK;
+
+fail:
+    nt_free(tensors);
+    nt_free(hash);
+    for (unsigned i = 0; parts && i < n; i++) nt_gguf_close(parts[i]);
+    nt_free(parts);
+    nt_free(part_path);
+    return st;
+}
+
+nemotron_status nt_gguf_open(const char *path, struct nt_gguf **out, struct nt_err *err) {
+    *out = NULL;
+    unsigned k, n;
+    if (!split_name(path, &k, &n) || n <= 1) return open_path(path, 0, out, err);
+    if (k != 1)
+        return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED,
+                       "%s: part %u of a GGUF split into %u files: open the first part "
+                       "(-00001-of-%05u.gguf), which reads them all", path, k, n, n);
+    return open_split(path, n, out, err);
+}
+
 void nt_gguf_close(struct nt_gguf *g) {
     if (!g) return;
+    /* a split's other parts: their names and mappings back the joined tensors */
+    for (int i = 1; g->parts && i < g->n_parts; i++) nt_gguf_close(g->parts[i]);
+    nt_free(g->parts);
     if (g->owned_map && g->map) munmap((void *)g->map, g->size);
     nt_free(g->path);
     nt_free(g->names);

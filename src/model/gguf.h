@@ -14,8 +14,10 @@
  * counts past int64, a ggml type it does not know, a row length (ne[0]) not a whole number of
  * the type's blocks, offsets not a multiple of the alignment, overlapping or past the end, and
  * the known keys of the wrong type (general.alignment must be a power-of-two uint32, ...).
- * Split files (split.count > 1, or a name ending -0000K-of-0000N.gguf) are refused as not read
- * yet.
+ * Split files (llama.cpp's NAME-0000K-of-0000N.gguf, split.count > 1) are read from their first
+ * part's path: every part is opened and checked (split.count, split.no, split.tensors.count) and
+ * their tensors joined into one table under the first part's metadata. A later part's path, or
+ * a part whose name does not say where the others are, is refused naming the first part.
  */
 #ifndef NT_GGUF_H
 #define NT_GGUF_H
@@ -70,6 +72,7 @@ struct nt_gguf_tensor {
     uint64_t n_elements;
     uint64_t nbytes;
     const void *data;         /* in the mapping */
+    int part;                 /* the split part holding it (0: the first, or a whole file) */
 };
 
 struct nt_gguf {
@@ -88,11 +91,16 @@ struct nt_gguf {
     /* open-addressing hashes of indices + 1 (0: empty) */
     int64_t *kv_hash, *tensor_hash;
     uint64_t kv_hash_cap, tensor_hash_cap;
+    /* a split: n_parts handles, parts[0] this one (map, size and data_start are the first
+     * part's; each tensor's data points into its own part's mapping); a whole file: 1, NULL */
+    int n_parts;
+    struct nt_gguf **parts;
 };
 
-/* Opens a GGUF file, mmap-ed. On failure *out is NULL and err names the file and the fault. */
+/* Opens a GGUF file (a split: its first part, and so all its parts), mmap-ed. On failure *out
+ * is NULL and err names the file and the fault. */
 nemotron_status nt_gguf_open(const char *path, struct nt_gguf **out, struct nt_err *err);
-/* The same over bytes already in memory; owned_map: munmap(bytes, size) at close (else they
+/* The same over one file's bytes already in memory (a part of a split is refused); owned_map: munmap(bytes, size) at close (else they
  * must outlive the handle). name is used in messages. */
 nemotron_status nt_gguf_open_bytes(const char *name, const uint8_t *bytes, size_t size,
                                    int owned_map, struct nt_gguf **out, struct nt_err *err);

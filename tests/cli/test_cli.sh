@@ -288,11 +288,11 @@ check "gguf-info -m FILE: exit 0" test "$?" -eq 0
 rc=$?
 check "gguf-info on a JSON file: exit $rc, expected 1" test "$rc" -eq 1
 check "gguf-info on a JSON file: $(cat "$work/stderr")" grep -q 'not a GGUF file' "$work/stderr"
-cp "$seed" "$work/m-00001-of-00003.gguf"
+cp "$seed" "$work/m-00001-of-00003.gguf"   # named as a split's first part, without split keys
 "$bin" gguf-info "$work/m-00001-of-00003.gguf" >/dev/null 2>"$work/stderr"
 rc=$?
 check "gguf-info on a split part: exit $rc, expected 1" test "$rc" -eq 1
-check "gguf-info on a split part: $(cat "$work/stderr")" grep -q 'part 1 of a GGUF split into 3 files' "$work/stderr"
+check "gguf-info on a split part: $(cat "$work/stderr")" grep -q 'split keys say part -1 of -1, its name part 1 of 3' "$work/stderr"
 "$bin" gguf-info >/dev/null 2>"$work/stderr"
 rc=$?
 check "gguf-info without a file: exit $rc, expected 2" test "$rc" -eq 2

@@ -451,7 +451,16 @@ static void test_metadata_faults(void) {
     u32(&b, NT_GGUF_U16);
     put(&b, (uint16_t[]){1}, 2);
     open_expect(&b, NEMOTRON_ERR_UNSUPPORTED, "split", "part 2 of a GGUF split into 3 files",
-                "not read yet");
+                "read from its first file");
+    header(&b, 3, 0, 2);
+    str(&b, "split.count");
+    u32(&b, NT_GGUF_U16);
+    put(&b, (uint16_t[]){2}, 2);
+    str(&b, "split.no");
+    u32(&b, NT_GGUF_U16);
+    put(&b, (uint16_t[]){2}, 2);
+    open_expect(&b, NEMOTRON_ERR_UNSUPPORTED, "split.no past count", "part 3 of a GGUF split into 2",
+                NULL);
     free(b.p);
 }
 
@@ -534,24 +543,113 @@ static void test_files(void) {
     CHECK(nt_gguf_open(path, &g, &err) == NEMOTRON_ERR_FORMAT && strstr(err.msg, "4 bytes"),
           "%s", err.msg);
     unlink(path);
+    /* a name of one part (-00001-of-00001) is a whole file */
     struct buf b = {0};
     valid(&b, 3);
-    snprintf(path, sizeof path, "%s/m-00001-of-00002.gguf", dir);
+    snprintf(path, sizeof path, "%s/m-00001-of-00001.gguf", dir);
     f = fopen(path, "wb");
     fwrite(b.p, 1, b.n, f);
     fclose(f);
-    CHECK(nt_gguf_open(path, &g, &err) == NEMOTRON_ERR_UNSUPPORTED &&
-              strstr(err.msg, "part 1 of a GGUF split into 2 files"), "%s", err.msg);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/m-00001-of-00001.gguf", dir); /* one part: a whole file */
-    f = fopen(path, "wb");
-    fwrite(b.p, 1, b.n, f);
-    fclose(f);
-    CHECK(nt_gguf_open(path, &g, &err) == NEMOTRON_OK && g->n_tensors == 2, "%s", err.msg);
+    CHECK(nt_gguf_open(path, &g, &err) == NEMOTRON_OK && g->n_tensors == 2 && g->n_parts == 1,
+          "%s", err.msg);
     nt_gguf_close(g);
     unlink(path);
-    rmdir(dir);
     free(b.p);
+    rmdir(dir);
+}
+
+/* A split: part p of n holding one tensor named name (p = 0 also the metadata). no and count
+ * are the split keys written (-1: left out); total is split.tensors.count (-1: left out). */
+static void write_part(const char *dir, int p, int n, int no, int count, int total,
+                       const char *name) {
+    struct buf b = {0};
+    header(&b, 3, 1, (uint64_t)((no >= 0) + (count >= 0) + (total >= 0) + (p == 0)));
+    if (p == 0) kv_str(&b, "general.architecture", "split_arch");
+    if (no >= 0) {
+        str(&b, "split.no");
+        u32(&b, NT_GGUF_U16);
+        put(&b, (uint16_t[]){(uint16_t)no}, 2);
+    }
+    if (count >= 0) {
+        str(&b, "split.count");
+        u32(&b, NT_GGUF_U16);
+        put(&b, (uint16_t[]){(uint16_t)count}, 2);
+    }
+    if (total >= 0) {
+        str(&b, "split.tensors.count");
+        u32(&b, NT_GGUF_I32);
+        put(&b, (int32_t[]){total}, 4);
+    }
+    tinfo(&b, name, 1, (uint64_t[]){(uint64_t)p + 1}, NT_GGML_F32, 0);
+    data(&b, 32, 4 * ((size_t)p + 1));
+    char path[160];
+    snprintf(path, sizeof path, "%s/m-%05d-of-%05d.gguf", dir, p + 1, n);
+    FILE *f = fopen(path, "wb");
+    fwrite(b.p, 1, b.n, f);
+    fclose(f);
+    free(b.p);
+}
+
+static void test_split(void) {
+    char dir[] = "/tmp/test_gguf_split_XXXXXX";
+    if (!mkdtemp(dir)) return;
+    char first[160], second[160];
+    snprintf(first, sizeof first, "%s/m-00001-of-00003.gguf", dir);
+    snprintf(second, sizeof second, "%s/m-00002-of-00003.gguf", dir);
+    struct nt_gguf *g = NULL;
+    struct nt_err err;
+    write_part(dir, 0, 3, 0, 3, 3, "a");
+    write_part(dir, 1, 3, 1, 3, -1, "b");
+    write_part(dir, 2, 3, 2, 3, -1, "c");
+    CHECK(nt_gguf_open(first, &g, &err) == NEMOTRON_OK, "split: %s", err.msg);
+    if (g) {
+        CHECK(g->n_parts == 3 && g->n_tensors == 3 && g->arch && !strcmp(g->arch, "split_arch"),
+              "three parts joined");
+        for (int p = 0; p < 3; p++) {
+            const struct nt_gguf_tensor *t = nt_gguf_tensor(g, (const char *[]){"a", "b", "c"}[p]);
+            CHECK(t && t->part == p && t->ne[0] == p + 1 && t->nbytes == 4 * ((uint64_t)p + 1),
+                  "tensor of part %d", p);
+            if (t) {
+                const uint8_t *m = g->parts[p]->map;
+                CHECK((const uint8_t *)t->data >= m && (const uint8_t *)t->data + t->nbytes <=
+                          m + g->parts[p]->size && ((const uint8_t *)t->data)[1] == 8,
+                      "part %d's data in its own mapping", p);
+            }
+        }
+        nt_gguf_close(g);
+    }
+    /* a later part's path names the first */
+    CHECK(nt_gguf_open(second, &g, &err) == NEMOTRON_ERR_UNSUPPORTED && !g &&
+              strstr(err.msg, "open the first part (-00001-of-00003.gguf)"), "%s", err.msg);
+    /* faults, each refused with the part or tensor named, nothing left open (ASan's leak check) */
+    struct {
+        int p, no, count, total;
+        const char *name, *w1, *w2;
+    } c[] = {
+        {0, 0, 3, 4, "a", "split.tensors.count: 4, but the 3 parts hold 3 tensors", NULL},
+        {1, 1, 3, -1, "a", "tensor a: in part 1 and in part 2", NULL},
+        {2, 1, 3, -1, "c", "m-00003-of-00003.gguf: its split keys say part 2 of 3", "part 3 of 3"},
+        {2, 2, 4, -1, "c", "m-00003-of-00003.gguf: its split keys say part 3 of 4", NULL},
+        {1, -1, -1, -1, "b", "m-00002-of-00003.gguf: its split keys say part -1 of -1", NULL},
+    };
+    for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+        write_part(dir, c[k].p, 3, c[k].no, c[k].count, c[k].total, c[k].name);
+        nemotron_status st = nt_gguf_open(first, &g, &err);
+        CHECK(st == NEMOTRON_ERR_FORMAT && !g && strstr(err.msg, c[k].w1) &&
+                  (!c[k].w2 || strstr(err.msg, c[k].w2)), "split fault %zu: %s", k, err.msg);
+        /* put the part back as it was */
+        write_part(dir, c[k].p, 3, c[k].p, 3, c[k].p ? -1 : 3, (const char *[]){"a", "b", "c"}[c[k].p]);
+    }
+    CHECK(nt_gguf_open(first, &g, &err) == NEMOTRON_OK, "restored split: %s", err.msg);
+    nt_gguf_close(g);
+    char third[160];
+    snprintf(third, sizeof third, "%s/m-00003-of-00003.gguf", dir);
+    unlink(third);
+    CHECK(nt_gguf_open(first, &g, &err) == NEMOTRON_ERR_IO && strstr(err.msg, third) &&
+              strstr(err.msg, "cannot open"), "a missing part: %s", err.msg);
+    unlink(first);
+    unlink(second);
+    rmdir(dir);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -676,6 +774,7 @@ int main(void) {
     test_metadata_faults();
     test_tensor_faults();
     test_files();
+    test_split();
     test_real_file();
     return test_summary("test_gguf");
 }

@@ -151,17 +151,33 @@ static uint64_t hash_cap_for(int64_t n) {
     return cap;
 }
 
-/* Copies a string of the file into the names buffer; refuses one holding NUL (it would look up
- * as a shorter name). */
-static int copy_name(struct nt_gguf *g, uint64_t *used, const uint8_t *s, uint64_t len,
-                     const char **out) {
-    if (memchr(s, 0, len)) return 0;
-    char *dst = g->names + *used;
+/* The names' copies live in blocks that never move (a lookup keeps pointers to them), sized
+ * by what the header holds rather than by the file (weights are most of a file). */
+#define NAMES_BLOCK 65536u
+struct nt_gguf_names {
+    struct nt_gguf_names *next;
+    size_t used, cap;
+    char data[];
+};
+
+/* A NUL-terminated copy of a file string (the caller has refused NUL inside: it would look up
+ * as a shorter name); NULL when out of memory. */
+static const char *copy_name(struct nt_gguf *g, const uint8_t *s, uint64_t len) {
+    struct nt_gguf_names *b = g->names;
+    if (!b || b->cap - b->used < len + 1) {
+        size_t cap = len + 1 > NAMES_BLOCK ? (size_t)len + 1 : NAMES_BLOCK;
+        b = nt_alloc(sizeof *b + cap);
+        if (!b) return NULL;
+        b->next = g->names;
+        b->used = 0;
+        b->cap = cap;
+        g->names = b;
+    }
+    char *dst = b->data + b->used;
     memcpy(dst, s, len);
     dst[len] = 0;
-    *used += len + 1;
-    *out = dst;
-    return 1;
+    b->used += len + 1;
+    return dst;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -377,18 +393,15 @@ static nemotron_status parse(struct nt_gguf *g, int allow_split, struct nt_err *
         return nt_fail(err, NEMOTRON_ERR_FORMAT,
                        "%s: %" PRIu64 " tensors cannot fit the file's %zu bytes", path, n_tensors,
                        g->size);
-    /* names: the copies (each at most its file bytes + NUL) fit in the header's size */
-    g->names = nt_alloc(g->size + 1);
     g->kv = nt_calloc(n_kv ? (size_t)n_kv : 1, sizeof *g->kv);
     g->tensors = nt_calloc(n_tensors ? (size_t)n_tensors : 1, sizeof *g->tensors);
     g->kv_hash_cap = hash_cap_for((int64_t)n_kv);
     g->tensor_hash_cap = hash_cap_for((int64_t)n_tensors);
     g->kv_hash = nt_calloc(g->kv_hash_cap, sizeof *g->kv_hash);
     g->tensor_hash = nt_calloc(g->tensor_hash_cap, sizeof *g->tensor_hash);
-    if (!g->names || !g->kv || !g->tensors || !g->kv_hash || !g->tensor_hash)
+    if (!g->kv || !g->tensors || !g->kv_hash || !g->tensor_hash)
         return nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory for %" PRIu64 " keys and %"
                        PRIu64 " tensors", path, n_kv, n_tensors);
-    uint64_t used = 0;
     for (uint64_t i = 0; i < n_kv; i++) {
         struct nt_gguf_kv *kv = &g->kv[i];
         const uint8_t *s;
@@ -401,9 +414,11 @@ static nemotron_status parse(struct nt_gguf *g, int allow_split, struct nt_err *
             return nt_fail(err, NEMOTRON_ERR_FORMAT,
                            "%s: metadata key %" PRIu64 ": a name of %" PRIu64
                            " bytes (1 to %u allowed)", path, i, len, MAX_KEY_LEN);
-        if (!copy_name(g, &used, s, len, &kv->key))
+        if (memchr(s, 0, len))
             return nt_fail(err, NEMOTRON_ERR_FORMAT, "%s: metadata key %" PRIu64 ": the name holds "
                            "a NUL byte", path, i);
+        if (!(kv->key = copy_name(g, s, len)))
+            return nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory for the key names", path);
         g->n_kv = (int64_t)i; /* the hash must not see this entry before it is complete */
         int64_t slot = hash_probe(g->kv_hash, g->kv_hash_cap, kv->key, kv_name, g);
         if (slot > 0)
@@ -446,11 +461,11 @@ static nemotron_status parse(struct nt_gguf *g, int allow_split, struct nt_err *
     }
     kv = nt_gguf_find(g, "general.architecture");
     if (kv) {
-        /* a copy, NUL-terminated, in the names buffer (which has room: the value's own bytes
-         * were not copied) */
-        if (!copy_name(g, &used, kv->val, kv->str_len, &g->arch))
+        if (memchr(kv->val, 0, kv->str_len))
             return nt_fail(err, NEMOTRON_ERR_FORMAT,
                            "%s: key general.architecture: the value holds a NUL byte", path);
+        if (!(g->arch = copy_name(g, kv->val, kv->str_len)))
+            return nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory", path);
     }
     kv = nt_gguf_find(g, "split.count");
     if (kv) {
@@ -481,9 +496,11 @@ static nemotron_status parse(struct nt_gguf *g, int allow_split, struct nt_err *
         if (len == 0)
             return nt_fail(err, NEMOTRON_ERR_FORMAT, "%s: tensor %" PRIu64 ": an empty name", path,
                            i);
-        if (!copy_name(g, &used, s, len, &t->name))
+        if (memchr(s, 0, len))
             return nt_fail(err, NEMOTRON_ERR_FORMAT,
                            "%s: tensor %" PRIu64 ": the name holds a NUL byte", path, i);
+        if (!(t->name = copy_name(g, s, len)))
+            return nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory for the tensor names", path);
         g->n_tensors = (int64_t)i;
         int64_t slot = hash_probe(g->tensor_hash, g->tensor_hash_cap, t->name, tensor_name, g);
         if (slot > 0)
@@ -707,7 +724,11 @@ void nt_gguf_close(struct nt_gguf *g) {
     nt_free(g->parts);
     if (g->owned_map && g->map) munmap((void *)g->map, g->size);
     nt_free(g->path);
-    nt_free(g->names);
+    while (g->names) {
+        struct nt_gguf_names *next = g->names->next;
+        nt_free(g->names);
+        g->names = next;
+    }
     nt_free(g->kv);
     nt_free(g->tensors);
     nt_free(g->kv_hash);

@@ -1,8 +1,8 @@
 /* gguf.h - llama.cpp's GGUF files (v2 and v3, little-endian) read in place: the header, every
  * metadata key and value, the tensor infos and where each tensor's bytes lie, all validated.
  *
- * A file is mmap-ed (or borrowed bytes are used) and nothing is copied but the names, which are
- * kept NUL-terminated for lookups. Values point into the mapping: a scalar's bytes, a string's
+ * A file is mmap-ed (or borrowed bytes are used) and nothing is copied but the keys, the tensor
+ * names and the architecture, which are kept NUL-terminated for lookups. Values point into the mapping: a scalar's bytes, a string's
  * bytes (not NUL-terminated: GGUF strings carry a length and may hold NUL), an array's first
  * element. Every length, count, dimension and offset was checked at open, so the accessors
  * below read without further bounds checks.
@@ -87,7 +87,7 @@ struct nt_gguf {
     struct nt_gguf_kv *kv;
     struct nt_gguf_tensor *tensors;
     const char *arch;         /* general.architecture (a NUL-terminated copy), or NULL */
-    char *names;              /* every key's and name's copy */
+    struct nt_gguf_names *names; /* the copies of the keys and names (gguf.c) */
     /* open-addressing hashes of indices + 1 (0: empty) */
     int64_t *kv_hash, *tensor_hash;
     uint64_t kv_hash_cap, tensor_hash_cap;

@@ -267,6 +267,37 @@ static void test_values(void) {
     free(b.p);
 }
 
+/* Names past one 64 KiB block of copies: 4000 keys of 40 bytes, and an architecture of 100000
+ * bytes (longer than a block), every one found again with its value. */
+static void test_many_names(void) {
+    struct buf b = {0};
+    header(&b, 3, 0, 4001);
+    char key[64];
+    for (int k = 0; k < 4000; k++) {
+        snprintf(key, sizeof key, "many.names.%05d.padded-to-forty-bytes..", k);
+        kv_u32(&b, key, (uint32_t)k * 3);
+    }
+    char *arch = malloc(100001);
+    memset(arch, 'a', 100000);
+    arch[100000] = 0;
+    kv_str(&b, "general.architecture", arch);
+    struct nt_gguf *g = open_expect(&b, NEMOTRON_OK, "many names", NULL, NULL);
+    if (g) {
+        int found = 0;
+        for (int k = 0; k < 4000; k++) {
+            snprintf(key, sizeof key, "many.names.%05d.padded-to-forty-bytes..", k);
+            uint64_t v;
+            struct nt_err err;
+            found += !nt_gguf_get_uint(g, key, &v, &err) && v == (uint64_t)k * 3;
+        }
+        CHECK(found == 4000, "%d of 4000 keys found with their values", found);
+        CHECK(g->arch && !strcmp(g->arch, arch), "the long architecture");
+    }
+    close_copy(g);
+    free(arch);
+    free(b.p);
+}
+
 /* Each block type's bytes per block, from ggml's block structs (d, m: f16 scales; qs: codes;
  * qh: high bits; scales: packed sub-block scales), and a tensor of 3 rows of 2 blocks sized by
  * the reader accordingly. */
@@ -768,6 +799,7 @@ static void test_real_file(void) {
 int main(void) {
     test_valid();
     test_values();
+    test_many_names();
     test_block_sizes();
     test_truncation();
     test_header_faults();

@@ -1,8 +1,8 @@
 /* gguf_info.c - `nemotron gguf-info FILE.gguf`: what a GGUF file holds, read by the library's
  * GGUF reader (src/model/gguf.h): the architecture, every metadata key with its type and value
  * (arrays summarized by their first elements), the tensor table (type, shape with ne[0] first as
- * llama.cpp prints it, bytes, offset; for a split, the part) and the bytes per type. The engine cannot run GGUF files
- * yet; this shows what is in one, and whether the reader accepts it.
+ * llama.cpp prints it, bytes, offset; for a split, the part) and the bytes per type. The engine
+ * cannot run GGUF files yet; this shows what is in one, and whether the reader accepts it.
  */
 #include <inttypes.h>
 #include <stdio.h>

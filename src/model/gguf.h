@@ -2,10 +2,10 @@
  * metadata key and value, the tensor infos and where each tensor's bytes lie, all validated.
  *
  * A file is mmap-ed (or borrowed bytes are used) and nothing is copied but the keys, the tensor
- * names and the architecture, which are kept NUL-terminated for lookups. Values point into the mapping: a scalar's bytes, a string's
- * bytes (not NUL-terminated: GGUF strings carry a length and may hold NUL), an array's first
- * element. Every length, count, dimension and offset was checked at open, so the accessors
- * below read without further bounds checks.
+ * names and the architecture, which are kept NUL-terminated for lookups. Values point into the
+ * mapping: a scalar's bytes, a string's bytes (not NUL-terminated: GGUF strings carry a length
+ * and may hold NUL), an array's first element. Every length, count, dimension and offset was
+ * checked at open, so the accessors below read without further bounds checks.
  *
  * What the reader refuses (each with a message naming the file and the key or tensor): a short
  * file, a wrong magic or version, a big-endian file, counts or lengths that run past the end,
@@ -100,8 +100,8 @@ struct nt_gguf {
 /* Opens a GGUF file (a split: its first part, and so all its parts), mmap-ed. On failure *out
  * is NULL and err names the file and the fault. */
 nemotron_status nt_gguf_open(const char *path, struct nt_gguf **out, struct nt_err *err);
-/* The same over one file's bytes already in memory (a part of a split is refused); owned_map: munmap(bytes, size) at close (else they
- * must outlive the handle). name is used in messages. */
+/* The same over one file's bytes already in memory (a part of a split is refused); owned_map:
+ * munmap(bytes, size) at close (else they must outlive the handle). name is used in messages. */
 nemotron_status nt_gguf_open_bytes(const char *name, const uint8_t *bytes, size_t size,
                                    int owned_map, struct nt_gguf **out, struct nt_err *err);
 void nt_gguf_close(struct nt_gguf *g); /* NULL is a no-op */

@@ -42,6 +42,8 @@ static const struct command {
     {"convert", CMD_CONVERT, "HF_DIR -o MODEL.nemo [--quant MIX]",
      "one-file model in the packed formats (MIX: default, q8_2f, bf16, source)"},
     {"synth", CMD_SYNTH, "--shape NAME -o MODEL.nemo", "a model of a published shape with random weights"},
+    {"gguf-info", CMD_GGUF_INFO, "FILE.gguf",
+     "a GGUF file's metadata and tensor table (GGUF files can be inspected, not yet run)"},
     {"version", CMD_VERSION, "", "print the version"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -60,7 +62,7 @@ static const struct option {
     unsigned cmds;
     const char *help;
 } options[] = {
-    {O_MODEL, "-m|--model", "MODEL", MODEL_CMDS | CMD_CONVERT,
+    {O_MODEL, "-m|--model", "MODEL", MODEL_CMDS | CMD_CONVERT | CMD_GGUF_INFO,
      "a Hugging Face model directory (config.json + *.safetensors) or a .nemo file"},
     {O_TOKENS, "--tokens", "IDS", CMD_LOGITS | CMD_GENERATE, "token ids: 1,2,3 or [1, 2, 3]"},
     {O_OUTPUT, "-o|--output", "FILE", CMD_LOGITS | CMD_CONVERT | CMD_SYNTH, "the output file"},
@@ -389,8 +391,8 @@ void cli_parse_args(int argc, char **argv, struct args *a) {
     int ngl = -2;   /* not given */
     for (int i = 2; i < argc; i++) {
         const char *arg = argv[i];
-        if (arg[0] != '-' && c->cmd == CMD_CONVERT && !a->model) {
-            a->model = arg;   /* convert HF_DIR */
+        if (arg[0] != '-' && (c->cmd == CMD_CONVERT || c->cmd == CMD_GGUF_INFO) && !a->model) {
+            a->model = arg;   /* convert HF_DIR, gguf-info FILE */
             continue;
         }
         const struct option *o = find_option(arg);

@@ -4,8 +4,8 @@
  * nemotron.c runs logits/generate; bench.c the benchmark; text_cmds.c tokenize and template;
  * run.c run and chat.c chat over generation.c (line_input.c reads the chat's input);
  * speculate.c the speculative decoding of generate, run and chat;
- * model_cmds.c convert and synth. All use the public header; a few private library helpers
- * (output paths, UTF-8, config.json) are reused rather than written twice.
+ * model_cmds.c convert and synth; gguf_info.c gguf-info. All use the public header; a few private
+ * library helpers (output paths, UTF-8, config.json) are reused rather than written twice.
  */
 #ifndef NEMOTRON_CLI_H
 #define NEMOTRON_CLI_H
@@ -24,7 +24,7 @@
 enum cli_command {
     CMD_LOGITS = 1 << 0, CMD_GENERATE = 1 << 1, CMD_RUN = 1 << 2, CMD_CHAT = 1 << 3,
     CMD_TOKENIZE = 1 << 4, CMD_TEMPLATE = 1 << 5, CMD_BENCH = 1 << 6, CMD_CONVERT = 1 << 7,
-    CMD_SYNTH = 1 << 8, CMD_VERSION = 1 << 9
+    CMD_SYNTH = 1 << 8, CMD_VERSION = 1 << 9, CMD_GGUF_INFO = 1 << 10
 };
 
 /* bench -p and -n lists (llama-bench's `-p 256,512`) */
@@ -86,6 +86,7 @@ int cmd_run(const struct args *a);
 int cmd_chat(const struct args *a);
 int cmd_convert(const struct args *a);
 int cmd_synth(const struct args *a);
+int cmd_gguf_info(const struct args *a); /* gguf_info.c */
 int cmd_serve(int argc, char **argv);   /* serve.c: reads its own options (argv[1] is "serve") */
 /* Reads a whole file (or stdin for "-") into a NUL-terminated buffer to free(); NULL with a
  * message printed on failure. */

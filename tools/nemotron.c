@@ -206,6 +206,9 @@ static int dispatch(struct args *a) {
     case CMD_TEMPLATE: return cmd_template(a);
     case CMD_CONVERT: return cmd_convert(a);
     case CMD_SYNTH: return cmd_synth(a);
+    case CMD_GGUF_INFO:
+        if (!a->model) cli_usage_error("gguf-info: give the file: nemotron gguf-info FILE.gguf");
+        return cmd_gguf_info(a);
     default: break;
     }
     if (!a->model) cli_usage_error("%s: -m MODEL is required", a->command);

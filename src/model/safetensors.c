@@ -17,6 +17,7 @@
  * Embedded file names are unique; the embedded list is ordered by file index.
  */
 #include "safetensors.h"
+#include "mapfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -818,36 +819,11 @@ done:
 }
 
 nemotron_status nt_table_add_file(struct nt_tensor_table *t, const char *path, struct nt_err *err) {
-    int fd = open(path, OPEN_FLAGS);
-    if (fd < 0) return nt_fail(err, NEMOTRON_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return nt_fail(err, NEMOTRON_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return nt_fail(err, NEMOTRON_ERR_IO, "%s: not a regular file", path);
-    }
-    if (sb.st_size < 8) {
-        close(fd);
-        return nt_fail(err, NEMOTRON_ERR_FORMAT,
-                       "%s: file is %lld bytes, shorter than the 8-byte header length", path,
-                       (long long)sb.st_size);
-    }
-    if ((uint64_t)sb.st_size > SIZE_MAX) {
-        close(fd);
-        return nt_fail(err, NEMOTRON_ERR_IO, "%s: %lld bytes do not fit the address space", path,
-                       (long long)sb.st_size);
-    }
-    size_t size = (size_t)sb.st_size;
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd); /* the mapping keeps the file */
-    if (map == MAP_FAILED)
-        return nt_fail(err, NEMOTRON_ERR_IO, "%s: cannot mmap: %s", path, strerror(e));
-    nemotron_status st = nt_table_add_bytes(t, path, map, size, 1, err);
+    void *map;
+    size_t size;
+    nemotron_status st = nt_map_file(path, 8, "the 8-byte header length", &map, &size, err);
+    if (st) return st;
+    st = nt_table_add_bytes(t, path, map, size, 1, err);
     if (st) munmap(map, size);
     return st;
 }

@@ -273,4 +273,28 @@ expect_make_model_fail "--shards 0" "$work/mm" --shards 0
 expect_make_model_fail "--shards without value" "$work/mm" --shards
 expect_make_model_fail "parent dir missing" "$work/no/such/dir"
 
+# gguf-info on a committed GGUF seed (tests/fuzz/corpus/gguf, written by make_corpus.sh), then on
+# files it must refuse
+seed=tests/fuzz/corpus/gguf/every-value
+"$bin" gguf-info "$seed" >"$work/stdout" 2>"$work/stderr"
+rc=$?
+check "gguf-info $seed: exit $rc: $(cat "$work/stderr")" test "$rc" -eq 0
+check "gguf-info: the architecture" grep -q '^architecture: nemotron_h_moe$' "$work/stdout"
+check "gguf-info: the tensor table" grep -Eq '^  w\.mxfp4 +MXFP4 +\[32, 2, 2\] +68 ' "$work/stdout"
+check "gguf-info: arrays summarized" grep -q 'tokenizer.ggml.tokens .*\[5 x string\] "<unk>", "<s>", "</s>", "a", \.\.\.' "$work/stdout"
+"$bin" gguf-info -m "$seed" >/dev/null 2>&1
+check "gguf-info -m FILE: exit 0" test "$?" -eq 0
+"$bin" gguf-info "$model/config.json" >/dev/null 2>"$work/stderr"
+rc=$?
+check "gguf-info on a JSON file: exit $rc, expected 1" test "$rc" -eq 1
+check "gguf-info on a JSON file: $(cat "$work/stderr")" grep -q 'not a GGUF file' "$work/stderr"
+cp "$seed" "$work/m-00001-of-00003.gguf"   # named as a split's first part, without split keys
+"$bin" gguf-info "$work/m-00001-of-00003.gguf" >/dev/null 2>"$work/stderr"
+rc=$?
+check "gguf-info on a split part: exit $rc, expected 1" test "$rc" -eq 1
+check "gguf-info on a split part: $(cat "$work/stderr")" grep -q 'split keys say part -1 of -1, its name part 1 of 3' "$work/stderr"
+"$bin" gguf-info >/dev/null 2>"$work/stderr"
+rc=$?
+check "gguf-info without a file: exit $rc, expected 2" test "$rc" -eq 2
+
 summary

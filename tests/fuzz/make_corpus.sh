@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # make_corpus.sh - writes the committed seed corpus the fuzz targets replay in `make test`
-# (tests/fuzz/corpus/NAME/, NAME = chat, config, nemo, safetensors, tokenizer). Rerun it only to
+# (tests/fuzz/corpus/NAME/, NAME = chat, config, gguf, nemo, safetensors, tokenizer). Rerun it only to
 # change the seeds; inputs a fuzzer once failed on are added to the corpus by hand, under their
 # libFuzzer name, and kept. Needs python3, and gcc for the .nemo seed writer.
 #   tests/fuzz/make_corpus.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=tests/fuzz/corpus
-mkdir -p $out/chat $out/config $out/nemo $out/safetensors $out/tokenizer
+mkdir -p $out/chat $out/config $out/gguf $out/nemo $out/safetensors $out/tokenizer
 
 python3 - "$out" <<'PY'
 import base64, glob, json, os, struct, sys
@@ -55,6 +55,59 @@ put('chat/no-think', bytes([0b000101]) + json.dumps(conv).encode())
 put('chat/tools', bytes([0b001111]) + json.dumps(calls).encode() + b'\0' + json.dumps(tools).encode())
 put('chat/reply', bytes([0b010011]) + b'<think>\nweather\n</think>\n<tool_call>\n<function=get_weather>\n'
     b'<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>\n')
+
+# gguf: "GGUF", u32 version, u64 tensor count, u64 key count, the keys (string, u32 type, value),
+# the tensor infos (string, u32 n_dims, u64 dims, u32 ggml type, u64 offset), padding to the
+# alignment, the data. Strings are a u64 length and the bytes; arrays u32 type, u64 n, elements.
+def gstr(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack('<Q', len(b)) + b
+FMT = {0: '<B', 1: '<b', 2: '<H', 3: '<h', 4: '<I', 5: '<i', 6: '<f', 7: '<?', 10: '<Q', 11: '<q', 12: '<d'}
+def gval(t, v):
+    if t == 8: return gstr(v)
+    if t == 9:
+        et, items = v
+        return struct.pack('<IQ', et, len(items)) + b''.join(gval(et, x) for x in items)
+    return struct.pack(FMT[t], v)
+# ggml types: number -> (elements, bytes) per block
+BLOCKS = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34),
+          12: (256, 144), 13: (256, 176), 14: (256, 210), 20: (32, 18), 23: (256, 136), 30: (1, 2), 39: (32, 17)}
+def gguf(kvs, tensors, version=3, align=32):
+    head = b'GGUF' + struct.pack('<IQQ', version, len(tensors), len(kvs))
+    for k, t, v in kvs:
+        head += gstr(k) + struct.pack('<I', t) + gval(t, v)
+    off, infos, blobs = 0, b'', []
+    for name, ne, ty in tensors:
+        n = 1
+        for d in ne: n *= d
+        nbytes = n // BLOCKS[ty][0] * BLOCKS[ty][1]
+        infos += gstr(name) + struct.pack('<I', len(ne)) + b''.join(struct.pack('<Q', d) for d in ne)
+        infos += struct.pack('<IQ', ty, off)
+        blobs.append((off, bytes((i * 7 + 1) & 255 for i in range(nbytes))))
+        off = (off + nbytes + align - 1) // align * align
+    head += infos
+    head += bytes(-len(head) % align)
+    data = bytearray()
+    for o, blob in blobs:
+        data += bytes(o - len(data)) + blob
+    return head + bytes(data)
+put('gguf/every-value', gguf([
+    ('general.architecture', 8, 'nemotron_h_moe'), ('u8', 0, 7), ('i8', 1, -7), ('u16', 2, 65535),
+    ('i16', 3, -300), ('u32', 4, 4000000000), ('i32', 5, -5), ('f32', 6, 2.5), ('bool', 7, True),
+    ('u64', 10, 2**64 - 1), ('i64', 11, -2**63), ('f64', 12, -0.125),
+    ('nested', 9, (9, [(2, [1, 2]), (2, []), (8, ['deep'])])),
+    ('tokenizer.ggml.tokens', 9, (8, ['<unk>', '<s>', '</s>', 'a', '\u0120the'])),
+    ('tokenizer.ggml.merges', 9, (8, ['t h', '\u0120 th'])),
+    ('tokenizer.ggml.token_type', 9, (5, [3, 3, 3, 1, 1])),
+    ('tokenizer.ggml.bos_token_id', 4, 1), ('tokenizer.chat_template', 8, '{{ messages }}\n'),
+], [('w.f32', [8, 2], 0), ('w.q4_0', [64, 2], 2), ('w.q8_0', [32], 8), ('w.mxfp4', [32, 2, 2], 39)]))
+put('gguf/v2-kquants', gguf([('general.architecture', 8, 'nemotron_h'), ('general.alignment', 4, 64)],
+    [('a.q4_k', [256, 2], 12), ('b.q6_k', [256], 14), ('c.q5_k', [256], 13), ('d.iq4_xs', [256], 23)],
+    version=2, align=64))
+put('gguf/legacy-quants', gguf([('general.alignment', 4, 8)],
+    [('q4_1', [32], 3), ('q5_0', [32, 3], 6), ('q5_1', [64], 7), ('iq4_nl', [32], 20),
+     ('f16', [3], 1), ('bf16', [5, 1, 1, 2], 30)], align=8))
+put('gguf/metadata-only', gguf([('general.name', 8, 'x'), ('split.count', 2, 1)], []))
 
 # tokenizer (text mode): the tokenizer fixture's texts
 for c in json.load(open('tests/fixtures/tokenizer/cases.json')):

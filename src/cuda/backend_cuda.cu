@@ -25,6 +25,7 @@ extern "C" {
 #include "../forward.h"
 }
 #include "ops.cuh"
+#include "products.cuh"
 
 #include <stdarg.h>
 
@@ -334,6 +335,9 @@ extern "C" nemotron_status nt_cuda_backend_new(int device, struct nt_backend **o
         return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED,
                        "cuda: device %d (%s) is sm_%d%d; this build holds code for sm_90 (Hopper) and newer",
                        device, prop.name, prop.major, prop.minor);
+    if ((e = dc_setup()) != cudaSuccess)
+        return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED, "cuda: device %d: preparing the decode kernels: %s", device,
+                       cudaGetErrorString(e));
     struct cuda_backend *b = (struct cuda_backend *)calloc(1, sizeof *b);
     if (!b) return nt_fail(err, NEMOTRON_ERR_NOMEM, "cuda: out of host memory");
     b->base.ops = &cuda_ops;

@@ -38,9 +38,10 @@ extern "C" {
 #define DC_BLOCKS_PER_SM 3 /* resident blocks per SM the grid is sized for: 3 (<= 85 registers, no
                             * spills) beat 4 (64 registers, spills) by 1.1-1.2x on the H200 */
 #endif
+#ifndef DC_STAGES
+#define DC_STAGES 3 /* tiles a block has in flight or in hand (the tile pipeline, below) */
+#endif
 #define DC_TILE (DC_THREADS * DC_CHUNKS) /* 16-byte chunks per tile */
-#define DC_MAX_QROWS_BYTES (24 * 1024) /* quantized activation rows a block holds in shared memory
-                                       * (with the 18 KB static: under 48 KB, no opt-in) */
 
 enum dc_mode {
     DC_PLAIN, /* one matrix W; x and y row 0 */
@@ -142,44 +143,59 @@ __device__ __forceinline__ int where_row(uint32_t w) { return (int)(w >> 18); }
 __device__ __forceinline__ int where_slot(uint32_t w) { return (int)(w >> 12 & 63); }
 __device__ __forceinline__ int where_chunk(uint32_t w) { return (int)(w & 4095); }
 
-/* What a thread loads for a tile, none of it used until the tile is computed (so issuing the
- * loads never waits for memory): its weight chunks, their q4tp scale words (the row's f16 base
- * and step, the group's 5-bit code with its neighbours), and for a thread that runs a chain its
- * row's q8_2f row scale and bias. */
-struct dc_regs {
-    uint4 w[DC_CHUNKS];
-    uint32_t params[DC_CHUNKS], codes[DC_CHUNKS];
-    uint16_t rs;
-    float bias;
-};
+/* ---- the tile pipeline -------------------------------------------------------------------------
+ * Each block keeps DC_STAGES tiles in flight through shared memory: while it computes tile i, the
+ * copies of tiles i+1 .. i+DC_STAGES-1 run (cp.async: no registers held, nothing waits on them
+ * until their turn). With one tile ahead in registers (session 6's kernel) only 16 KB a block were
+ * in flight, and only while the chains ran: the products streamed at 1-2 TB/s, a memory latency
+ * per tile (docs/PERF.md). A stage holds the tile's weight chunks (chunk c where the thread that
+ * computes it copied it, so no barrier guards the weights), then per (slot, row) pair its q4tp
+ * params or q8_2f row-scale word, then (q4tp) each pair's row of 5-bit codes as whole 32-bit words
+ * from the word holding its first byte (the payload is padded so the last row's word exists). */
 
+/* Bytes of a stage's parts (host and device agree through these). */
+__host__ __device__ static inline int dc_code_words(int cols) { return (int)((cols / 32 * 5 + 7) / 8 + 3) / 4 + 1; }
+__host__ __device__ static inline int dc_pairs(const struct dc_product &a) { return (a.mode == DC_DOWN ? a.k : 1) * a.rb; }
+__host__ __device__ static inline int dc_stage_bytes(const struct dc_product &a) {
+    int codes = a.dtype == NT_DTYPE_Q4TP ? dc_pairs(a) * dc_code_words(a.cols) * 4 : 0;
+    return (16 * DC_TILE + 4 * dc_pairs(a) + codes + 15) / 16 * 16;
+}
+/* The most any product's stage takes: pairs <= DC_THREADS, and a q4tp tile's pairs hold at most
+ * DC_TILE groups of 5 bits plus two partial words a pair. */
+#define DC_MAX_STAGE_BYTES (16 * DC_TILE + 4 * DC_THREADS + (DC_TILE * 5 / 8 + 8 * DC_THREADS) + 16)
+
+/* Issues the copies of tile t into stage st: the thread's weight chunks, and for a thread that
+ * runs a chain (pair tid) its row's params / row-scale word and codes. Rows past the tile's are
+ * not copied and never read. */
 template <bool Q4>
-__device__ __forceinline__ void dc_load(const struct dc_product &a, const uint8_t *const *mats, const struct dc_tile &t,
-                                        const uint32_t *where, int chain_s, int chain_rl, struct dc_regs &g) {
-    const bool q4 = Q4;
+__device__ __forceinline__ void dc_issue(const struct dc_product &a, const uint8_t *const *mats, const struct dc_tile &t,
+                                         const uint32_t *where, int chain_s, int chain_rl, uint8_t *st) {
     int nb = a.cols / 32, S = a.mode == DC_DOWN ? a.k : 1;
-    int64_t row_bytes = q4 ? (int64_t)nb * 16 : a.cols;
-    g.rs = 0;
-    g.bias = 0.0f;
+    int64_t row_bytes = Q4 ? (int64_t)nb * 16 : a.cols;
+    uint4 *w = (uint4 *)st;
 #pragma unroll
     for (int j = 0; j < DC_CHUNKS; j++) {
-        g.w[j] = make_uint4(0, 0, 0, 0);
-        g.params[j] = g.codes[j] = 0;
         int rl = where_row(where[j]);
         if (rl < t.nr) {
-            int cc = where_chunk(where[j]), r = t.r0 + rl;
             const uint8_t *W = dc_matrix(a, mats, a.mode == DC_DOWN ? where_slot(where[j]) : t.slot);
-            g.w[j] = __ldg((const uint4 *)(W + r * row_bytes + 16 * (int64_t)cc));
-            if (q4) {
-                g.params[j] = __ldg((const uint32_t *)(W + d_q4_params_off(a.rows, a.cols) + 4 * (int64_t)r));
-                g.codes[j] = ld16b(W + d_q4_codes_off(a.rows, a.cols) + r * d_q4_cstride(a.cols) + ((5 * cc) >> 3));
-            }
+            cp_async16(w + threadIdx.x + DC_THREADS * j, W + (t.r0 + rl) * row_bytes + 16 * (int64_t)where_chunk(where[j]));
         }
     }
     if ((int)threadIdx.x < S * t.nr) {
-        int s = a.mode == DC_DOWN ? chain_s : t.slot, r = t.r0 + chain_rl;
-        if (a.dtype == NT_DTYPE_Q8_2F) g.rs = ld16(dc_matrix(a, mats, s) + d_q8_rs_off(a.rows, a.cols) + 2 * r);
-        if (a.bias) g.bias = a.bias[r];
+        const uint8_t *W = dc_matrix(a, mats, a.mode == DC_DOWN ? chain_s : t.slot);
+        int64_t r = t.r0 + chain_rl;
+        uint32_t *pw = (uint32_t *)(st + 16 * DC_TILE);
+        if (Q4) {
+            cp_async4(pw + threadIdx.x, W + d_q4_params_off(a.rows, a.cols) + 4 * r);
+            const uint8_t *c0 = W + d_q4_codes_off(a.rows, a.cols) + r * d_q4_cstride(a.cols);
+            const uint8_t *c1 = c0 + d_q4_cstride(a.cols);
+            const uint8_t *w0 = (const uint8_t *)((uintptr_t)c0 & ~(uintptr_t)3);
+            int words = (int)(((uintptr_t)c1 + 3 - (uintptr_t)w0) / 4), cw = dc_code_words(a.cols);
+            uint32_t *cd = pw + dc_pairs(a) + threadIdx.x * cw;
+            for (int i = 0; i < words; i++) cp_async4(cd + i, w0 + 4 * i);
+        } else {
+            cp_async4(pw + threadIdx.x, (const uint8_t *)((uintptr_t)(W + d_q8_rs_off(a.rows, a.cols) + 2 * r) & ~(uintptr_t)3));
+        }
     }
 }
 
@@ -195,18 +211,21 @@ __device__ __forceinline__ float dc_finish(const struct dc_product &a, uint16_t 
     return v;
 }
 
-/* Q4: the matrices are q4tp (else q8_2f): each instance holds only its format's registers. */
+/* Q4: the matrices are q4tp (else q8_2f): each instance holds only its format's registers. The
+ * dynamic shared memory is DC_STAGES stages of dc_stage_bytes(a). */
 template <bool Q4>
 __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct dc_product a) {
     __shared__ int32_t isum[2][DC_TILE]; /* block sums [row pair * nb + b], two tiles */
-    __shared__ float gscale[2][DC_TILE]; /* q4tp group scales, the same index */
+    __shared__ float gscale[2][Q4 ? DC_TILE : 1]; /* q4tp group scales, the same index */
     __shared__ float eo[2][DC_THREADS];  /* DC_DOWN: each (slot, row) pair's output */
     __shared__ const uint8_t *mats[DC_MAX_K];
-    NT_DYNAMIC_SHARED(uint8_t, sq); /* the quantized activation rows */
+    NT_DYNAMIC_SHARED(uint8_t, stages);
     const bool q4 = Q4;
     const int tid = threadIdx.x, nb = a.cols / 32, cpr = q4 ? nb : 2 * nb;
     const int S = a.mode == DC_DOWN ? a.k : 1, all = a.mode == DC_UP ? a.tiles * a.k : a.tiles;
     const size_t qs = pk_qx_stride(a.cols);
+    const int sb = dc_stage_bytes(a), pairs = dc_pairs(a), cw = dc_code_words(a.cols);
+    const int mine_tiles = blockIdx.x < (unsigned)all ? (all - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
 
     if (a.mode != DC_PLAIN && tid < a.k) mats[tid] = a.Wtab[a.idx[tid]];
     uint32_t where[DC_CHUNKS];
@@ -214,74 +233,83 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
     for (int j = 0; j < DC_CHUNKS; j++) where[j] = dc_where(tid + DC_THREADS * j, cpr, S, a.rb);
     const int chain_s = tid % S, chain_rl = tid / S; /* a chain thread's (slot, row): pr = tid */
     __syncthreads();
-    struct dc_regs g;
-    int T = blockIdx.x;
-    struct dc_tile t = dc_tile_of(a, T);
-    dc_load<Q4>(a, mats, t, where, chain_s, chain_rl, g); /* in flight while the rows are copied */
-    for (int i = tid; i < (int)(a.nq * qs / 16); i += DC_THREADS) ((uint4 *)sq)[i] = ((const uint4 *)a.qx)[i];
-    __syncthreads();
-    for (int buf = 0; T < all; T += gridDim.x, buf ^= 1) {
-        /* this tile's block sums (and q4tp scales), from the registers */
+#pragma unroll
+    for (int p = 0; p < DC_STAGES - 1; p++) {
+        if (p < mine_tiles)
+            dc_issue<Q4>(a, mats, dc_tile_of(a, blockIdx.x + p * gridDim.x), where, chain_s, chain_rl, stages + p * sb);
+        cp_async_commit(); /* empty groups past the block's tiles keep the wait counts uniform */
+    }
+    for (int i = 0; i < mine_tiles; i++) {
+        int ahead = i + DC_STAGES - 1, buf = i & 1;
+        if (ahead < mine_tiles) /* into the stage tile i - 1 used: only this thread read its parts */
+            dc_issue<Q4>(a, mats, dc_tile_of(a, blockIdx.x + ahead * gridDim.x), where, chain_s, chain_rl,
+                         stages + (ahead % DC_STAGES) * sb);
+        cp_async_commit();
+        cp_async_wait<DC_STAGES - 1>(); /* tile i's copies (this thread's) have landed */
+        const struct dc_tile cur = dc_tile_of(a, blockIdx.x + i * gridDim.x);
+        const uint8_t *st = stages + (i % DC_STAGES) * sb;
+        const uint32_t *pw = (const uint32_t *)(st + 16 * DC_TILE);
+        if (q4) __syncthreads(); /* the chain threads' params and codes, read by every chunk */
+        /* this tile's block sums (and q4tp scales) */
 #pragma unroll
         for (int j = 0; j < DC_CHUNKS; j++) {
             int c = tid + DC_THREADS * j;
-            bool mine = where_row(where[j]) < t.nr;
-            int cc = mine ? where_chunk(where[j]) : 0, s = a.mode == DC_DOWN ? where_slot(where[j]) : t.slot;
-            const uint8_t *q = sq + (a.nq > 1 && mine ? s : 0) * qs;
+            bool mine = where_row(where[j]) < cur.nr;
+            int cc = mine ? where_chunk(where[j]) : 0, s = a.mode == DC_DOWN ? where_slot(where[j]) : cur.slot;
+            const uint8_t *q = a.qx + (a.nq > 1 && mine ? s : 0) * qs;
+            uint4 wv = mine ? ((const uint4 *)st)[c] : make_uint4(0, 0, 0, 0);
             int v;
             if (q4) {
                 int grp = cc;
                 const uint4 *qp = (const uint4 *)(q + 32 * grp);
-                uint4 qa = qp[0], qb = qp[1];
-                v = __dp4a(q4_lo(g.w[j].x), (int)qa.x, 0);
-                v = __dp4a(q4_hi(g.w[j].x), (int)qa.y, v);
-                v = __dp4a(q4_lo(g.w[j].y), (int)qa.z, v);
-                v = __dp4a(q4_hi(g.w[j].y), (int)qa.w, v);
-                v = __dp4a(q4_lo(g.w[j].z), (int)qb.x, v);
-                v = __dp4a(q4_hi(g.w[j].z), (int)qb.y, v);
-                v = __dp4a(q4_lo(g.w[j].w), (int)qb.z, v);
-                v = __dp4a(q4_hi(g.w[j].w), (int)qb.w, v);
+                uint4 qa = __ldg(qp), qb = __ldg(qp + 1);
+                v = __dp4a(q4_lo(wv.x), (int)qa.x, 0);
+                v = __dp4a(q4_hi(wv.x), (int)qa.y, v);
+                v = __dp4a(q4_lo(wv.y), (int)qa.z, v);
+                v = __dp4a(q4_hi(wv.y), (int)qa.w, v);
+                v = __dp4a(q4_lo(wv.z), (int)qb.x, v);
+                v = __dp4a(q4_hi(wv.z), (int)qb.y, v);
+                v = __dp4a(q4_lo(wv.w), (int)qb.z, v);
+                v = __dp4a(q4_hi(wv.w), (int)qb.w, v);
                 if (mine) {
+                    /* the pair whose chain thread copied this row's params and codes */
+                    int pr = where_row(where[j]) * S + where_slot(where[j]);
+                    const uint8_t *codes = (const uint8_t *)(pw + pairs + pr * cw);
+                    int off = (int)(((uintptr_t)(cur.r0 + where_row(where[j])) * d_q4_cstride(a.cols)) & 3);
+                    uint32_t code2 = ld16b(codes + off + ((5 * grp) >> 3));
+                    int code = (int)((code2 >> ((5 * grp) & 7)) & 31);
                     isum[buf][c] = v;
-                    int code = (int)((g.codes[j] >> ((5 * grp) & 7)) & 31);
-                    gscale[buf][c] = nt_q4tp_scale(f16f((uint16_t)(g.params[j] & 0xffff)),
-                                                   f16f((uint16_t)(g.params[j] >> 16)), code);
+                    gscale[buf][c] = nt_q4tp_scale(f16f((uint16_t)(pw[pr] & 0xffff)), f16f((uint16_t)(pw[pr] >> 16)), code);
                 }
             } else {
-                uint4 qa = *(const uint4 *)(q + 16 * cc);
-                v = __dp4a((int)g.w[j].x, (int)qa.x, 0);
-                v = __dp4a((int)g.w[j].y, (int)qa.y, v);
-                v = __dp4a((int)g.w[j].z, (int)qa.z, v);
-                v = __dp4a((int)g.w[j].w, (int)qa.w, v);
+                uint4 qa = __ldg((const uint4 *)(q + 16 * cc));
+                v = __dp4a((int)wv.x, (int)qa.x, 0);
+                v = __dp4a((int)wv.y, (int)qa.y, v);
+                v = __dp4a((int)wv.z, (int)qa.z, v);
+                v = __dp4a((int)wv.w, (int)qa.w, v);
                 v += __shfl_xor_sync(0xffffffffu, v, 1); /* the block's other half: chunk c ^ 1 */
                 if (mine && !(c & 1)) isum[buf][c >> 1] = v;
             }
-        }
-        uint16_t rs = g.rs;
-        float bias = g.bias;
-        /* the next tile's loads, in flight during this one's chains */
-        struct dc_tile cur = t;
-        if (T + (int)gridDim.x < all) {
-            t = dc_tile_of(a, T + gridDim.x);
-            dc_load<Q4>(a, mats, t, where, chain_s, chain_rl, g);
         }
         __syncthreads();
         if (tid < S * cur.nr) { /* one chain per (slot, row): the blocks in order */
             int s = a.mode == DC_DOWN ? chain_s : cur.slot, rl = chain_rl;
             const int32_t *is = isum[buf] + tid * nb;
-            const float *dv = (const float *)(sq + (a.nq > 1 ? s : 0) * qs + 32 * nb);
+            const float *dv = (const float *)(a.qx + (a.nq > 1 ? s : 0) * qs + 32 * nb);
             float acc = 0.0f;
             if (q4) {
                 const float *gsc = gscale[buf] + tid * nb;
 #pragma unroll 4
-                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(gsc[b], dv[b]), acc);
+                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(gsc[b], __ldg(dv + b)), acc);
             } else {
 #pragma unroll 4
-                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], dv[b], acc);
+                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __ldg(dv + b), acc);
             }
-            float v = dc_finish(a, rs, bias, acc);
+            int r = cur.r0 + rl;
+            uint16_t rs = q4 ? 0 : (uint16_t)(pw[tid] >> (16 * (r & 1)));
+            float v = dc_finish(a, rs, a.bias ? a.bias[r] : 0.0f, acc);
             if (a.mode == DC_DOWN) eo[buf][tid] = v;
-            else a.y[(int64_t)s * a.rows + cur.r0 + rl] = v;
+            else a.y[(int64_t)s * a.rows + r] = v;
         }
         if (a.mode == DC_DOWN) { /* the combine: k_moe_combine's chain over the slots in order */
             __syncthreads();
@@ -292,6 +320,7 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
             }
         }
     }
+    cp_async_wait<0>(); /* no copy outlives the block (the empty trailing groups) */
 }
 
 /* The nq activation rows quantized once into a.qx for all of k_decode's blocks, 32 units a
@@ -353,8 +382,8 @@ static int chunks_per_row(int dtype, int64_t cols) { return (int)(dtype == NT_DT
 static bool dc_fits(int dtype, int64_t rows, int64_t cols, int S, int nq) {
     if (!pk_packed(dtype) || pk_reference_only() || cols <= 0 || cols % 32 || rows <= 0 || rows > INT32_MAX / 2)
         return false;
-    return (int64_t)S * chunks_per_row(dtype, cols) <= DC_TILE && S <= DC_MAX_K &&
-           (int64_t)nq * pk_qx_stride(cols) <= DC_MAX_QROWS_BYTES;
+    (void)nq; /* the quantized rows are read through the cache, any number of them */
+    return (int64_t)S * chunks_per_row(dtype, cols) <= DC_TILE && S <= DC_MAX_K;
 }
 
 /* qx_room: device memory for the nq quantized rows. */
@@ -365,16 +394,34 @@ static bool dc_launch(struct nt_backend *be, struct dc_product *a, uint8_t *qx_r
     if (a->rb > DC_THREADS / S) a->rb = DC_THREADS / S;
     if (a->rb > a->rows) a->rb = a->rows;
     a->tiles = (a->rows + a->rb - 1) / a->rb;
-    int all = a->mode == DC_UP ? a->tiles * a->k : a->tiles, sms = 0;
-    if (!CK(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device))) return false;
-    int grid = sms * DC_BLOCKS_PER_SM < all ? sms * DC_BLOCKS_PER_SM : all;
+    int all = a->mode == DC_UP ? a->tiles * a->k : a->tiles, sms = 0, per_sm = 0;
+    size_t smem = (size_t)DC_STAGES * dc_stage_bytes(*a);
+    bool q4 = a->dtype == NT_DTYPE_Q4TP;
+    if (!CK(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device)) ||
+        !CK(be, q4 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode<true>, DC_THREADS, smem)
+                   : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode<false>, DC_THREADS, smem)))
+        return false;
+    if (per_sm < 1) {
+        cuda_fault(be, "k_decode: %zu bytes of stages leave no room for a block", smem);
+        return false;
+    }
+    /* the grid is what the SMs hold at once: a second wave would wait for the first one's tail */
+    int grid = sms * per_sm < all ? sms * per_sm : all;
     int units = a->nq * (a->cols / 32);
     NT_LAUNCH(k_dc_quantize, (units + DC_QUANTIZE_UNITS - 1) / DC_QUANTIZE_UNITS, DC_THREADS, *a);
     if (!LAUNCHED(be)) return false;
-    size_t smem = (size_t)a->nq * pk_qx_stride(a->cols);
-    if (a->dtype == NT_DTYPE_Q4TP) NT_LAUNCH_SMEM(k_decode<true>, grid, DC_THREADS, smem, *a);
+    if (q4) NT_LAUNCH_SMEM(k_decode<true>, grid, DC_THREADS, smem, *a);
     else NT_LAUNCH_SMEM(k_decode<false>, grid, DC_THREADS, smem, *a);
     return LAUNCHED(be);
+}
+
+cudaError_t dc_setup(void) {
+    cudaError_t e = cudaFuncSetAttribute(k_decode<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         DC_STAGES * DC_MAX_STAGE_BYTES);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_decode<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 DC_STAGES * DC_MAX_STAGE_BYTES);
+    return e;
 }
 
 bool dc_fits_plain(const struct nt_matrix *W) {

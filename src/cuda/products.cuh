@@ -95,6 +95,8 @@ bool pk_reference_only(void);
  * the product (call only when it fits; false, with be's fault recorded, when a launch failed).
  * qx_room: room for one row of quantized activations (pk_qx_stride(cols) bytes), or NULL. */
 bool dc_fits_plain(const struct nt_matrix *W);
+/* Once per device, before any product: the shared memory decode.cu's kernels opt into. */
+cudaError_t dc_setup(void);
 bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bias, int act, const float *x, float *y,
                uint8_t *qx_room);
 /* Whether the routed experts of one position fit its kernels; their up and down products with the

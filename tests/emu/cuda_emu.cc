@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <ctime>
+#include <map>
 #include <mutex>
 #include <vector>
 #include <wchar.h>
@@ -144,6 +145,33 @@ void check_device_range(const char *call, const char *side, const void *p, size_
     do {                                                                                           \
         if (int s_ = sticky.load(std::memory_order_relaxed)) return failed(s_);                   \
     } while (0)
+
+/* ---- dynamic shared memory limits (cuda_emu.h) ---- */
+
+namespace {
+const int default_dynamic_smem = 48 * 1024, most_dynamic_smem = 227 * 1024;
+std::mutex smem_mu;
+std::map<const void *, int> smem_optin; /* kernel -> the bytes it opted into */
+int smem_limit(const void *kernel) {
+    std::lock_guard<std::mutex> g(smem_mu);
+    auto it = smem_optin.find(kernel);
+    return it == smem_optin.end() ? default_dynamic_smem : it->second;
+}
+} // namespace
+
+cudaError_t emu::set_dynamic_smem(const void *kernel, int bytes) {
+    STICKY();
+    if (bytes < 0 || bytes > most_dynamic_smem) return failed(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> g(smem_mu);
+    smem_optin[kernel] = bytes;
+    return cudaSuccess;
+}
+bool emu::dynamic_smem_fits(const void *kernel, size_t bytes) { return bytes <= (size_t)smem_limit(kernel); }
+bool emu::launch_smem_ok(const void *kernel, size_t bytes) {
+    if (dynamic_smem_fits(kernel, bytes)) return true;
+    failed(cudaErrorInvalidValue);
+    return false;
+}
 
 cudaError_t cudaGetLastError(void) {
     if (int s = sticky.load(std::memory_order_relaxed)) return s;

@@ -291,10 +291,31 @@ template <class... P> EMU_EXEMPT static void enter(const void *b) {
 }
 } // namespace emu
 
+/* Dynamic shared memory, as on an H200: every kernel may take 48 KB; one that opted in through
+ * cudaFuncSetAttribute up to what it asked (at most 227 KB). A launch past its limit fails with
+ * cudaErrorInvalidValue and runs nothing, as the runtime's does. */
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+namespace emu {
+cudaError_t set_dynamic_smem(const void *kernel, int bytes); /* cuda_emu.cc */
+bool dynamic_smem_fits(const void *kernel, size_t bytes);
+bool launch_smem_ok(const void *kernel, size_t bytes); /* false: the thread's last error set */
+} // namespace emu
+template <class... P> static inline cudaError_t cudaFuncSetAttribute(void (*k)(P...), cudaFuncAttribute, int bytes) {
+    return emu::set_dynamic_smem(reinterpret_cast<const void *>(k), bytes);
+}
+/* Two blocks per emulated SM where the memory fits (two SMs: cudaDeviceGetAttribute), none where
+ * it does not, as the runtime answers. */
+template <class... P>
+static inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void (*k)(P...), int, size_t smem) {
+    *n = emu::dynamic_smem_fits(reinterpret_cast<const void *>(k), smem) ? 2 : 0;
+    return cudaSuccess;
+}
+
 /* (the arguments take the kernel's parameter types at the call, as in a <<< >>> launch) */
 template <class... P>
 static void emu_launch(const char *name, void (*k)(P...), dim3 grid, dim3 block, size_t smem,
                        std::type_identity_t<P>... args) {
+    if (!emu::launch_smem_ok(reinterpret_cast<const void *>(k), smem)) return;
     emu::bound<P...> b{k, std::tuple<P...>(args...)};
     emu::run_or_record([=] { emu::run(name, grid, block, smem, &emu::enter<P...>, &b); });
 }

@@ -45,7 +45,37 @@ void cuda_fault(struct nt_backend *be, const char *fmt, ...) __attribute__((form
 #define NT_LAUNCH(kernel, grid, block, ...) kernel<<<grid, block, 0, ST>>>(__VA_ARGS__)
 #define NT_LAUNCH_SMEM(kernel, grid, block, smem, ...) kernel<<<grid, block, smem, ST>>>(__VA_ARGS__)
 #define NT_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+/* A launch that may begin while the kernel before it in the stream still runs (programmatic
+ * dependent launch, sm_90): the kernel must call grid_wait() before it reads anything an earlier
+ * kernel wrote; what it does before (loads of constants: weights) overlaps that kernel's end and
+ * the launch gap. Returns the launch's cudaError_t. NT_EARLY_LAUNCH=0 at build time: a plain one. */
+#ifndef NT_EARLY_LAUNCH
+#define NT_EARLY_LAUNCH 1
 #endif
+template <class... P, class... A>
+static inline cudaError_t nt_launch_early(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = NT_EARLY_LAUNCH;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = ST;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+#define NT_LAUNCH_EARLY(kernel, grid, block, smem, ...) nt_launch_early(kernel, dim3(grid), dim3(block), smem, __VA_ARGS__)
+#endif
+
+/* Waits until the kernel before this one in the stream has finished and its writes are visible
+ * (a no-op unless this kernel was launched by NT_LAUNCH_EARLY). */
+__device__ __forceinline__ void grid_wait(void) {
+#ifndef NT_CUDA_EMULATION
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
 
 static inline size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 

@@ -39,8 +39,10 @@ extern "C" {
                             * spills) beat 4 (64 registers, spills) by 1.1-1.2x on the H200 */
 #endif
 #ifndef DC_STAGES
-#define DC_STAGES 3 /* tiles a block has in flight or in hand (the tile pipeline, below) */
+#define DC_STAGES 2 /* tiles a block has in flight or in hand (the tile pipeline, below): 2, 3 and 4
+                     * timed alike on the H200 (docs/PERF.md); 2 leaves room for 3 blocks an SM */
 #endif
+#define DC_MAX_QROWS_BYTES (24 * 1024) /* the quantized activation rows a block holds */
 #define DC_TILE (DC_THREADS * DC_CHUNKS) /* 16-byte chunks per tile */
 
 enum dc_mode {
@@ -60,7 +62,6 @@ struct dc_product {
     const float *x;             /* activation rows, row s at x + s * cols (DC_DOWN) */
     const float *bias;
     float *y;
-    uint8_t *qx;                /* the nq quantized activation rows (k_dc_quantize writes them) */
     int mode, dtype, act;
     int rows, cols;
     int k;     /* slots (DC_UP, DC_DOWN) */
@@ -82,7 +83,8 @@ __device__ __forceinline__ const uint8_t *dc_matrix(const struct dc_product &a, 
  * activation rows into dst (pk_qx_stride(cols) bytes a row): 8 lanes per unit, 4 columns a
  * lane, the block's warps 4 units each per round; whole warps run every shuffle. The bytes are
  * quantize_block's (products.cu): the maximum is exact in any order. */
-__device__ void dc_quantize(const struct dc_product &a, uint8_t *dst_rows, int u0_block, int u1) {
+__device__ void dc_quantize(const struct dc_product &a, const uint8_t *const *mats, uint8_t *dst_rows, int u0_block,
+                            int u1) {
     int nb = a.cols / 32, lane = threadIdx.x & 31, l8 = lane & 7;
     size_t qs = pk_qx_stride(a.cols);
     for (int u0 = u0_block + (int)(threadIdx.x >> 5) * 4; u0 < u1; u0 += (int)blockDim.x / 8) {
@@ -90,7 +92,7 @@ __device__ void dc_quantize(const struct dc_product &a, uint8_t *dst_rows, int u
         bool on = u < u1;
         int q = on ? u / nb : 0, b = on ? u % nb : 0, c0 = 32 * b + 4 * l8;
         const float *x = a.x + (a.mode == DC_DOWN ? (int64_t)q * a.cols : 0);
-        const uint8_t *W = a.dtype == NT_DTYPE_Q8_2F ? dc_matrix(a, NULL, a.nq > 1 ? q : 0) : NULL;
+        const uint8_t *W = a.dtype == NT_DTYPE_Q8_2F ? dc_matrix(a, mats, a.nq > 1 ? q : 0) : NULL;
         float v[4];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -212,7 +214,13 @@ __device__ __forceinline__ float dc_finish(const struct dc_product &a, uint16_t 
 }
 
 /* Q4: the matrices are q4tp (else q8_2f): each instance holds only its format's registers. The
- * dynamic shared memory is DC_STAGES stages of dc_stage_bytes(a). */
+ * dynamic shared memory is DC_STAGES stages of dc_stage_bytes(a), then the nq quantized rows.
+ *
+ * The block quantizes the activation rows itself, while its first tiles' weights are in flight
+ * (no quantize kernel, no launch between). Launched early (NT_LAUNCH_EARLY: programmatic
+ * dependent launch), a plain product's block issues those weight copies before it waits for the
+ * kernel before it (grid_wait): the weights are constants, only the activations are that kernel's
+ * output. The experts wait first: their matrices come from the router's choice. */
 template <bool Q4>
 __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct dc_product a) {
     __shared__ int32_t isum[2][DC_TILE]; /* block sums [row pair * nb + b], two tiles */
@@ -227,7 +235,10 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
     const int sb = dc_stage_bytes(a), pairs = dc_pairs(a), cw = dc_code_words(a.cols);
     const int mine_tiles = blockIdx.x < (unsigned)all ? (all - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
 
-    if (a.mode != DC_PLAIN && tid < a.k) mats[tid] = a.Wtab[a.idx[tid]];
+    if (a.mode != DC_PLAIN) {
+        grid_wait();
+        if (tid < a.k) mats[tid] = a.Wtab[a.idx[tid]];
+    }
     uint32_t where[DC_CHUNKS];
 #pragma unroll
     for (int j = 0; j < DC_CHUNKS; j++) where[j] = dc_where(tid + DC_THREADS * j, cpr, S, a.rb);
@@ -239,6 +250,10 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
             dc_issue<Q4>(a, mats, dc_tile_of(a, blockIdx.x + p * gridDim.x), where, chain_s, chain_rl, stages + p * sb);
         cp_async_commit(); /* empty groups past the block's tiles keep the wait counts uniform */
     }
+    if (a.mode == DC_PLAIN) grid_wait();
+    uint8_t *sq = stages + DC_STAGES * sb; /* the quantized activation rows */
+    dc_quantize(a, mats, sq, 0, a.nq * nb);
+    __syncthreads();
     for (int i = 0; i < mine_tiles; i++) {
         int ahead = i + DC_STAGES - 1, buf = i & 1;
         if (ahead < mine_tiles) /* into the stage tile i - 1 used: only this thread read its parts */
@@ -256,13 +271,13 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
             int c = tid + DC_THREADS * j;
             bool mine = where_row(where[j]) < cur.nr;
             int cc = mine ? where_chunk(where[j]) : 0, s = a.mode == DC_DOWN ? where_slot(where[j]) : cur.slot;
-            const uint8_t *q = a.qx + (a.nq > 1 && mine ? s : 0) * qs;
+            const uint8_t *q = sq + (a.nq > 1 && mine ? s : 0) * qs;
             uint4 wv = mine ? ((const uint4 *)st)[c] : make_uint4(0, 0, 0, 0);
             int v;
             if (q4) {
                 int grp = cc;
                 const uint4 *qp = (const uint4 *)(q + 32 * grp);
-                uint4 qa = __ldg(qp), qb = __ldg(qp + 1);
+                uint4 qa = qp[0], qb = qp[1];
                 v = __dp4a(q4_lo(wv.x), (int)qa.x, 0);
                 v = __dp4a(q4_hi(wv.x), (int)qa.y, v);
                 v = __dp4a(q4_lo(wv.y), (int)qa.z, v);
@@ -282,7 +297,7 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
                     gscale[buf][c] = nt_q4tp_scale(f16f((uint16_t)(pw[pr] & 0xffff)), f16f((uint16_t)(pw[pr] >> 16)), code);
                 }
             } else {
-                uint4 qa = __ldg((const uint4 *)(q + 16 * cc));
+                uint4 qa = *(const uint4 *)(q + 16 * cc);
                 v = __dp4a((int)wv.x, (int)qa.x, 0);
                 v = __dp4a((int)wv.y, (int)qa.y, v);
                 v = __dp4a((int)wv.z, (int)qa.z, v);
@@ -295,15 +310,15 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
         if (tid < S * cur.nr) { /* one chain per (slot, row): the blocks in order */
             int s = a.mode == DC_DOWN ? chain_s : cur.slot, rl = chain_rl;
             const int32_t *is = isum[buf] + tid * nb;
-            const float *dv = (const float *)(a.qx + (a.nq > 1 ? s : 0) * qs + 32 * nb);
+            const float *dv = (const float *)(sq + (a.nq > 1 ? s : 0) * qs + 32 * nb);
             float acc = 0.0f;
             if (q4) {
                 const float *gsc = gscale[buf] + tid * nb;
 #pragma unroll 4
-                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(gsc[b], __ldg(dv + b)), acc);
+                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(gsc[b], dv[b]), acc);
             } else {
 #pragma unroll 4
-                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __ldg(dv + b), acc);
+                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], dv[b], acc);
             }
             int r = cur.r0 + rl;
             uint16_t rs = q4 ? 0 : (uint16_t)(pw[tid] >> (16 * (r & 1)));
@@ -321,15 +336,6 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
         }
     }
     cp_async_wait<0>(); /* no copy outlives the block (the empty trailing groups) */
-}
-
-/* The nq activation rows quantized once into a.qx for all of k_decode's blocks, 32 units a
- * block. Each block quantizing them itself cost more despite the launch saved (one H200 run:
- * experts 39.5 against 33.8 us, out_proj 11.7 against 10.2, the rest within 3 %; docs/PERF.md). */
-#define DC_QUANTIZE_UNITS 32
-__global__ void __launch_bounds__(DC_THREADS) k_dc_quantize(struct dc_product a) {
-    int u0 = blockIdx.x * DC_QUANTIZE_UNITS, units = a.nq * (a.cols / 32);
-    dc_quantize(a, a.qx, u0, min(u0 + DC_QUANTIZE_UNITS, units));
 }
 
 /* ---- float weights ----------------------------------------------------------------------------- */
@@ -382,20 +388,18 @@ static int chunks_per_row(int dtype, int64_t cols) { return (int)(dtype == NT_DT
 static bool dc_fits(int dtype, int64_t rows, int64_t cols, int S, int nq) {
     if (!pk_packed(dtype) || pk_reference_only() || cols <= 0 || cols % 32 || rows <= 0 || rows > INT32_MAX / 2)
         return false;
-    (void)nq; /* the quantized rows are read through the cache, any number of them */
-    return (int64_t)S * chunks_per_row(dtype, cols) <= DC_TILE && S <= DC_MAX_K;
+    return (int64_t)S * chunks_per_row(dtype, cols) <= DC_TILE && S <= DC_MAX_K &&
+           (int64_t)nq * pk_qx_stride(cols) <= DC_MAX_QROWS_BYTES;
 }
 
-/* qx_room: device memory for the nq quantized rows. */
-static bool dc_launch(struct nt_backend *be, struct dc_product *a, uint8_t *qx_room) {
-    a->qx = qx_room;
+static bool dc_launch(struct nt_backend *be, struct dc_product *a) {
     int S = a->mode == DC_DOWN ? a->k : 1;
     a->rb = DC_TILE / (S * chunks_per_row(a->dtype, a->cols));
     if (a->rb > DC_THREADS / S) a->rb = DC_THREADS / S;
     if (a->rb > a->rows) a->rb = a->rows;
     a->tiles = (a->rows + a->rb - 1) / a->rb;
     int all = a->mode == DC_UP ? a->tiles * a->k : a->tiles, sms = 0, per_sm = 0;
-    size_t smem = (size_t)DC_STAGES * dc_stage_bytes(*a);
+    size_t smem = (size_t)DC_STAGES * dc_stage_bytes(*a) + (size_t)a->nq * pk_qx_stride(a->cols);
     bool q4 = a->dtype == NT_DTYPE_Q4TP;
     if (!CK(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device)) ||
         !CK(be, q4 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode<true>, DC_THREADS, smem)
@@ -407,20 +411,16 @@ static bool dc_launch(struct nt_backend *be, struct dc_product *a, uint8_t *qx_r
     }
     /* the grid is what the SMs hold at once: a second wave would wait for the first one's tail */
     int grid = sms * per_sm < all ? sms * per_sm : all;
-    int units = a->nq * (a->cols / 32);
-    NT_LAUNCH(k_dc_quantize, (units + DC_QUANTIZE_UNITS - 1) / DC_QUANTIZE_UNITS, DC_THREADS, *a);
-    if (!LAUNCHED(be)) return false;
-    if (q4) NT_LAUNCH_SMEM(k_decode<true>, grid, DC_THREADS, smem, *a);
-    else NT_LAUNCH_SMEM(k_decode<false>, grid, DC_THREADS, smem, *a);
-    return LAUNCHED(be);
+    if (q4) return CK(be, NT_LAUNCH_EARLY(k_decode<true>, grid, DC_THREADS, smem, *a)) && LAUNCHED(be);
+    return CK(be, NT_LAUNCH_EARLY(k_decode<false>, grid, DC_THREADS, smem, *a)) && LAUNCHED(be);
 }
 
 cudaError_t dc_setup(void) {
     cudaError_t e = cudaFuncSetAttribute(k_decode<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         DC_STAGES * DC_MAX_STAGE_BYTES);
+                                         DC_STAGES * DC_MAX_STAGE_BYTES + DC_MAX_QROWS_BYTES);
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(k_decode<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 DC_STAGES * DC_MAX_STAGE_BYTES);
+                                 DC_STAGES * DC_MAX_STAGE_BYTES + DC_MAX_QROWS_BYTES);
     return e;
 }
 
@@ -430,7 +430,7 @@ bool dc_fits_plain(const struct nt_matrix *W) {
 }
 
 bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bias, int act, const float *x,
-               float *y, uint8_t *qx_room) {
+               float *y) {
     if (!pk_packed(W->dtype)) {
         NT_LAUNCH(k_float_row, (unsigned)W->rows, FR_THREADS, (const uint8_t *)W->data, W->dtype, (int)W->cols, bias,
                   act, x, y);
@@ -449,7 +449,7 @@ bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bi
     a.y = y;
     a.k = 1;
     a.nq = 1;
-    return dc_launch(be, &a, qx_room);
+    return dc_launch(be, &a);
 }
 
 /* q8_2f experts quantize the row once per slot (the column field is the expert's); q4tp once. */
@@ -462,7 +462,7 @@ bool dc_fits_experts(const struct nt_moe_dims *d, const struct nt_matrix *up, co
 
 bool dc_experts(struct nt_backend *be, const struct nt_moe_dims *d, const uint8_t *const *up_tab,
                 const uint8_t *const *down_tab, int up_dtype, int down_dtype, const float *x, const int32_t *idx,
-                const float *wts, float *inner, float *y, uint8_t *up_room, uint8_t *down_room) {
+                const float *wts, float *inner, float *y) {
     struct dc_product a;
     memset(&a, 0, sizeof a);
     a.mode = DC_UP;
@@ -476,7 +476,7 @@ bool dc_experts(struct nt_backend *be, const struct nt_moe_dims *d, const uint8_
     a.y = inner;
     a.k = d->k;
     a.nq = up_qrows(up_dtype, d->k);
-    if (!dc_launch(be, &a, up_room)) return false;
+    if (!dc_launch(be, &a)) return false;
     a.mode = DC_DOWN;
     a.Wtab = down_tab;
     a.wts = wts;
@@ -487,5 +487,5 @@ bool dc_experts(struct nt_backend *be, const struct nt_moe_dims *d, const uint8_
     a.x = inner;
     a.y = y;
     a.nq = d->k;
-    return dc_launch(be, &a, down_room);
+    return dc_launch(be, &a);
 }

@@ -761,7 +761,7 @@ void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, const stru
     size_t need = pk_packed(W->dtype) ? 16 : W->dtype == NT_DTYPE_F32 ? 4 : 2;
     if ((uintptr_t)W->data % need) return cuda_fault(be, "matmul: %s: weight data not aligned for its dtype", W->name);
     if (n == 1 && dc_fits_plain(W)) { /* decode: decode.cu's streaming kernel */
-        dc_matmul(be, W, bias, act, x, y, qx_of(p));
+        dc_matmul(be, W, bias, act, x, y);
         return;
     }
     struct pk_product a;

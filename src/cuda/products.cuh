@@ -93,18 +93,17 @@ bool pk_reference_only(void);
 
 /* decode.cu: products of a pass of one position. Whether a plain product of W fits its kernels;
  * the product (call only when it fits; false, with be's fault recorded, when a launch failed).
- * qx_room: room for one row of quantized activations (pk_qx_stride(cols) bytes), or NULL. */
+ * The kernels quantize the activation row(s) themselves, in shared memory. */
 bool dc_fits_plain(const struct nt_matrix *W);
 /* Once per device, before any product: the shared memory decode.cu's kernels opt into. */
 cudaError_t dc_setup(void);
-bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bias, int act, const float *x, float *y,
-               uint8_t *qx_room);
+bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bias, int act, const float *x, float *y);
 /* Whether the routed experts of one position fit its kernels; their up and down products with the
  * weighted combine: y = sum over slots s in order of wts[s] * down_e(relu2(up_e x)), e = idx[s];
- * inner: [k][mi] floats of scratch; up_room, down_room: room for k quantized rows of each. */
+ * inner: [k][mi] floats of scratch. */
 bool dc_fits_experts(const struct nt_moe_dims *d, const struct nt_matrix *up, const struct nt_matrix *down);
 bool dc_experts(struct nt_backend *be, const struct nt_moe_dims *d, const uint8_t *const *up_tab,
                 const uint8_t *const *down_tab, int up_dtype, int down_dtype, const float *x, const int32_t *idx,
-                const float *wts, float *inner, float *y, uint8_t *up_room, uint8_t *down_room);
+                const float *wts, float *inner, float *y);
 
 #endif

@@ -324,5 +324,9 @@ static void emu_launch(const char *name, void (*k)(P...), dim3 grid, dim3 block,
 #define NT_LAUNCH_SMEM(kernel, grid, block, smem, ...)                                                           \
     emu_launch(#kernel, kernel, dim3(grid), dim3(block), smem, __VA_ARGS__)
 #define NT_DYNAMIC_SHARED(type, name) type *name = (type *)emu::dyn_smem
+/* The emulation runs kernels one after another: an early launch is a plain one (what the kernel
+ * does before grid_wait() then simply comes after the kernel before it). */
+#define NT_LAUNCH_EARLY(kernel, grid, block, smem, ...)                                                          \
+    (emu_launch(#kernel, kernel, dim3(grid), dim3(block), smem, __VA_ARGS__), cudaSuccess)
 
 #endif

@@ -70,10 +70,19 @@ static inline cudaError_t nt_launch_early(void (*kernel)(P...), dim3 grid, dim3 
 #endif
 
 /* Waits until the kernel before this one in the stream has finished and its writes are visible
- * (a no-op unless this kernel was launched by NT_LAUNCH_EARLY). */
+ * (a no-op unless this kernel was launched by NT_LAUNCH_EARLY). Its partner: a kernel calls
+ * grid_launch_dependents() only after its own grid_wait(), so an early kernel that started knows
+ * every kernel before the one just before it has finished. */
 __device__ __forceinline__ void grid_wait(void) {
 #ifndef NT_CUDA_EMULATION
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+/* Lets the early-launched kernel after this one start its blocks (as this one's retire) and run up
+ * to its grid_wait. */
+__device__ __forceinline__ void grid_launch_dependents(void) {
+#ifndef NT_CUDA_EMULATION
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
 

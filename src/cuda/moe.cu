@@ -289,7 +289,7 @@ void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const struct
     struct moe_layout ml = moe_layout(d, n);
     float *eo = (float *)(base + ml.eo), *inner = (float *)(base + ml.inner);
     if (n == 1 && dc_fits_experts(d, up, dn)) { /* decode: its k experts, no lists (decode.cu) */
-        dc_experts(be, d, tup, tdn, up[0].dtype, dn[0].dtype, x, idx, wts, inner, y);
+        dc_experts(be, d, tup, tdn, up[0].dtype, dn[0].dtype, x, idx, wts, inner, y, base + ml.qup, base + ml.qdn);
         return;
     }
     struct pk_product lists;

@@ -100,10 +100,10 @@ cudaError_t dc_setup(void);
 bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bias, int act, const float *x, float *y);
 /* Whether the routed experts of one position fit its kernels; their up and down products with the
  * weighted combine: y = sum over slots s in order of wts[s] * down_e(relu2(up_e x)), e = idx[s];
- * inner: [k][mi] floats of scratch. */
+ * inner: [k][mi] floats of scratch; up_room, down_room: room for k quantized rows of each. */
 bool dc_fits_experts(const struct nt_moe_dims *d, const struct nt_matrix *up, const struct nt_matrix *down);
 bool dc_experts(struct nt_backend *be, const struct nt_moe_dims *d, const uint8_t *const *up_tab,
                 const uint8_t *const *down_tab, int up_dtype, int down_dtype, const float *x, const int32_t *idx,
-                const float *wts, float *inner, float *y);
+                const float *wts, float *inner, float *y, uint8_t *up_room, uint8_t *down_room);
 
 #endif

@@ -9,6 +9,8 @@
  * appends wherever the sequence is). */
 __global__ void k_kv_append(const struct pass_meta *meta, size_t rows, size_t kvw, const float *k, const float *v,
                             float *k_cache, float *v_cache) {
+    grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
+    grid_launch_dependents();
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (i >= rows) return;
     size_t at = (size_t)meta->pos0 * kvw + i;
@@ -31,6 +33,8 @@ template <int DPL>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
     k_attention(const struct pass_meta *meta, int nq, int nkv, int dh, int hpb, const float *__restrict__ q,
                 const float *__restrict__ kc, const float *__restrict__ vc, float *__restrict__ out) {
+    grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
+    grid_launch_dependents();
     __shared__ float sm_m[ATT_WARPS][ATT_HEADS], sm_l[ATT_WARPS][ATT_HEADS];
     __shared__ float sm_o[ATT_WARPS][ATT_HEADS][DPL * 32];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -119,7 +123,7 @@ void be_attention(struct nt_backend *be, const struct nt_pass *p, const struct n
     PROFILE(be, "attention n=%d", p->n);
     size_t kvw = (size_t)d->nkv * d->dh;
     size_t rows = (size_t)p->n * kvw;
-    NT_LAUNCH(k_kv_append, (unsigned)((rows + ELEM_THREADS - 1) / ELEM_THREADS), ELEM_THREADS, meta_of(p), rows, kvw,
+    NT_LAUNCH_EARLY(k_kv_append, (unsigned)((rows + ELEM_THREADS - 1) / ELEM_THREADS), ELEM_THREADS, 0, meta_of(p), rows, kvw,
               k, v, k_cache, v_cache);
     if (!LAUNCHED(be)) return;
     int rep = d->nq / d->nkv, hpb = rep % 4 == 0 ? 4 : rep % 2 == 0 ? 2 : 1;
@@ -127,7 +131,7 @@ void be_attention(struct nt_backend *be, const struct nt_pass *p, const struct n
     int dpl = (d->dh + 31) / 32;
 #define ATT_CASE(v)                                                                                \
     case v:                                                                                        \
-        NT_LAUNCH(k_attention<v>, grid, ATT_WARPS * 32, meta_of(p), d->nq, d->nkv, d->dh, hpb, q, k_cache,       \
+        NT_LAUNCH_EARLY(k_attention<v>, grid, ATT_WARPS * 32, 0, meta_of(p), d->nq, d->nkv, d->dh, hpb, q, k_cache,       \
                   v_cache, out);                                                                           \
         break;
     switch (dpl) {

@@ -52,8 +52,10 @@ void cuda_fault(struct nt_backend *be, const char *fmt, ...) __attribute__((form
 #ifndef NT_EARLY_LAUNCH
 #define NT_EARLY_LAUNCH 1
 #endif
-template <class... P, class... A>
-static inline cudaError_t nt_launch_early(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args) {
+template <class T> struct nt_as_param { typedef T type; }; /* the arguments take the kernel's types */
+template <class... P>
+static inline cudaError_t nt_launch_early(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                                          typename nt_as_param<P>::type... args) {
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = NT_EARLY_LAUNCH;

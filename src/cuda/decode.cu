@@ -372,11 +372,13 @@ __global__ void __launch_bounds__(FR_THREADS) k_float_row(const uint8_t *W, int 
                                                           int act, const float *x, float *y) {
     __shared__ float sw[FR_MAX_COLS], sx[FR_MAX_COLS];
     int64_t r = blockIdx.x;
+    /* the weights (constants) before grid_wait: launched early, they load during the kernel before */
 #pragma unroll 8
-    for (int c = threadIdx.x; c < cols; c += FR_THREADS) {
-        sw[c] = load_w(W, r * cols + c, dtype);
-        sx[c] = x[c];
-    }
+    for (int c = threadIdx.x; c < cols; c += FR_THREADS) sw[c] = load_w(W, r * cols + c, dtype);
+    grid_wait();
+    grid_launch_dependents();
+#pragma unroll 8
+    for (int c = threadIdx.x; c < cols; c += FR_THREADS) sx[c] = x[c];
     __syncthreads();
     if (threadIdx.x >= 32) return;
     int c8 = cols & ~7;
@@ -460,7 +462,7 @@ bool dc_fits_plain(const struct nt_matrix *W) {
 bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bias, int act, const float *x,
                float *y) {
     if (!pk_packed(W->dtype)) {
-        NT_LAUNCH(k_float_row, (unsigned)W->rows, FR_THREADS, (const uint8_t *)W->data, W->dtype, (int)W->cols, bias,
+        NT_LAUNCH_EARLY(k_float_row, (unsigned)W->rows, FR_THREADS, 0, (const uint8_t *)W->data, W->dtype, (int)W->cols, bias,
                   act, x, y);
         return LAUNCHED(be);
     }

@@ -22,6 +22,8 @@ __device__ __forceinline__ float conv_input(int p, int K, int CD, int I, int zxd
 
 __global__ void k_mamba_conv_one(int K, int CD, int I, const float *conv_w, const float *conv_b, const float *zxd,
                                  float *ring, float *snap, float *xbc) {
+    grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
+    grid_launch_dependents();
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= CD) return;
     const float *wc = conv_w + (size_t)c * K;
@@ -72,7 +74,7 @@ void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct 
     PROFILE(be, "mamba_conv n=%d%s", p->n, snap ? " snap" : "");
     unsigned blocks = (unsigned)((d->CD + CONV_THREADS - 1) / CONV_THREADS);
     if (p->n == 1) {
-        NT_LAUNCH(k_mamba_conv_one, blocks, CONV_THREADS, d->K, d->CD, d->I, w->conv_w, w->conv_b, zxd, ring, snap,
+        NT_LAUNCH_EARLY(k_mamba_conv_one, blocks, CONV_THREADS, 0, d->K, d->CD, d->I, w->conv_w, w->conv_b, zxd, ring, snap,
                   xbc);
         LAUNCHED(be);
         return;
@@ -124,6 +126,8 @@ __global__ void __launch_bounds__(SCAN_QB * SCAN_SPLIT)
                  const float *__restrict__ dt_bias, const float *__restrict__ A_log, const float *__restrict__ Dv,
                  const float *__restrict__ zxd, const float *__restrict__ xbc, float *__restrict__ state,
                  float *__restrict__ snap, float *__restrict__ y) {
+    grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
+    grid_launch_dependents();
     typedef scan_chunk<NPT> chunk;
     const int TC = chunk::TC;
     __shared__ __align__(16) chunk ch[2];
@@ -217,7 +221,7 @@ void be_mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct 
     dim3 grid((unsigned)d->nh, (unsigned)((d->P + SCAN_QB - 1) / SCAN_QB)), block(SCAN_QB * SCAN_SPLIT);
 #define SCAN_CASE(v)                                                                               \
     case v:                                                                                        \
-        NT_LAUNCH(k_mamba_scan<v>, grid, block, p->n, d->nh, d->P, d->N, d->G, d->I, d->CD, d->zxd, d->dt_lo,    \
+        NT_LAUNCH_EARLY(k_mamba_scan<v>, grid, block, 0, p->n, d->nh, d->P, d->N, d->G, d->I, d->CD, d->zxd, d->dt_lo,    \
                   d->dt_hi, w->dt_bias, w->A_log, w->D, zxd, xbc, state, snap, y);                         \
         break;
     switch (npt) {
@@ -232,6 +236,8 @@ void be_mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct 
 /* One block per (position, group): o = y * silu(z), then the group's RMS norm. */
 __global__ void k_gated_norm(int I, int G, int zxdw, float eps, const float *norm_w, const float *y,
                              const float *zxd, float *out) {
+    grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
+    grid_launch_dependents();
     __shared__ float sh[33];
     int t = blockIdx.x / G, q = blockIdx.x % G, gs = I / G;
     const float *yt = y + (size_t)t * I, *z = zxd + (size_t)t * zxdw;
@@ -251,7 +257,7 @@ void be_mamba_gated_norm(struct nt_backend *be, const struct nt_pass *p, const s
                          const struct nt_mamba_weights *w, const float *y, const float *zxd, float *out) {
     OP_START(be, OP_GNORM, DIMS(d), U(w->norm_w), U(y), U(zxd), U(out));
     PROFILE(be, "mamba_gated_norm n=%d", p->n);
-    NT_LAUNCH(k_gated_norm, p->n * d->G, ELEM_THREADS, d->I, d->G, d->zxd, d->eps, w->norm_w, y, zxd, out);
+    NT_LAUNCH_EARLY(k_gated_norm, p->n * d->G, ELEM_THREADS, 0, d->I, d->G, d->zxd, d->eps, w->norm_w, y, zxd, out);
     LAUNCHED(be);
 }
 void mamba_limits(const struct nt_mamba_dims *d, char *why, size_t cap) {

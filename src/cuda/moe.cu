@@ -14,6 +14,8 @@
 __global__ void __launch_bounds__(ROUTE_THREADS) k_moe_route(int E, int k, int n_group, int topk_group, int norm,
                                                              float scaling, float *logits, const float *bias,
                                                              int32_t *idx, float *wts) {
+    grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
+    grid_launch_dependents();
     __shared__ float sc[NT_MAX_EXPERTS];
     __shared__ unsigned char taken[NT_MAX_EXPERTS];
     __shared__ float gsc[NT_MAX_EXPERTS / 2];
@@ -84,7 +86,7 @@ void be_moe_route(struct nt_backend *be, const struct nt_pass *p, const struct n
                   const float *score_bias, int32_t *idx, float *wts) {
     OP_START(be, OP_ROUTE, DIMS(d), U(logits), U(score_bias), U(idx), U(wts));
     PROFILE(be, "moe_route n=%d", p->n);
-    NT_LAUNCH(k_moe_route, p->n, ROUTE_THREADS, d->E, d->k, d->n_group, d->topk_group, d->norm_topk_prob,
+    NT_LAUNCH_EARLY(k_moe_route, p->n, ROUTE_THREADS, 0, d->E, d->k, d->n_group, d->topk_group, d->norm_topk_prob,
               d->routed_scaling_factor, logits, score_bias, idx, wts);
     LAUNCHED(be);
 }

@@ -8,6 +8,8 @@
 #include "ops.cuh"
 
 __global__ void k_embed(const int32_t *tokens, const uint8_t *emb, int dt, int64_t V, int H, float *h) {
+    grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
+    grid_launch_dependents();
     int t = blockIdx.x;
     int64_t tok = tokens[t];
     float *dst = h + (size_t)t * H;
@@ -18,7 +20,7 @@ __global__ void k_embed(const int32_t *tokens, const uint8_t *emb, int dt, int64
 void be_embed(struct nt_backend *be, const struct nt_pass *p, const struct nt_matrix *emb, float *h) {
     OP_START(be, OP_EMBED, U(emb->data), (uint64_t)emb->dtype, U(h));
     PROFILE(be, "embed");
-    NT_LAUNCH(k_embed, p->n, ELEM_THREADS, tokens_of(p), (const uint8_t *)emb->data, emb->dtype, emb->rows,
+    NT_LAUNCH_EARLY(k_embed, p->n, ELEM_THREADS, 0, tokens_of(p), (const uint8_t *)emb->data, emb->dtype, emb->rows,
               (int)emb->cols, h);
     LAUNCHED(be);
 }
@@ -29,6 +31,8 @@ void be_embed(struct nt_backend *be, const struct nt_pass *p, const struct nt_ma
  * every pass, so a position's sum has one tree whatever n is. */
 #define NORM_THREADS 1024
 __global__ void __launch_bounds__(NORM_THREADS) k_rmsnorm(float *h, const float *o, const float *w, int H, float eps, float *y) {
+    grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
+    grid_launch_dependents();
     __shared__ float sh[33];
     int t = blockIdx.x;
     float *ht = h + (size_t)t * H;
@@ -50,7 +54,7 @@ void be_rmsnorm(struct nt_backend *be, const struct nt_pass *p, const float *h, 
                 float *y) {
     OP_START(be, OP_RMSNORM, U(h), U(w), (uint64_t)H, FLT(eps), U(y));
     PROFILE(be, "rmsnorm n=%d", p->n);
-    NT_LAUNCH(k_rmsnorm, p->n, NORM_THREADS, (float *)h, NULL, w, H, eps, y); /* h only read when o is NULL */
+    NT_LAUNCH_EARLY(k_rmsnorm, p->n, NORM_THREADS, 0, (float *)h, NULL, w, H, eps, y); /* h only read when o is NULL */
     LAUNCHED(be);
 }
 
@@ -58,11 +62,13 @@ void be_add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h, co
                     float eps, float *y) {
     OP_START(be, OP_ADD_RMSNORM, U(h), U(o), U(w), (uint64_t)H, FLT(eps), U(y));
     PROFILE(be, "add_rmsnorm n=%d", p->n);
-    NT_LAUNCH(k_rmsnorm, p->n, NORM_THREADS, h, o, w, H, eps, y);
+    NT_LAUNCH_EARLY(k_rmsnorm, p->n, NORM_THREADS, 0, h, o, w, H, eps, y);
     LAUNCHED(be);
 }
 
 __global__ void k_add(float *y, const float *x, size_t count) {
+    grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
+    grid_launch_dependents();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x)
         y[i] = __fadd_rn(y[i], x[i]);
 }
@@ -73,12 +79,14 @@ void be_add(struct nt_backend *be, float *y, const float *x, size_t count) {
     if (!count) return;
     size_t blocks = (count + ELEM_THREADS - 1) / ELEM_THREADS;
     if (blocks > 65536) blocks = 65536;
-    NT_LAUNCH(k_add, (unsigned)blocks, ELEM_THREADS, y, x, count);
+    NT_LAUNCH_EARLY(k_add, (unsigned)blocks, ELEM_THREADS, 0, y, x, count);
     LAUNCHED(be);
 }
 
 /* One block per row: the lowest index of the largest value that is a number (0 when none is). */
 __global__ void k_argmax(const float *logits, int vocab, int32_t *out) {
+    grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
+    grid_launch_dependents();
     __shared__ float shv[33];
     __shared__ int shi[33];
     const float *l = logits + (size_t)blockIdx.x * vocab;
@@ -98,6 +106,6 @@ void be_argmax(struct nt_backend *be, int n, const float *logits, int vocab, int
     OP_START(be, OP_ARGMAX, (uint64_t)n, U(logits), (uint64_t)vocab, U(out));
     PROFILE(be, "argmax n=%d", n);
     if (n <= 0) return;
-    NT_LAUNCH(k_argmax, n, 1024, logits, vocab, out); /* 1024: a vocabulary of 131072 is 128 each */
+    NT_LAUNCH_EARLY(k_argmax, n, 1024, 0, logits, vocab, out); /* 1024: a vocabulary of 131072 is 128 each */
     LAUNCHED(be);
 }

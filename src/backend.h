@@ -54,6 +54,13 @@ struct nt_pass {
                                * different threads never share it */
 };
 
+/* One range of copy_many. */
+struct nt_copy {
+    void *dst;
+    const void *src;
+    size_t bytes;
+};
+
 enum nt_act {
     NT_ACT_NONE,
     NT_ACT_RELU2              /* y = max(y, 0)^2 after the bias */
@@ -99,6 +106,9 @@ struct nt_backend_ops {
      * pass's input embeddings). May be called inside a pass (it is then part of the pass's
      * program) or outside one (done when it returns, as zero). The ranges must not overlap. */
     void (*copy)(struct nt_backend *be, void *dst, const void *src, size_t bytes);
+    /* copy for n ranges at once, in any order (they must not overlap each other): a rollback's or
+     * a snapshot's dozens of buffers for the price of one (outside a pass: one wait for all). */
+    void (*copy_many)(struct nt_backend *be, int n, const struct nt_copy *ranges);
     /* Writes `bytes` host bytes into the existing resident buffer dst, done when it returns (the
      * host bytes may be reused at once). Never inside a pass: a captured program would replay
      * the bytes of its capture. */

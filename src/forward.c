@@ -138,15 +138,26 @@ void nt_state_free(const struct nt_forward *f, struct nt_state *s) {
     memset(s, 0, sizeof *s);
 }
 
+void nt_copy_batch_add(struct nt_copy_batch *b, void *dst, const void *src, size_t bytes) {
+    if (b->n == NT_COPY_BATCH) nt_copy_batch_flush(b);
+    b->r[b->n++] = (struct nt_copy){dst, src, bytes};
+}
+
+void nt_copy_batch_flush(struct nt_copy_batch *b) {
+    if (b->n) b->be->ops->copy_many(b->be, b->n, b->r);
+    b->n = 0;
+}
+
 void nt_state_roll_back(const struct nt_forward *f, struct nt_state *s, int t) {
     NT_ASSERT(t >= 0 && t < s->snap_max);
-    struct nt_backend *be = f->be;
     size_t cb = nt_state_conv_bytes(f), sb = nt_state_ssm_bytes(f);
+    struct nt_copy_batch b = {.be = f->be};
     for (int i = 0; i < s->n_layer; i++) {
         if (!s->conv[i]) continue;
-        be->ops->copy(be, s->conv[i], (const uint8_t *)s->conv_snap[i] + (size_t)t * cb, cb);
-        be->ops->copy(be, s->ssm[i], (const uint8_t *)s->ssm_snap[i] + (size_t)t * sb, sb);
+        nt_copy_batch_add(&b, s->conv[i], (const uint8_t *)s->conv_snap[i] + (size_t)t * cb, cb);
+        nt_copy_batch_add(&b, s->ssm[i], (const uint8_t *)s->ssm_snap[i] + (size_t)t * sb, sb);
     }
+    nt_copy_batch_flush(&b);
 }
 
 void nt_state_clear(const struct nt_forward *f, struct nt_state *s) {

@@ -69,6 +69,16 @@ size_t nt_state_ssm_bytes(const struct nt_forward *f);
  * the state after its first t positions. Device-side copies, done when it returns. */
 void nt_state_roll_back(const struct nt_forward *f, struct nt_state *s, int t);
 
+/* Copies gathered and handed to the backend's copy_many in groups (add, then flush once). */
+#define NT_COPY_BATCH 32
+struct nt_copy_batch {
+    struct nt_backend *be;
+    int n;
+    struct nt_copy r[NT_COPY_BATCH];
+};
+void nt_copy_batch_add(struct nt_copy_batch *b, void *dst, const void *src, size_t bytes);
+void nt_copy_batch_flush(struct nt_copy_batch *b);
+
 nemotron_status nt_acts_alloc(const struct nt_forward *f, int pass_max, struct nt_acts *a,
                               struct nt_err *err);
 void nt_acts_free(const struct nt_forward *f, struct nt_acts *a);

@@ -44,6 +44,9 @@ static void zero(struct nt_backend *be, void *dst, size_t bytes) { memset(dst, 0
 static void copy_resident(struct nt_backend *be, void *dst, const void *src, size_t bytes) {
     if (bytes) memcpy(dst, src, bytes);
 }
+static void copy_many_resident(struct nt_backend *be, int n, const struct nt_copy *r) {
+    for (int i = 0; i < n; i++) copy_resident(be, r[i].dst, r[i].src, r[i].bytes);
+}
 static void write_host(struct nt_backend *be, void *dst, const void *host, size_t bytes) {
     if (bytes) memcpy(dst, host, bytes);
 }
@@ -444,6 +447,7 @@ static const struct nt_backend_ops cpu_ops = {
     .to_host = to_host,
     .zero = zero,
     .copy = copy_resident,
+    .copy_many = copy_many_resident,
     .write = write_host,
     .begin_pass = begin_pass,
     .end_pass = end_pass,

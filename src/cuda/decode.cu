@@ -5,16 +5,18 @@
  * WHY A KERNEL OF ITS OWN. At one position a product is a stream of weights (1-350 MB) with a
  * little arithmetic. k_gemv's blocks each load 32 KB, quantize the activation row, compute and
  * retire: 2-3 waves in which the memory idles while the blocks of a wave compute, and every block
- * quantizes the row again (docs/PERF.md: 0.6-1.0 TB/s). Here k_dc_quantize quantizes the
- * activation row(s) once; k_decode's grid is what the SMs hold at once (DC_BLOCKS_PER_SM each);
- * a block copies the quantized rows into shared memory while its first tile loads, then walks
- * its tiles (blockIdx.x, + gridDim.x, ...: neighbouring blocks read neighbouring rows) with the
- * next tile's weights in flight while this one's chains run. The routed experts need no entry
- * lists at one position (its k experts are distinct): the up kernel's tiles run over (slot, rows
- * of its expert), the down kernel's over rows of the output with all k slots in each tile, so the
- * combine happens in the tile (no k_moe_plan, no k_moe_combine: 4 launches with the two
- * quantizes, instead of 6). Float weights (the router) get one block per row, the row staged
- * whole (k_float_row).
+ * quantizes the row again (docs/PERF.md: 0.6-1.0 TB/s). Here k_decode's grid is what the SMs hold
+ * at once (the occupancy the runtime reports for its shared memory); each block walks its tiles
+ * (blockIdx.x, + gridDim.x, ...: neighbouring blocks read neighbouring rows) with DC_STAGES - 1
+ * tiles' weights in flight through cp.async while it computes one (the tile pipeline, below),
+ * and quantizes a single activation row itself while its first tiles load (several rows - the
+ * experts' down product - are quantized once by k_dc_quantize). Launched early (programmatic
+ * dependent launch), a plain product starts streaming its weights before the kernel before it
+ * has finished. The routed experts need no entry lists at one position (its k experts are
+ * distinct): the up kernel's tiles run over (slot, rows of its expert), the down kernel's over
+ * rows of the output with all k slots in each tile, so the combine happens in the tile (no
+ * k_moe_plan, no k_moe_combine: 3 launches instead of 6). Float weights (the router) get one
+ * block per row, the row staged whole (k_float_row).
  *
  * THE ARITHMETIC IS products.cu's, TO THE BIT. The activation rows are quantized to the same
  * bytes (the same block maxima, d = amax / 127, inv = 127 / amax, rint and clamp; 8 lanes per

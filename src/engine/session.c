@@ -337,31 +337,30 @@ void nemotron_snapshot_free(nemotron_snapshot *snap) {
 
 int nemotron_snapshot_pos(const nemotron_snapshot *snap) { return snap ? snap->pos : 0; }
 
+/* One buffer of the session and its place in a snapshot, copied the way copy_state goes. */
+static void copy_pair(struct nt_copy_batch *b, void *ses, void *snap, size_t bytes, int to_snap) {
+    if (to_snap) nt_copy_batch_add(b, snap, ses, bytes);
+    else nt_copy_batch_add(b, ses, snap, bytes);
+}
+
 /* Copies every Mamba layer's ring and state, and every attention layer's rows [0, pos), between
- * the session and the snapshot (to_snap: out of the session). */
+ * the session and the snapshot (to_snap: out of the session), in one batch. */
 static void copy_state(const struct nt_forward *f, struct nt_state *st, const nemotron_snapshot *snap, int to_snap) {
-    struct nt_backend *be = f->be;
     size_t cb = nt_state_conv_bytes(f), sb = nt_state_ssm_bytes(f), kb = kv_rows_bytes(f, snap->pos);
     uint8_t *rec = snap->recurrent, *kv = snap->kv;
+    struct nt_copy_batch b = {.be = f->be};
     for (int i = 0; i < st->n_layer; i++) {
-        void *pairs[2][2] = {{st->conv[i], rec}, {st->ssm[i], rec + cb}};
-        size_t sizes[2] = {cb, sb};
         if (st->conv[i]) {
-            for (int j = 0; j < 2; j++)
-                if (to_snap) be->ops->copy(be, pairs[j][1], pairs[j][0], sizes[j]);
-                else be->ops->copy(be, pairs[j][0], pairs[j][1], sizes[j]);
+            copy_pair(&b, st->conv[i], rec, cb, to_snap);
+            copy_pair(&b, st->ssm[i], rec + cb, sb, to_snap);
             rec += cb + sb;
         } else if (st->k_cache[i] && kb) {
-            if (to_snap) {
-                be->ops->copy(be, kv, st->k_cache[i], kb);
-                be->ops->copy(be, kv + kb, st->v_cache[i], kb);
-            } else {
-                be->ops->copy(be, st->k_cache[i], kv, kb);
-                be->ops->copy(be, st->v_cache[i], kv + kb, kb);
-            }
+            copy_pair(&b, st->k_cache[i], kv, kb, to_snap);
+            copy_pair(&b, st->v_cache[i], kv + kb, kb, to_snap);
             kv += 2 * kb;
         }
     }
+    nt_copy_batch_flush(&b);
 }
 
 nemotron_status nemotron_session_snapshot(nemotron_session *s, nemotron_snapshot **out) {

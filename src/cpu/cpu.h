@@ -9,6 +9,7 @@
 #define NT_CPU_H
 
 #include "../backend.h"
+#include "../quant/ggml_blocks.h"
 
 /* One product y[t][r] = act(W[r] . x[t] + bias[r]), t < n. */
 struct nt_mm {
@@ -55,6 +56,12 @@ void nt_cpu_matmul_rows(const struct nt_mm *m, int isa, int r0, int r1);
 
 /* ---- packed weights (matmul_q.c; the arithmetic and the qx layout are documented there) ---- */
 
+/* 1 for the weights whose products quantize the activations to int8 (qx): the packed formats
+ * q8_2f and q4tp and llama.cpp's block types (matmul_ggml.c). */
+static inline int nt_cpu_int8_product(enum nt_dtype d) {
+    return d == NT_DTYPE_Q8_2F || d == NT_DTYPE_Q4TP || nt_dtype_is_ggml_block(d);
+}
+
 /* Bytes of qx for n positions of a product with `cols` columns (either packed format; grows with
  * cols, so the size for the widest product serves every narrower one). */
 size_t nt_cpu_qx_bytes(int n, int64_t cols);
@@ -64,5 +71,8 @@ void nt_cpu_quantize_x(const struct nt_mm *m, int isa);
 /* What matmul.c's entry points call for packed W. */
 void nt_cpu_matmul_q(const struct nt_mm *m, int isa, int n_threads);
 void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1);
+/* Rows [r0, r1) of a product with a ggml block type (matmul_ggml.c), m->qx filled by
+ * nt_cpu_quantize_x; what nt_cpu_matmul_q_rows calls for those types. */
+void nt_cpu_matmul_ggml_rows(const struct nt_mm *m, int isa, int r0, int r1);
 
 #endif /* NT_CPU_H */

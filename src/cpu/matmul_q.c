@@ -99,7 +99,7 @@ static inline size_t q_pos_bytes(int64_t cols) {
 
 size_t nt_cpu_qx_bytes(int n, int64_t cols) { return (size_t)(n > 0 ? n : 0) * q_pos_bytes(cols); }
 
-static inline int is_packed(enum nt_dtype dt) { return dt == NT_DTYPE_Q8_2F || dt == NT_DTYPE_Q4TP; }
+static inline int is_packed(enum nt_dtype dt) { return nt_cpu_int8_product(dt); }
 
 static inline float apply_q(float v, const float *bias, int r, enum nt_act act) {
     if (bias) v += bias[r];
@@ -190,7 +190,13 @@ static void q_block_scalar(enum nt_dtype fmt, int vnni, const float *v, int len,
     float inv = q_inv(amax);
     *d = amax / 127.0f;
     memset(rec, 0, QREC);
-    if (fmt == NT_DTYPE_Q8_2F && vnni) {
+    if (nt_dtype_is_ggml_block(fmt)) { /* matmul_ggml.c's record: q in column order, their sum */
+        int8_t q[32] = {0};
+        int32_t sum = 0;
+        for (int c = 0; c < len; c++) sum += q[c] = (int8_t)q_round(v[c], inv);
+        memcpy(rec, q, 32);
+        memcpy(rec + 32, &sum, 4);
+    } else if (fmt == NT_DTYPE_Q8_2F && vnni) {
         int8_t q[32] = {0};
         int32_t start[8];
         for (int c = 0; c < len; c++) q[c] = (int8_t)q_round(v[c], inv);
@@ -270,7 +276,17 @@ static INL AVX2 void q_block_avx2(enum nt_dtype fmt, int vnni, __m256 v0, __m256
     float d = amax / 127.0f;
     __m256 inv = _mm256_set1_ps(q_inv(amax));
     memcpy(dv, &d, 4);
-    if (fmt == NT_DTYPE_Q8_2F && vnni) {
+    if (nt_dtype_is_ggml_block(fmt)) { /* q in column order (as q8_2f's VNNI record), then their sum */
+        __m256i p01 = _mm256_packs_epi32(q_round8(v0, inv), q_round8(v1, inv));
+        __m256i p23 = _mm256_packs_epi32(q_round8(v2, inv), q_round8(v3, inv));
+        __m256i q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        __m256i sum = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+        _mm256_storeu_si256((__m256i *)(void *)rec, q);
+        _mm256_storeu_si256((__m256i *)(void *)(rec + 32), _mm256_setr_epi32(_mm_cvtsi128_si32(s4), 0, 0, 0, 0, 0, 0, 0));
+    } else if (fmt == NT_DTYPE_Q8_2F && vnni) {
         /* int8 in column order: the packs interleave 4-column words across the 128-bit halves
          * (c0-3, c8-11, c16-19, c24-27 | c4-7, ...), the permutation restores their order */
         __m256i p01 = _mm256_packs_epi32(q_round8(v0, inv), q_round8(v1, inv));
@@ -781,6 +797,10 @@ static kern_fn const zmm_tile_kerns[2][Q4_MP] = {{q4zk_1_1, q4zk_1_2, q4zk_1_3, 
 
 void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1) {
     NT_ASSERT(is_packed(m->W->dtype) && m->qx);
+    if (nt_dtype_is_ggml_block(m->W->dtype)) {
+        nt_cpu_matmul_ggml_rows(m, isa, r0, r1);
+        return;
+    }
     switch (isa) {
     case NT_CPU_AVX512VNNI: rows_q_avx512vnni(m, r0, r1); break;
     case NT_CPU_AVXVNNI: rows_q_avxvnni(m, r0, r1); break;

@@ -1,0 +1,469 @@
+/* test_ggml_blocks.c - llama.cpp's block types as engine dtypes (src/quant/ggml_blocks.h) and
+ * their CPU products (src/cpu/matmul_ggml.c).
+ *
+ *  - the type map and block facts, against the GGUF reader's own table (src/model/gguf.c);
+ *  - the decoders, per type, on random blocks (every code bit pattern; scales random, 0, -0, f16
+ *    subnormals, the largest f16, Inf and NaN; MXFP4 exponents 0, 1, 2, 127, 254, 255), bit for
+ *    bit against a second implementation written here from the published layouts: every field
+ *    read bit by bit from its bit offset, f16 widened by ldexp, E2M1 from its sign / exponent /
+ *    mantissa fields, and each of llama.cpp's f32 operations done in double and rounded to f32
+ *    (exact for one +, -, *: 53 >= 2 * 24 + 2). NaN is compared as "both NaN";
+ *  - the real GGUF file (../shared/data/gguf/kjv-Q4_K_M.gguf or $NT_GGUF_FILE; said and skipped
+ *    when absent): every Q4_K, Q5_K, Q6_K, Q8_0 tensor decoded by both, bit for bit;
+ *  - the products, per type: the scalar reference against (a) the double-precision product of
+ *    the decoded weights with the int8-quantized activations, within the f32 rounding bound of
+ *    the arithmetic's float chain, and (b) the product with the unquantized activations, within
+ *    that plus the int8 rounding bound; every SIMD variant this processor has, passes of 1..70
+ *    positions and nt_cpu_matmul on 1 and 2 threads bit-identical to the scalar reference (a
+ *    variant the processor lacks is said on stdout); bias and relu^2; nothing outside y's rows
+ *    written.
+ */
+#include "cpu/cpu.h"
+#include "model/gguf.h"
+#include "quant/ggml_blocks.h"
+#include "quant/quant.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../test.h"
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static uint64_t next_u64(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+static double uniform(void) { return (double)(next_u64() >> 11) * (1.0 / 9007199254740992.0); }
+
+static const enum nt_dtype all_types[] = {
+    NT_DTYPE_GGML_Q8_0, NT_DTYPE_GGML_Q4_0, NT_DTYPE_GGML_Q4_1, NT_DTYPE_GGML_Q5_0,  NT_DTYPE_GGML_Q5_1,
+    NT_DTYPE_GGML_IQ4_NL, NT_DTYPE_GGML_MXFP4, NT_DTYPE_GGML_Q4_K, NT_DTYPE_GGML_Q5_K, NT_DTYPE_GGML_Q6_K,
+};
+#define N_TYPES ((int)(sizeof all_types / sizeof all_types[0]))
+
+static int block_elems(enum nt_dtype d) {
+    int e = 0;
+    nt_ggml_block_facts(d, &e, NULL, NULL);
+    return e;
+}
+static int block_bytes(enum nt_dtype d) {
+    int b = 0;
+    nt_ggml_block_facts(d, NULL, &b, NULL);
+    return b;
+}
+
+/* ---- the second implementation: fields by bit offset, f32 operations through double ------- */
+
+static unsigned bits_at(const uint8_t *p, int bit, int n) {
+    unsigned v = 0;
+    for (int i = 0; i < n; i++) v |= (unsigned)((p[(bit + i) / 8] >> ((bit + i) % 8)) & 1) << i;
+    return v;
+}
+static float half_at(const uint8_t *p, int byte) {
+    unsigned h = bits_at(p, 8 * byte, 16);
+    unsigned sign = h >> 15, ex = (h >> 10) & 31, man = h & 1023;
+    double v;
+    if (ex == 31)
+        v = man ? NAN : INFINITY;
+    else if (ex == 0)
+        v = ldexp((double)man, -24);
+    else
+        v = ldexp((double)(1024 + man), (int)ex - 25);
+    return (float)(sign ? -v : v);
+}
+static float mul32(float a, float b) { return (float)((double)a * (double)b); }
+static float add32(float a, float b) { return (float)((double)a + (double)b); }
+static float sub32(float a, float b) { return (float)((double)a - (double)b); }
+
+/* The 4-bit code of element e (0..31) of a 32-element block whose nibbles start at byte qs. */
+static unsigned nib32(const uint8_t *p, int qs, int e) { return bits_at(p, 8 * (qs + e % 16) + 4 * (e / 16), 4); }
+
+/* E2M1 (sign, 2-bit exponent, 1-bit mantissa) times 2, an integer. */
+static int e2m1_doubled(unsigned n) {
+    unsigned ex = (n >> 1) & 3, man = n & 1;
+    int v = ex == 0 ? (int)man : (int)(2 + man) << (ex - 1);
+    return n & 8 ? -v : v;
+}
+
+static void k_scale_min_ref(const uint8_t *p, int j, unsigned *S, unsigned *M) {
+    int sc = 8 * 4; /* the 12 scale bytes start at byte 4 */
+    if (j < 4) {
+        *S = bits_at(p, sc + 8 * j, 6);
+        *M = bits_at(p, sc + 8 * (j + 4), 6);
+    } else {
+        *S = bits_at(p, sc + 8 * (j + 4), 4) | bits_at(p, sc + 8 * (j - 4) + 6, 2) << 4;
+        *M = bits_at(p, sc + 8 * (j + 4) + 4, 4) | bits_at(p, sc + 8 * j + 6, 2) << 4;
+    }
+}
+
+/* Element e of one block at p, as llama.cpp's dequantizer computes it. */
+static float ref_value(enum nt_dtype d, const uint8_t *p, int e) {
+    static const int iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    switch (d) {
+    case NT_DTYPE_GGML_Q8_0: return mul32((float)(int8_t)bits_at(p, 16 + 8 * e, 8), half_at(p, 0));
+    case NT_DTYPE_GGML_Q4_0: return mul32((float)((int)nib32(p, 2, e) - 8), half_at(p, 0));
+    case NT_DTYPE_GGML_Q4_1: return add32(mul32((float)nib32(p, 4, e), half_at(p, 0)), half_at(p, 2));
+    case NT_DTYPE_GGML_Q5_0: {
+        int n = (int)(nib32(p, 6, e) | bits_at(p, 16 + e, 1) << 4);
+        return mul32((float)(n - 16), half_at(p, 0));
+    }
+    case NT_DTYPE_GGML_Q5_1: {
+        int n = (int)(nib32(p, 8, e) | bits_at(p, 32 + e, 1) << 4);
+        return add32(mul32((float)n, half_at(p, 0)), half_at(p, 2));
+    }
+    case NT_DTYPE_GGML_IQ4_NL: return mul32(half_at(p, 0), (float)iq4nl[nib32(p, 2, e)]);
+    case NT_DTYPE_GGML_MXFP4: {
+        float s = (float)ldexp(1.0, (int)bits_at(p, 0, 8) - 128);
+        return mul32((float)e2m1_doubled(nib32(p, 1, e)), s);
+    }
+    case NT_DTYPE_GGML_Q4_K:
+    case NT_DTYPE_GGML_Q5_K: {
+        int j = e / 32, l = e % 32, q5 = d == NT_DTYPE_GGML_Q5_K;
+        unsigned S, M;
+        k_scale_min_ref(p, j, &S, &M);
+        unsigned n = bits_at(p, 8 * ((q5 ? 48 : 16) + 32 * (j / 2) + l) + 4 * (j % 2), 4);
+        if (q5) n |= bits_at(p, 8 * (16 + l) + j, 1) << 4;
+        float d1 = mul32(half_at(p, 0), (float)S), m1 = mul32(half_at(p, 2), (float)M);
+        return sub32(mul32(d1, (float)n), m1);
+    }
+    default: { /* Q6_K */
+        int h = e / 128, k = (e % 128) / 32, l = e % 32;
+        unsigned lo = bits_at(p, 8 * (64 * h + l + 32 * (k & 1)) + 4 * (k / 2), 4);
+        unsigned hi = bits_at(p, 8 * (128 + 32 * h + l) + 2 * k, 2);
+        int sc = (int8_t)bits_at(p, 8 * (192 + e / 16), 8);
+        return mul32(mul32(half_at(p, 208), (float)sc), (float)((int)(lo | hi << 4) - 32));
+    }
+    }
+}
+
+static int same_value(float a, float b) { return (isnan(a) && isnan(b)) || memcmp(&a, &b, 4) == 0; }
+
+/* ---- the type map ---------------------------------------------------------------------------- */
+
+static void test_type_map(void) {
+    for (int i = 0; i < N_TYPES; i++) {
+        enum nt_dtype d = all_types[i], back = NT_DTYPE_F32;
+        int elems, bytes;
+        uint32_t id;
+        CHECK(nt_dtype_is_ggml_block(d) && nt_ggml_block_facts(d, &elems, &bytes, &id), "%s has facts", nt_dtype_name(d));
+        CHECK(nt_dtype_of_ggml_type(id, &back) && back == d, "%s: ggml type %u maps back", nt_dtype_name(d), id);
+        uint32_t re = 0, rb = 0;
+        const char *rname = nt_ggml_type_name(id);
+        CHECK(nt_ggml_type_block(id, &re, &rb) && re == (uint32_t)elems && rb == (uint32_t)bytes,
+              "%s: block %d elements %d bytes, the reader says %u %u", nt_dtype_name(d), elems, bytes, re, rb);
+        CHECK(rname && !strcmp(rname, nt_dtype_name(d)), "%s: the reader names it %s", nt_dtype_name(d), rname ? rname : "?");
+        CHECK(nt_matrix_bytes(d, 3, 2 * elems) == (uint64_t)(6 * bytes), "%s: 3 rows of 2 blocks", nt_dtype_name(d));
+        const char *why = NULL;
+        CHECK(!nt_format_accepts(d, 2, elems + (elems == 32 ? 16 : 32), &why) && why && strstr(why, nt_dtype_name(d)),
+              "%s: a row that is not whole blocks refused: %s", nt_dtype_name(d), why ? why : "(accepted)");
+    }
+    static const struct {
+        uint32_t id;
+        enum nt_dtype d;
+    } plain[] = {{NT_GGML_F32, NT_DTYPE_F32}, {NT_GGML_F16, NT_DTYPE_F16}, {NT_GGML_BF16, NT_DTYPE_BF16}};
+    for (int i = 0; i < 3; i++) {
+        enum nt_dtype d = NT_DTYPE_U8;
+        CHECK(nt_dtype_of_ggml_type(plain[i].id, &d) && d == plain[i].d, "ggml %u is %s", plain[i].id,
+              nt_dtype_name(plain[i].d));
+        CHECK(!nt_dtype_is_ggml_block(plain[i].d), "%s is not a block type", nt_dtype_name(plain[i].d));
+    }
+    static const uint32_t refused[] = {NT_GGML_Q8_1, NT_GGML_Q2_K, NT_GGML_Q3_K, NT_GGML_Q8_K, NT_GGML_IQ4_XS,
+                                       NT_GGML_IQ2_XXS, NT_GGML_I8, NT_GGML_F64, NT_GGML_TQ1_0, 4, 5, 40, 1000};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        enum nt_dtype d = NT_DTYPE_U8;
+        CHECK(!nt_dtype_of_ggml_type(refused[i], &d) && d == NT_DTYPE_U8, "ggml type %u not run natively", refused[i]);
+    }
+    CHECK(!nt_dtype_is_ggml_block(NT_DTYPE_Q4TP) && !nt_ggml_block_facts(NT_DTYPE_Q8_2F, NULL, NULL, NULL),
+          "the engine's own formats are not ggml blocks");
+}
+
+/* ---- decoders -------------------------------------------------------------------------------- */
+
+/* f16 scale fields to try: ordinary values and the extremes. */
+static uint16_t pick_f16(void) {
+    static const uint16_t extreme[] = {0x0000, 0x8000, 0x0001, 0x03FF, 0x8001, 0x0400, 0x7BFF, 0xFBFF, 0x7C00, 0xFC00, 0x7E00, 0x7C01};
+    if (next_u64() % 3) return nt_f32_to_f16((float)((uniform() * 2 - 1) * ldexp(1.0, (int)(next_u64() % 24) - 16)));
+    return extreme[next_u64() % (sizeof extreme / sizeof extreme[0])];
+}
+
+/* Random codes with scale fields from pick_f16 (MXFP4: exponents, extremes included). */
+static void random_block(enum nt_dtype d, uint8_t *p, int extremes) {
+    int nb = block_bytes(d);
+    for (int i = 0; i < nb; i++) p[i] = (uint8_t)next_u64();
+    uint16_t a = extremes ? pick_f16() : nt_f32_to_f16((float)((uniform() + 0.5) / 256));
+    uint16_t b = extremes ? pick_f16() : nt_f32_to_f16((float)((uniform() * 2 - 1) / 64));
+    switch (d) {
+    case NT_DTYPE_GGML_MXFP4: {
+        static const uint8_t ex[] = {0, 1, 2, 127, 254, 255};
+        p[0] = extremes ? (next_u64() % 2 ? ex[next_u64() % 6] : (uint8_t)next_u64()) : (uint8_t)(118 + next_u64() % 10);
+        break;
+    }
+    case NT_DTYPE_GGML_Q6_K: memcpy(p + 208, &a, 2); break;
+    case NT_DTYPE_GGML_Q4_1:
+    case NT_DTYPE_GGML_Q5_1:
+    case NT_DTYPE_GGML_Q4_K:
+    case NT_DTYPE_GGML_Q5_K:
+        memcpy(p, &a, 2);
+        memcpy(p + 2, &b, 2);
+        break;
+    default: memcpy(p, &a, 2);
+    }
+}
+
+static void test_decoders(void) {
+    int full = test_full_tier();
+    for (int i = 0; i < N_TYPES; i++) {
+        enum nt_dtype d = all_types[i];
+        int ne = block_elems(d), nbytes = block_bytes(d), nblk = full ? 4000 : 400;
+        uint8_t *blocks = malloc((size_t)nblk * nbytes);
+        float *out = malloc(sizeof(float) * (size_t)nblk * ne);
+        for (int b = 0; b < nblk; b++) random_block(d, blocks + (size_t)b * nbytes, 1);
+        nt_ggml_dequant_blocks(d, blocks, nblk, out);
+        int bad = 0, first = -1, nonfinite = 0;
+        for (int b = 0; b < nblk; b++)
+            for (int e = 0; e < ne; e++) {
+                float want = ref_value(d, blocks + (size_t)b * nbytes, e), got = out[(size_t)b * ne + e];
+                if (!isfinite(want)) nonfinite++;
+                if (!same_value(got, want)) {
+                    if (first < 0) first = b * ne + e;
+                    bad++;
+                }
+            }
+        CHECK(bad == 0, "%s: %d of %d values differ from the layout's, first at %d (%g vs %g)", nt_dtype_name(d), bad,
+              nblk * ne, first, first >= 0 ? out[first] : 0.0,
+              first >= 0 ? ref_value(d, blocks + (size_t)(first / ne) * nbytes, first % ne) : 0.0);
+        /* the extremes were really visited: Inf / NaN scales give non-finite weights (MXFP4's
+         * largest scale, 2^127, times 12 overflows too) */
+        CHECK(nonfinite > 0, "%s: no non-finite value met", nt_dtype_name(d));
+        /* a row read through nt_matrix_dequant_row is the same */
+        float *row = malloc(sizeof(float) * (size_t)2 * ne);
+        nt_matrix_dequant_row(d, blocks, nblk / 2, 2 * ne, 1, row);
+        CHECK(!memcmp(row, out + 2 * ne, sizeof(float) * (size_t)2 * ne) || bad, "%s: row 1 of 2-block rows", nt_dtype_name(d));
+        free(row);
+        free(out);
+        free(blocks);
+    }
+}
+
+/* ---- the real file ------------------------------------------------------------------------ */
+
+static void test_real_file(void) {
+    const char *path = getenv("NT_GGUF_FILE");
+    if (!path) path = "../shared/data/gguf/kjv-Q4_K_M.gguf";
+    if (access(path, R_OK) != 0) {
+        printf("test_ggml_blocks: %s not found: the real-file checks did not run\n", path);
+        return;
+    }
+    struct nt_gguf *g = NULL;
+    struct nt_err err;
+    CHECK(nt_gguf_open(path, &g, &err) == NEMOTRON_OK, "%s", err.msg);
+    if (!g) return;
+    int seen[N_TYPES] = {0};
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        const struct nt_gguf_tensor *t = &g->tensors[i];
+        enum nt_dtype d;
+        if (!nt_dtype_of_ggml_type(t->type, &d) || !nt_dtype_is_ggml_block(d)) continue;
+        int ne = block_elems(d), nbytes = block_bytes(d);
+        int64_t nblk = (int64_t)(t->n_elements / (uint64_t)ne);
+        float *out = malloc(sizeof(float) * (size_t)t->n_elements);
+        nt_ggml_dequant_blocks(d, t->data, nblk, out);
+        int64_t bad = 0, nonfinite = 0;
+        for (int64_t b = 0; b < nblk; b++)
+            for (int e = 0; e < ne; e++) {
+                float got = out[b * ne + e];
+                bad += !same_value(got, ref_value(d, (const uint8_t *)t->data + b * nbytes, e));
+                nonfinite += !isfinite(got);
+            }
+        CHECK(bad == 0 && nonfinite == 0, "%s (%s): %lld values differ, %lld not finite", t->name, nt_dtype_name(d),
+              (long long)bad, (long long)nonfinite);
+        for (int k = 0; k < N_TYPES; k++) seen[k] += all_types[k] == d;
+        free(out);
+    }
+    /* the file's types (gguf-info): Q4_K, Q5_K, Q6_K, Q8_0 */
+    CHECK(seen[0] && seen[7] && seen[8] && seen[9], "Q8_0 %d, Q4_K %d, Q5_K %d, Q6_K %d tensors", seen[0], seen[7],
+          seen[8], seen[9]);
+    nt_gguf_close(g);
+}
+
+/* ---- products ------------------------------------------------------------------------------ */
+
+struct prob {
+    struct nt_matrix W;
+    float *x;
+    int n, ys;
+};
+
+static void make_prob(struct prob *p, enum nt_dtype d, int rows, int cols, int n) {
+    int ne = block_elems(d), nbytes = block_bytes(d);
+    int64_t nblk = (int64_t)rows * cols / ne;
+    uint8_t *w = malloc((size_t)nblk * nbytes); /* exactly the payload: a read past it trips ASan */
+    for (int64_t b = 0; b < nblk; b++) random_block(d, w + b * nbytes, 0);
+    p->W = (struct nt_matrix){.dtype = d, .rows = rows, .cols = cols, .data = w, .name = "test.W"};
+    p->n = n;
+    p->ys = rows + 3;
+    p->x = malloc(sizeof(float) * (size_t)n * cols);
+    for (int t = 0; t < n; t++)
+        for (int c = 0; c < cols; c++) {
+            /* blocks of different magnitudes, and an all-zero one (amax = 0) */
+            int blk = c / 32;
+            double mag = blk % 5 == 3 ? 0.0 : ldexp(1.0, (blk * 7 + t) % 9 - 4);
+            p->x[(size_t)t * cols + c] = (float)((uniform() * 2 - 1) * mag);
+        }
+}
+
+static float *run(const struct prob *p, int isa, int pass, int threads, const float *bias, enum nt_act act) {
+    int rows = (int)p->W.rows, cols = (int)p->W.cols;
+    float *y = malloc(sizeof(float) * (size_t)p->n * p->ys);
+    for (int i = 0; i < p->n * p->ys; i++) y[i] = 12345.0f;
+    void *qx = malloc(nt_cpu_qx_bytes(pass, cols));
+    for (int t0 = 0; t0 < p->n; t0 += pass) {
+        int k = p->n - t0 < pass ? p->n - t0 : pass;
+        struct nt_mm m = {.W = &p->W, .bias = bias, .act = act, .x = p->x + (size_t)t0 * cols, .x_stride = cols,
+                          .y = y + (size_t)t0 * p->ys, .y_stride = p->ys, .n = k, .qx = qx};
+        if (threads == 0) { /* the rows entry point, in two ranges split at an odd row */
+            nt_cpu_quantize_x(&m, isa);
+            int mid = rows / 2 | 1;
+            nt_cpu_matmul_rows(&m, isa, 0, mid);
+            nt_cpu_matmul_rows(&m, isa, mid, rows);
+        } else {
+            nt_cpu_matmul(&m, isa, threads);
+        }
+    }
+    free(qx);
+    return y;
+}
+
+static int first_diff(const float *a, const float *b, const struct prob *p) {
+    for (int i = 0; i < p->n * p->ys; i++)
+        if (memcmp(&a[i], &b[i], 4) != 0) return i;
+    return -1;
+}
+
+/* Step 1 of the arithmetic, written again from matmul_q.c's text. */
+static void quantize_block(const float *x, int8_t *q, float *d) {
+    float amax = 0.0f;
+    for (int c = 0; c < 32; c++) amax = fmaxf(amax, fabsf(x[c]));
+    *d = amax / 127.0f;
+    float inv = 127.0f / amax;
+    if (!(inv < INFINITY)) inv = 0.0f;
+    for (int c = 0; c < 32; c++) q[c] = (int8_t)fminf(fmaxf(rintf(x[c] * inv), -127.0f), 127.0f);
+}
+
+static void check_accuracy(const struct prob *p, const float *y) {
+    int rows = (int)p->W.rows, cols = (int)p->W.cols, nb = cols / 32;
+    const char *tn = nt_dtype_name(p->W.dtype);
+    float *w = malloc(sizeof(float) * (size_t)cols);
+    int8_t *q = malloc((size_t)cols);
+    float *dx = malloc(sizeof(float) * (size_t)nb);
+    double worst_a = 0, worst_b = 0;
+    for (int t = 0; t < p->n; t++) {
+        const float *x = p->x + (size_t)t * cols;
+        for (int b = 0; b < nb; b++) quantize_block(x + 32 * b, q + 32 * b, &dx[b]);
+        for (int r = 0; r < rows; r++) {
+            nt_matrix_dequant_row(p->W.dtype, p->W.data, rows, cols, r, w);
+            double yq = 0, yx = 0, mag = 0, xerr = 0;
+            for (int b = 0; b < nb; b++) {
+                struct nt_ggml_sub s;
+                nt_ggml_sub_block(p->W.dtype, (const uint8_t *)p->W.data + (size_t)r * nt_matrix_bytes(p->W.dtype, 1, cols),
+                                  b, &s);
+                for (int c = 32 * b; c < 32 * b + 32; c++) {
+                    double xq = (double)q[c] * dx[b];
+                    yq += (double)w[c] * xq;
+                    yx += (double)w[c] * x[c];
+                    /* the sizes the float chain's roundings scale with: each block's term and
+                     * minimum term, not their possibly cancelling sum */
+                    mag += (fabs((double)s.d * s.k[(c % 32) / 16] * s.q[c % 32]) + fabs((double)s.m * s.mk)) * fabs(xq);
+                    xerr += fabs((double)w[c]) * dx[b] / 2; /* rint's half step */
+                }
+            }
+            /* Tolerance (a): the kernel rounds dw * d_b (one ulp, 2^-24 relative, per term), and
+             * each fmaf rounds the running sum (at most 2 per block: 2 nb roundings of at most
+             * 2^-24 of a partial sum bounded by mag); the decoded weights used here carry up to 3
+             * f32 roundings each (d * k, times q, plus the minimum term). So
+             * |y - yq| <= (2 nb + 4) * 2^-24 * mag, with a little slack for the relative
+             * roundings compounding (first order is enough at these sizes). */
+            double tol_a = (2.0 * nb + 5) * ldexp(1.0, -24) * mag + 1e-30;
+            /* (b): the activations' int8 rounding on top: |x - q d| <= d / 2 per column */
+            double tol_b = tol_a + xerr + ldexp(1.0, -24) * mag;
+            double got = y[(size_t)t * p->ys + r];
+            worst_a = fmax(worst_a, fabs(got - yq) / tol_a);
+            worst_b = fmax(worst_b, fabs(got - yx) / tol_b);
+        }
+    }
+    CHECK(worst_a <= 1.0, "%s %dx%d: against the quantized-activation product, %.3g of the f32 chain bound", tn, rows, cols,
+          worst_a);
+    CHECK(worst_b <= 1.0, "%s %dx%d: against the unquantized product, %.3g of the int8 rounding bound", tn, rows, cols,
+          worst_b);
+    free(w);
+    free(q);
+    free(dx);
+}
+
+static void test_products(enum nt_dtype d) {
+    const char *tn = nt_dtype_name(d);
+    int cols = block_elems(d) == 256 ? 512 : 96, rows = 13, n = 70;
+    struct prob p;
+    make_prob(&p, d, rows, cols, n);
+    float *ys = run(&p, NT_CPU_SCALAR, 70, 1, NULL, NT_ACT_NONE);
+    check_accuracy(&p, ys);
+    int written = 1;
+    for (int t = 0; t < n; t++)
+        for (int r = rows; r < p.ys; r++) written &= ys[(size_t)t * p.ys + r] == 12345.0f;
+    CHECK(written, "%s: nothing past a y row's %d values written", tn, rows);
+    /* every variant, pass size and thread count: the scalar reference's bits */
+    static const int isas[] = {NT_CPU_SCALAR, NT_CPU_AVX2, NT_CPU_AVXVNNI, NT_CPU_AVX512VNNI};
+    for (int v = 0; v < 4; v++) {
+        int isa = isas[v];
+        if (!nt_cpu_isa_available(isa)) {
+            if (d == all_types[0]) printf("test_ggml_blocks: this processor lacks %s: its variant was not checked\n", nt_cpu_isa_name(isa));
+            continue;
+        }
+        int bad_pass = 0, at = -1;
+        for (int pass = 1; pass <= 70 && bad_pass == 0; pass += (pass < 10 ? 1 : 7)) {
+            float *y = run(&p, isa, pass, 1, NULL, NT_ACT_NONE);
+            at = first_diff(y, ys, &p);
+            if (at >= 0) bad_pass = pass;
+            free(y);
+        }
+        CHECK(bad_pass == 0, "%s %s: a pass of %d differs from the scalar reference at %d", tn, nt_cpu_isa_name(isa),
+              bad_pass, at);
+        for (int th = 0; th <= 2; th++) {
+            float *y = run(&p, isa, 70, th, NULL, NT_ACT_NONE);
+            at = first_diff(y, ys, &p);
+            CHECK(at < 0, "%s %s: %s differs at %d", tn, nt_cpu_isa_name(isa), th ? (th == 1 ? "1 thread" : "2 threads") : "rows API", at);
+            free(y);
+        }
+    }
+    /* bias and relu^2: the f32 operations on the plain output */
+    float *bias = malloc(sizeof(float) * rows);
+    for (int r = 0; r < rows; r++) bias[r] = (float)(uniform() - 0.5);
+    float *yb = run(&p, nt_cpu_isa_best(), 9, 2, bias, NT_ACT_RELU2);
+    int bad = 0;
+    for (int t = 0; t < n; t++)
+        for (int r = 0; r < rows; r++) {
+            float v = ys[(size_t)t * p.ys + r] + bias[r];
+            v = v > 0.0f ? v : 0.0f;
+            v = v * v;
+            bad += memcmp(&v, &yb[(size_t)t * p.ys + r], 4) != 0;
+        }
+    CHECK(bad == 0, "%s: bias + relu2 differ in %d outputs", tn, bad);
+    free(yb);
+    free(bias);
+    free(ys);
+    free((void *)p.W.data);
+    free(p.x);
+}
+
+int main(void) {
+    test_type_map();
+    test_decoders();
+    test_real_file();
+    for (int i = 0; i < N_TYPES; i++) test_products(all_types[i]);
+    return test_summary("test_ggml_blocks");
+}

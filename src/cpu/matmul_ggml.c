@@ -6,31 +6,36 @@
  *
  * 1. Activations, per position, in blocks of 32 columns (every ggml row is whole 32-blocks):
  *    step 1 of matmul_q.c unchanged (x' = x; amax, d = amax / 127, q = clamp(rint(x * inv))),
- *    plus sx = the integer sum of the block's 32 q.
- * 2. Weights: block b of row r unpacked by nt_ggml_sub_block into integer codes q_w[32], integer
- *    sub-scales k0 (columns 0-15) and k1 (16-31), the f32 scale dw, and for the types with a
- *    minimum (Q4_1, Q5_1, Q4_K, Q5_K) an integer mk and an f32 mw (ggml_blocks.h lists them per
- *    type: e.g. Q4_0 q_w = n - 8, k = 1; Q4_K q_w = n, k = S_j, dw = d, mk = M_j, mw = -dmin;
- *    Q6_K q_w = n - 32, k = the two int8 scales of the 16-column halves).
- * 3. Per (row r, position t), blocks b = 0, 1, ... in increasing order, acc = +0:
- *      isum = k0 * sum_{c<16} q_w[c] q[c] + k1 * sum_{c>=16} q_w[c] q[c]      (int32, exact)
- *      acc  = fmaf((float)isum, dw * d_b, acc)                  (dw * d_b: one f32 multiply)
- *      and with a minimum: acc = fmaf((float)(mk * sx_b), mw * d_b, acc).
- *    y = acc, then + bias[r] and NT_ACT_RELU2 as matmul_q.c's step 4.
- *    Exactness: |isum| <= 32 * 128 * 127 (Q8_0), 2 * 16 * 32 * 128 * 127 (Q6_K: |q_w| <= 32,
- *    |k| <= 128) = 16,646,144, 32 * 31 * 63 * 127 (Q5_K), all below 2^24, so the int32 sums and
- *    their conversion to f32 are exact; |mk * sx| <= 63 * 32 * 127. Every float operation is
- *    specified, so any variant, blocking or thread split gives the same bits.
+ *    plus the lane sums sx[l] = q[4l] + q[4l+1] + q[4l+2] + q[4l+3], l = 0..7.
+ * 2. Weights: block b of row r is unpacked (nt_ggml_sub_block) into integer codes qw[32],
+ *    integer sub-scales k[0] (columns 0-15) and k[1] (16-31), the f32 scale dw, and for the
+ *    types with a minimum (Q4_1, Q5_1, Q4_K, Q5_K) an integer mk and an f32 mw; ggml_blocks.h
+ *    lists them per type (e.g. Q4_0: qw = n - 8, k = 1; Q4_K: qw = n, k = S_j, dw = d,
+ *    mk = M_j, mw = -dmin; Q6_K: qw = n - 32, k = the int8 scales of the two 16-column halves).
+ * 3. Per (row r, position t), eight lanes l = 0..7, lane l the columns 4l .. 4l+3 of every
+ *    block; blocks b = 0, 1, ... in increasing order, acc[l] = +0:
+ *      isum[l] = k[l / 4] * sum_{c = 4l}^{4l+3} qw[c] * q[c]                 (int32, exact)
+ *      acc[l]  = fmaf((float)isum[l], dw * d_b, acc[l])           (dw * d_b: one f32 multiply)
+ *      and with a minimum, then: acc[l] = fmaf((float)(mk * sx[l]), mw * d_b, acc[l]);
+ *    y = ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)) (matmul_q.c's tree),
+ *    then + bias[r] and NT_ACT_RELU2 as matmul_q.c's step 4.
+ *    Exactness: |isum[l]| <= 4 * 128 * 127 * 128 < 2^24 (|qw| <= 128 with k = 1 for Q8_0,
+ *    |qw| <= 32 with |k| <= 128 for Q6_K, qw <= 31 with k <= 63 for Q5_K), |mk * sx| <= 63 * 508,
+ *    so the int32 sums and their conversion to f32 are exact, and every float operation is
+ *    specified: any variant, blocking, pass size or thread split gives the same bits.
  *
- * QX record of block b (matmul_q.c writes it, scalar or AVX2, the same bytes): 32 int8 q in column
- * order, then sx as an int32; d_b where matmul_q.c puts it (after the nb records).
+ * QX record of block b (matmul_q.c writes it, scalar or AVX2, the same bytes): 32 int8 q in
+ * column order, then the 8 int32 sx[l]; d_b where matmul_q.c puts it (after the nb records).
  *
- * KERNELS: per row, positions in groups of up to GP: each block is unpacked once per group and
- * serves its positions. The variants differ only in the integer sum of step 3 (exact, so any
- * order): scalar; AVX2 (vpmaddubsw of |q_w| with q signed by q_w, then vpmaddwd with k0 / k1);
- * AVX-512 VNNI (vpdpbusd of the same, then a multiply by k0 / k1 per 32-bit lane). AVX-VNNI runs
- * the AVX2 sum. The unpacking is scalar C shared with the decoders: a first version that is
- * correct by construction; a SIMD unpack per type is where speed would come from.
+ * KERNELS: per row, positions in groups of up to GP; each block is unpacked once per group and
+ * serves its positions. Scalar: nt_ggml_sub_block (the decoders' own unpacking) and plain loops.
+ * AVX2: a per-type unpack into 32 code bytes in registers (nibbles split with shifts and masks,
+ * 5th bits spread from their bit planes, IQ4_NL / MXFP4 codebooks with vpshufb), then per
+ * position vpmaddubsw of |qw| with q signed by qw (pairs at most 2 * 128 * 127 < 2^15: no
+ * saturation) and vpmaddwd with k, which leaves isum[l] in 32-bit lane l. AVX-512 VNNI: the same
+ * unpack, the lane sums by one vpdpbusd where k = 1 (the K-quants keep AVX2's sum, which applies
+ * k for free). AVX-VNNI runs AVX2. The minimum's (float)(mk * sx) is an f32 multiply of the
+ * converted sx by mk: exact, as both and their product are integers below 2^24.
  */
 #include "cpu.h"
 
@@ -40,7 +45,7 @@
 
 #include "../quant/quant.h"
 
-#define GP 8     /* positions per unpacked block */
+#define GP 8 /* positions per unpacked block */
 
 static inline float apply_act(float v, const float *bias, int r, enum nt_act act) {
     if (bias) v += bias[r];
@@ -51,79 +56,271 @@ static inline float apply_act(float v, const float *bias, int r, enum nt_act act
     return v;
 }
 
-static int32_t isum_scalar(const struct nt_ggml_sub *s, const int8_t *q) {
-    int32_t h[2] = {0, 0};
-    for (int c = 0; c < 32; c++) h[c >> 4] += (int32_t)s->q[c] * q[c];
-    return s->k[0] * h[0] + s->k[1] * h[1];
+static inline float tree8(const float a[8]) {
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
+
+/* Where a product reads: the row's bytes, qx of position t0 and its stride. */
+static size_t row_bytes(const struct nt_matrix *W) { return (size_t)nt_matrix_bytes(W->dtype, 1, W->cols); }
+static const float *qx_d(const uint8_t *qx_pos, int64_t nb) { return (const float *)(const void *)(qx_pos + 64 * nb); }
+
+/* ---- scalar reference ------------------------------------------------------------------------- */
+
+static void rows_scalar(const struct nt_mm *m, int r0, int r1) {
+    const struct nt_matrix *W = m->W;
+    int64_t nb = W->cols / 32;
+    size_t rb = row_bytes(W), pb = nt_cpu_qx_bytes(1, W->cols);
+    for (int r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)W->data + (size_t)r * rb;
+        for (int t0 = 0; t0 < m->n; t0 += GP) {
+            int P = m->n - t0 < GP ? m->n - t0 : GP;
+            const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t0 * pb;
+            float acc[GP][8] = {{0}};
+            for (int64_t b = 0; b < nb; b++) {
+                struct nt_ggml_sub s;
+                nt_ggml_sub_block(W->dtype, row, b, &s);
+                for (int p = 0; p < P; p++) {
+                    const uint8_t *pos = qx + (size_t)p * pb;
+                    const int8_t *q = (const int8_t *)(const void *)(pos + 64 * b);
+                    int32_t sx[8];
+                    memcpy(sx, pos + 64 * b + 32, 32);
+                    float d = qx_d(pos, nb)[b], sw = s.d * d, sm = s.m * d;
+                    for (int l = 0; l < 8; l++) {
+                        int32_t isum = 0;
+                        for (int c = 4 * l; c < 4 * l + 4; c++) isum += (int32_t)s.q[c] * q[c];
+                        acc[p][l] = fmaf((float)(s.k[l / 4] * isum), sw, acc[p][l]);
+                        if (s.has_min) acc[p][l] = fmaf((float)(s.mk * sx[l]), sm, acc[p][l]);
+                    }
+                }
+            }
+            for (int p = 0; p < P; p++)
+                m->y[(size_t)(t0 + p) * m->y_stride + r] = apply_act(tree8(acc[p]), m->bias, r, m->act);
+        }
+    }
+}
+
+/* ---- SIMD: the per-type unpack --------------------------------------------------------------- */
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define Z512 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+#define INL __attribute__((always_inline)) inline
 
-static inline AVX2 int32_t hsum_epi32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(s);
+/* A block in registers: the codes, k as int16 pairs for vpmaddwd (k[0] for lanes 0-3, k[1] for
+ * 4-7), the scales; unit: k == 1 (no multiply needed). */
+struct vsub {
+    __m256i q, k16;
+    float d, m;
+    int32_t mk;
+    int has_min, unit;
+};
+
+static INL AVX2 float f16x(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
 }
 
-/* |q_w| (unsigned; -128 becomes 128) times q with q_w's sign: pairs of products, at most
- * 2 * 128 * 127 < 2^15, so vpmaddubsw never saturates. */
-static inline AVX2 int32_t isum_avx2(const struct nt_ggml_sub *s, const int8_t *q) {
-    __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)s->q);
-    __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)q);
-    __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-    __m256i k = _mm256_setr_m128i(_mm_set1_epi16((short)s->k[0]), _mm_set1_epi16((short)s->k[1]));
-    return hsum_epi32(_mm256_madd_epi16(p, k));
+/* 16 bytes of nibbles -> 32 bytes [low nibbles | high nibbles] (columns j and j + 16). */
+static INL AVX2 __m256i split_nibbles(const uint8_t *qs) {
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    __m128i lo = _mm_and_si128(v, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15));
+    return _mm256_setr_m128i(lo, hi);
 }
 
-static inline Z512 int32_t isum_avx512vnni(const struct nt_ggml_sub *s, const int8_t *q) {
-    __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)s->q);
-    __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)q);
-    __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
-    __m256i k = _mm256_setr_m128i(_mm_set1_epi32(s->k[0]), _mm_set1_epi32(s->k[1]));
-    return hsum_epi32(_mm256_mullo_epi32(p, k));
+/* The 32 bits of qh spread to bytes: byte c = 0x10 when bit c is set, else 0. */
+static INL AVX2 __m256i high_bits32(const uint8_t *qh) {
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h),
+                                    _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2,
+                                                     2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
 }
 
-/* The rows of the product for one variant: ISUM is its integer sum. */
-#define ROWS_GGML(NAME, TARGET, ISUM)                                                                   \
-    static TARGET void NAME(const struct nt_mm *m, int r0, int r1) {                                   \
+/* Bits (j .. j + w - 1) of each of 32 bytes, moved to bit `to` (j + w <= 8). */
+static INL AVX2 __m256i byte_bits(__m256i v, int j, int w, int to) {
+    __m256i f = _mm256_and_si256(_mm256_srli_epi16(v, j), _mm256_set1_epi8((char)((1 << w) - 1)));
+    return to ? _mm256_slli_epi16(f, to) : f; /* f's bytes hold < 2^w, so the shift stays inside each */
+}
+
+static INL AVX2 __m256i table16(__m256i idx, const int8_t *tab) {
+    __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)tab));
+    return _mm256_shuffle_epi8(t, idx);
+}
+
+static const int8_t iq4nl_tab[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+static const int8_t mxfp4_tab[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static INL AVX2 void set_k(struct vsub *v, int k0, int k1) {
+    v->k16 = _mm256_setr_m128i(_mm_set1_epi16((short)k0), _mm_set1_epi16((short)k1));
+    v->unit = k0 == 1 && k1 == 1;
+}
+
+/* Block b of a row, the values nt_ggml_sub_block gives (tests/unit/test_ggml_blocks.c checks the
+ * products of both bit for bit). */
+static INL AVX2 void unpack(enum nt_dtype dt, const uint8_t *row, int64_t b, struct vsub *v) {
+    v->m = 0.0f;
+    v->mk = 0;
+    v->has_min = 0;
+    if (dt == NT_DTYPE_GGML_Q4_K || dt == NT_DTYPE_GGML_Q5_K) {
+        const uint8_t *blk = row + (size_t)(b / 8) * (dt == NT_DTYPE_GGML_Q4_K ? 144 : 176);
+        int j = (int)(b % 8), S, M;
+        const uint8_t *sc = blk + 4;
+        if (j < 4) {
+            S = sc[j] & 63;
+            M = sc[j + 4] & 63;
+        } else {
+            S = (sc[j + 4] & 15) | (sc[j - 4] >> 6) << 4;
+            M = (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
+        }
+        int q5 = dt == NT_DTYPE_GGML_Q5_K;
+        __m256i qs = _mm256_loadu_si256((const __m256i *)(const void *)(blk + (q5 ? 48 : 16) + 32 * (j / 2)));
+        v->q = byte_bits(qs, 4 * (j % 2), 4, 0);
+        if (q5) v->q = _mm256_or_si256(v->q, byte_bits(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 16)), j, 1, 4));
+        v->d = f16x(blk);
+        v->m = -f16x(blk + 2);
+        v->mk = M;
+        v->has_min = 1;
+        set_k(v, S, S);
+        return;
+    }
+    if (dt == NT_DTYPE_GGML_Q6_K) {
+        const uint8_t *blk = row + (size_t)(b / 8) * 210;
+        int j = (int)(b % 8), h = j / 4, k = j % 4;
+        __m256i ql = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 64 * h + 32 * (k & 1)));
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 128 + 32 * h));
+        __m256i n = _mm256_or_si256(byte_bits(ql, 4 * (k / 2), 4, 0), byte_bits(qh, 2 * k, 2, 4));
+        v->q = _mm256_sub_epi8(n, _mm256_set1_epi8(32));
+        v->d = f16x(blk + 208);
+        set_k(v, (int8_t)blk[192 + 2 * j], (int8_t)blk[192 + 2 * j + 1]);
+        return;
+    }
+    set_k(v, 1, 1);
+    switch (dt) {
+    case NT_DTYPE_GGML_Q8_0: {
+        const uint8_t *blk = row + (size_t)b * 34;
+        v->d = f16x(blk);
+        v->q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+        break;
+    }
+    case NT_DTYPE_GGML_Q4_0: {
+        const uint8_t *blk = row + (size_t)b * 18;
+        v->d = f16x(blk);
+        v->q = _mm256_sub_epi8(split_nibbles(blk + 2), _mm256_set1_epi8(8));
+        break;
+    }
+    case NT_DTYPE_GGML_Q4_1: {
+        const uint8_t *blk = row + (size_t)b * 20;
+        v->d = f16x(blk);
+        v->m = f16x(blk + 2);
+        v->mk = 1;
+        v->has_min = 1;
+        v->q = split_nibbles(blk + 4);
+        break;
+    }
+    case NT_DTYPE_GGML_Q5_0: {
+        const uint8_t *blk = row + (size_t)b * 22;
+        v->d = f16x(blk);
+        v->q = _mm256_sub_epi8(_mm256_or_si256(split_nibbles(blk + 6), high_bits32(blk + 2)), _mm256_set1_epi8(16));
+        break;
+    }
+    case NT_DTYPE_GGML_Q5_1: {
+        const uint8_t *blk = row + (size_t)b * 24;
+        v->d = f16x(blk);
+        v->m = f16x(blk + 2);
+        v->mk = 1;
+        v->has_min = 1;
+        v->q = _mm256_or_si256(split_nibbles(blk + 8), high_bits32(blk + 4));
+        break;
+    }
+    case NT_DTYPE_GGML_IQ4_NL: {
+        const uint8_t *blk = row + (size_t)b * 18;
+        v->d = f16x(blk);
+        v->q = table16(split_nibbles(blk + 2), iq4nl_tab);
+        break;
+    }
+    default: { /* MXFP4: 2^(e - 128) from its bits, as ggml_blocks.c */
+        const uint8_t *blk = row + (size_t)b * 17;
+        uint32_t bits = blk[0] < 2 ? 0x00200000u << blk[0] : (uint32_t)(blk[0] - 1) << 23;
+        memcpy(&v->d, &bits, 4);
+        v->q = table16(split_nibbles(blk + 1), mxfp4_tab);
+        break;
+    }
+    }
+}
+
+/* ---- SIMD: the lane sums and the kernel -------------------------------------------------------- */
+
+static INL AVX2 __m256i isum_avx2(const struct vsub *v, __m256i x) {
+    __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v->q, v->q), _mm256_sign_epi8(x, v->q));
+    return _mm256_madd_epi16(p, v->k16);
+}
+
+/* With sub-scales the AVX2 sum is as short (vpmaddwd applies k; vpmulld costs two uops). */
+static INL Z512 __m256i isum_avx512vnni(const struct vsub *v, __m256i x) {
+    if (!v->unit) return isum_avx2(v, x);
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(v->q), _mm256_sign_epi8(x, v->q));
+}
+
+static INL AVX2 float hsum8(__m256 v) {
+    _Alignas(32) float a[8];
+    _mm256_store_ps(a, v);
+    return tree8(a);
+}
+
+/* The rows of the product for one variant; ISUM gives isum[l] in the lanes. The unpack is
+ * chosen per type outside the loops (a constant dtype lets the compiler drop the other types). */
+#define ROWS_SIMD(NAME, TARGET, ISUM)                                                                   \
+    static INL TARGET void NAME##_type(const struct nt_mm *m, enum nt_dtype dt, int r0, int r1) {      \
         const struct nt_matrix *W = m->W;                                                               \
-        int64_t cols = W->cols, nb = cols / 32;                                                         \
-        size_t row_bytes = (size_t)(nt_matrix_bytes(W->dtype, 1, cols));                                \
-        size_t pb = nt_cpu_qx_bytes(1, cols);                                                           \
+        int64_t nb = W->cols / 32;                                                                      \
+        size_t rb = row_bytes(W), pb = nt_cpu_qx_bytes(1, W->cols);                                     \
         for (int r = r0; r < r1; r++) {                                                                 \
-            const uint8_t *row = (const uint8_t *)W->data + (size_t)r * row_bytes;                      \
+            const uint8_t *row = (const uint8_t *)W->data + (size_t)r * rb;                             \
             for (int t0 = 0; t0 < m->n; t0 += GP) {                                                     \
                 int P = m->n - t0 < GP ? m->n - t0 : GP;                                                \
                 const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t0 * pb;                           \
-                float acc[GP];                                                                          \
-                for (int p = 0; p < P; p++) acc[p] = 0.0f;                                              \
+                __m256 acc[GP];                                                                         \
+                for (int p = 0; p < GP; p++) acc[p] = _mm256_setzero_ps();                              \
                 for (int64_t b = 0; b < nb; b++) {                                                      \
-                    struct nt_ggml_sub s;                                                               \
-                    nt_ggml_sub_block(W->dtype, row, b, &s);                                            \
+                    struct vsub v;                                                                      \
+                    unpack(dt, row, b, &v);                                                             \
                     for (int p = 0; p < P; p++) {                                                       \
-                        const uint8_t *rec = qx + (size_t)p * pb + 64 * (size_t)b;                      \
-                        float d;                                                                        \
-                        memcpy(&d, qx + (size_t)p * pb + 64 * (size_t)nb + 4 * (size_t)b, 4);           \
-                        int32_t isum = ISUM(&s, (const int8_t *)(const void *)rec);                     \
-                        acc[p] = fmaf((float)isum, s.d * d, acc[p]);                                    \
-                        if (s.has_min) {                                                                \
-                            int32_t sx;                                                                 \
-                            memcpy(&sx, rec + 32, 4);                                                   \
-                            acc[p] = fmaf((float)(s.mk * sx), s.m * d, acc[p]);                         \
+                        const uint8_t *pos = qx + (size_t)p * pb;                                       \
+                        float d = qx_d(pos, nb)[b];                                                     \
+                        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(pos + 64 * b));  \
+                        acc[p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ISUM(&v, x)), _mm256_set1_ps(v.d * d), acc[p]); \
+                        if (v.has_min) {                                                                \
+                            __m256i sx = _mm256_loadu_si256((const __m256i *)(const void *)(pos + 64 * b + 32)); \
+                            /* (float)(mk * sx): an f32 product of exact integers below 2^24, exact */ \
+                            __m256 ms = _mm256_mul_ps(_mm256_cvtepi32_ps(sx), _mm256_set1_ps((float)v.mk)); \
+                            acc[p] = _mm256_fmadd_ps(ms, _mm256_set1_ps(v.m * d), acc[p]);              \
                         }                                                                               \
                     }                                                                                   \
                 }                                                                                       \
                 for (int p = 0; p < P; p++)                                                             \
-                    m->y[(size_t)(t0 + p) * m->y_stride + r] = apply_act(acc[p], m->bias, r, m->act);   \
+                    m->y[(size_t)(t0 + p) * m->y_stride + r] = apply_act(hsum8(acc[p]), m->bias, r, m->act); \
             }                                                                                           \
+        }                                                                                               \
+    }                                                                                                   \
+    static TARGET void NAME(const struct nt_mm *m, int r0, int r1) {                                   \
+        switch (m->W->dtype) {                                                                          \
+        case NT_DTYPE_GGML_Q8_0: NAME##_type(m, NT_DTYPE_GGML_Q8_0, r0, r1); break;                     \
+        case NT_DTYPE_GGML_Q4_0: NAME##_type(m, NT_DTYPE_GGML_Q4_0, r0, r1); break;                     \
+        case NT_DTYPE_GGML_Q4_1: NAME##_type(m, NT_DTYPE_GGML_Q4_1, r0, r1); break;                     \
+        case NT_DTYPE_GGML_Q5_0: NAME##_type(m, NT_DTYPE_GGML_Q5_0, r0, r1); break;                     \
+        case NT_DTYPE_GGML_Q5_1: NAME##_type(m, NT_DTYPE_GGML_Q5_1, r0, r1); break;                     \
+        case NT_DTYPE_GGML_IQ4_NL: NAME##_type(m, NT_DTYPE_GGML_IQ4_NL, r0, r1); break;                 \
+        case NT_DTYPE_GGML_MXFP4: NAME##_type(m, NT_DTYPE_GGML_MXFP4, r0, r1); break;                   \
+        case NT_DTYPE_GGML_Q4_K: NAME##_type(m, NT_DTYPE_GGML_Q4_K, r0, r1); break;                     \
+        case NT_DTYPE_GGML_Q5_K: NAME##_type(m, NT_DTYPE_GGML_Q5_K, r0, r1); break;                     \
+        default: NAME##_type(m, NT_DTYPE_GGML_Q6_K, r0, r1); break;                                     \
         }                                                                                               \
     }
 
-ROWS_GGML(rows_scalar, , isum_scalar)
-ROWS_GGML(rows_avx2, AVX2, isum_avx2)
-ROWS_GGML(rows_avx512vnni, Z512, isum_avx512vnni)
+ROWS_SIMD(rows_avx2, AVX2, isum_avx2)
+ROWS_SIMD(rows_avx512vnni, Z512, isum_avx512vnni)
 
 void nt_cpu_matmul_ggml_rows(const struct nt_mm *m, int isa, int r0, int r1) {
     NT_ASSERT(nt_dtype_is_ggml_block(m->W->dtype) && m->qx && m->W->cols % 32 == 0);

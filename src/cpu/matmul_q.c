@@ -22,6 +22,8 @@
  *    c = 32g + 8l + {0, 2, 4, 6}, lane 4 + l over c = 32g + 8l + {1, 3, 5, 7} (the low and the high
  *    nibbles of word l); s = nt_q4tp_scale(base_r, step_r, code_rg) * d_g (f32 multiply);
  *      acc[l] = fmaf((float)isum[l], s, acc[l])  over g in increasing order;  y = tree(acc).
+ * (llama.cpp's block types read from GGUF files: matmul_ggml.c, with this step 1 and its own
+ * integer sums and chain.)
  * 4. Then y = y + bias[r] (if any) and NT_ACT_RELU2: y = max(y, 0), y = y * y, as in matmul.c.
  * Integer sums are exact (|isum| <= 4 * 128 * 127 < 2^24, so the conversion is exact too), and
  * every float operation above is specified, so the variants agree bit for bit.
@@ -41,6 +43,8 @@
  *          pattern of the f32 1.5 * 2^23 + isum (exact: |isum| < 2^22), and (float)isum is one
  *          exact subtraction of 1.5 * 2^23 instead of a conversion (the subtraction can issue on
  *          the FP add ports; vcvtdq2ps competes with the multiplies: +5 % at n = 64, measured).
+   ggml block types (matmul_ggml.c, every variant): 32 int8 q in column order, then 8 int32
+ *          lane sums sx[l] = q[4l] + ... + q[4l+3].
  * Those are the scalar and AVX2 variants' records. The VNNI variants (vpdpbusd: 4 products of
  * unsigned x signed bytes added exactly to an int32 lane) write their own, the same 64 bytes:
  *   q8_2f: 32 int8 q in column order, then 8 int32 start[l] = 0x4B400000 - 128 * (sum of q over
@@ -190,12 +194,13 @@ static void q_block_scalar(enum nt_dtype fmt, int vnni, const float *v, int len,
     float inv = q_inv(amax);
     *d = amax / 127.0f;
     memset(rec, 0, QREC);
-    if (nt_dtype_is_ggml_block(fmt)) { /* matmul_ggml.c's record: q in column order, their sum */
+    if (nt_dtype_is_ggml_block(fmt)) { /* matmul_ggml.c's record: q in column order, lane sums */
         int8_t q[32] = {0};
-        int32_t sum = 0;
-        for (int c = 0; c < len; c++) sum += q[c] = (int8_t)q_round(v[c], inv);
+        int32_t sum[8];
+        for (int c = 0; c < len; c++) q[c] = (int8_t)q_round(v[c], inv);
+        for (int l = 0; l < 8; l++) sum[l] = q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3];
         memcpy(rec, q, 32);
-        memcpy(rec + 32, &sum, 4);
+        memcpy(rec + 32, sum, 32);
     } else if (fmt == NT_DTYPE_Q8_2F && vnni) {
         int8_t q[32] = {0};
         int32_t start[8];
@@ -276,17 +281,7 @@ static INL AVX2 void q_block_avx2(enum nt_dtype fmt, int vnni, __m256 v0, __m256
     float d = amax / 127.0f;
     __m256 inv = _mm256_set1_ps(q_inv(amax));
     memcpy(dv, &d, 4);
-    if (nt_dtype_is_ggml_block(fmt)) { /* q in column order (as q8_2f's VNNI record), then their sum */
-        __m256i p01 = _mm256_packs_epi32(q_round8(v0, inv), q_round8(v1, inv));
-        __m256i p23 = _mm256_packs_epi32(q_round8(v2, inv), q_round8(v3, inv));
-        __m256i q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-        __m256i sum = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
-        _mm256_storeu_si256((__m256i *)(void *)rec, q);
-        _mm256_storeu_si256((__m256i *)(void *)(rec + 32), _mm256_setr_epi32(_mm_cvtsi128_si32(s4), 0, 0, 0, 0, 0, 0, 0));
-    } else if (fmt == NT_DTYPE_Q8_2F && vnni) {
+    if ((fmt == NT_DTYPE_Q8_2F && vnni) || nt_dtype_is_ggml_block(fmt)) {
         /* int8 in column order: the packs interleave 4-column words across the 128-bit halves
          * (c0-3, c8-11, c16-19, c24-27 | c4-7, ...), the permutation restores their order */
         __m256i p01 = _mm256_packs_epi32(q_round8(v0, inv), q_round8(v1, inv));
@@ -294,7 +289,10 @@ static INL AVX2 void q_block_avx2(enum nt_dtype fmt, int vnni, __m256 v0, __m256
         __m256i q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         __m256i sum = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
         _mm256_storeu_si256((__m256i *)(void *)rec, q);
-        _mm256_storeu_si256((__m256i *)(void *)(rec + 32), _mm256_sub_epi32(_mm256_set1_epi32(Q_MAGIC), _mm256_slli_epi32(sum, 7)));
+        if (fmt != NT_DTYPE_Q8_2F) /* a ggml type: the lane sums themselves (matmul_ggml.c) */
+            _mm256_storeu_si256((__m256i *)(void *)(rec + 32), sum);
+        else
+            _mm256_storeu_si256((__m256i *)(void *)(rec + 32), _mm256_sub_epi32(_mm256_set1_epi32(Q_MAGIC), _mm256_slli_epi32(sum, 7)));
     } else if (fmt == NT_DTYPE_Q8_2F) {
         /* column pairs as 64-bit units: A takes pairs (0,1),(4,5),..., B pairs (2,3),(6,7),... */
         __m256d p0 = _mm256_castps_pd(v0), p1 = _mm256_castps_pd(v1);

@@ -385,9 +385,9 @@ static void check_accuracy(const struct prob *p, const float *y) {
             /* Tolerance (a): the kernel rounds dw * d_b (one ulp, 2^-24 relative, per term), and
              * each fmaf rounds the running sum (at most 2 per block: 2 nb roundings of at most
              * 2^-24 of a partial sum bounded by mag); the decoded weights used here carry up to 3
-             * f32 roundings each (d * k, times q, plus the minimum term). So
-             * |y - yq| <= (2 nb + 4) * 2^-24 * mag, with a little slack for the relative
-             * roundings compounding (first order is enough at these sizes). */
+             * f32 roundings each (d * k, times q, plus the minimum term). So, to first order
+             * (enough at these sizes), |y - yq| <= (2 nb + 4) * 2^-24 * mag; one more 2^-24
+             * for the final lane tree (three additions, each within the same bound). */
             double tol_a = (2.0 * nb + 5) * ldexp(1.0, -24) * mag + 1e-30;
             /* (b): the activations' int8 rounding on top: |x - q d| <= d / 2 per column */
             double tol_b = tol_a + xerr + ldexp(1.0, -24) * mag;

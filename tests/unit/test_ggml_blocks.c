@@ -16,8 +16,10 @@
  *    that plus the int8 rounding bound; every SIMD variant this processor has, passes of 1..70
  *    positions and nt_cpu_matmul on 1 and 2 threads bit-identical to the scalar reference (a
  *    variant the processor lacks is said on stdout); bias and relu^2; nothing outside y's rows
- *    written.
+ *    written;
+ *  - the CPU backend's embed (rows decoded exactly) and matmul operations on such matrices.
  */
+#include "backend.h"
 #include "cpu/cpu.h"
 #include "model/gguf.h"
 #include "quant/ggml_blocks.h"
@@ -460,10 +462,53 @@ static void test_products(enum nt_dtype d) {
     free(p.x);
 }
 
+/* The CPU backend's operations on such matrices: embed decodes rows exactly (the shared file's
+ * token embeddings are Q4_K), matmul runs the product of the backend's variant. */
+static void test_backend_ops(void) {
+    struct nt_backend *be = nt_cpu_backend_new(2);
+    CHECK(be != NULL, "CPU backend");
+    if (!be) return;
+    for (int i = 0; i < N_TYPES; i++) {
+        enum nt_dtype d = all_types[i];
+        int cols = block_elems(d) == 256 ? 256 : 64, rows = 7, n = 5;
+        struct prob p;
+        make_prob(&p, d, rows, cols, n);
+        int32_t tokens[5] = {3, 0, 6, 3, 1};
+        float *h = malloc(sizeof(float) * (size_t)n * cols), *want = malloc(sizeof(float) * (size_t)cols);
+        void *scratch = malloc(be->ops->pass_scratch_bytes(be, cols, n));
+        struct nt_pass pass = {.n = n, .tokens = tokens, .scratch = scratch};
+        be->ops->begin_pass(be, &pass);
+        be->ops->embed(be, &pass, &p.W, h);
+        float *y = malloc(sizeof(float) * (size_t)n * rows);
+        be->ops->matmul(be, &pass, n, &p.W, NULL, NT_ACT_NONE, p.x, cols, y, rows);
+        be->ops->end_pass(be, &pass);
+        int bad = 0;
+        for (int t = 0; t < n; t++) {
+            nt_ggml_dequant_blocks(d, (const uint8_t *)p.W.data + (size_t)tokens[t] * nt_matrix_bytes(d, 1, cols),
+                                   cols / block_elems(d), want);
+            bad += memcmp(want, h + (size_t)t * cols, sizeof(float) * (size_t)cols) != 0;
+        }
+        CHECK(bad == 0, "%s: embed: %d of %d rows differ from the decoder's", nt_dtype_name(d), bad, n);
+        p.ys = rows;
+        float *ref = run(&p, nt_cpu_isa_selected(), n, 1, NULL, NT_ACT_NONE);
+        CHECK(memcmp(ref, y, sizeof(float) * (size_t)n * rows) == 0, "%s: the backend's matmul is the kernel's",
+              nt_dtype_name(d));
+        free(ref);
+        free(y);
+        free(scratch);
+        free(want);
+        free(h);
+        free((void *)p.W.data);
+        free(p.x);
+    }
+    be->ops->destroy(be);
+}
+
 int main(void) {
     test_type_map();
     test_decoders();
     test_real_file();
     for (int i = 0; i < N_TYPES; i++) test_products(all_types[i]);
+    test_backend_ops();
     return test_summary("test_ggml_blocks");
 }

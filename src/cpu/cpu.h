@@ -71,6 +71,19 @@ void nt_cpu_quantize_x(const struct nt_mm *m, int isa);
 /* What matmul.c's entry points call for packed W. */
 void nt_cpu_matmul_q(const struct nt_mm *m, int isa, int n_threads);
 void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1);
+/* What the int8 products share: the fixed tree over their 8 float lanes, and step 4 (bias, then
+ * relu^2 as max(v, 0) squared), the f32 operations matmul.c applies too. */
+static inline float nt_cpu_tree8(const float a[8]) {
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+static inline float nt_cpu_apply_act(float v, const float *bias, int r, enum nt_act act) {
+    if (bias) v += bias[r];
+    if (act == NT_ACT_RELU2) {
+        v = v > 0.0f ? v : 0.0f;
+        v = v * v;
+    }
+    return v;
+}
 /* Rows [r0, r1) of a product with a ggml block type (matmul_ggml.c), m->qx filled by
  * nt_cpu_quantize_x; what nt_cpu_matmul_q_rows calls for those types. */
 void nt_cpu_matmul_ggml_rows(const struct nt_mm *m, int isa, int r0, int r1);

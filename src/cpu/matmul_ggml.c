@@ -47,18 +47,7 @@
 
 #define GP 8 /* positions per unpacked block */
 
-static inline float apply_act(float v, const float *bias, int r, enum nt_act act) {
-    if (bias) v += bias[r];
-    if (act == NT_ACT_RELU2) {
-        v = v > 0.0f ? v : 0.0f;
-        v = v * v;
-    }
-    return v;
-}
 
-static inline float tree8(const float a[8]) {
-    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-}
 
 /* Where a product reads: the row's bytes, qx of position t0 and its stride. */
 static size_t row_bytes(const struct nt_matrix *W) { return (size_t)nt_matrix_bytes(W->dtype, 1, W->cols); }
@@ -94,7 +83,7 @@ static void rows_scalar(const struct nt_mm *m, int r0, int r1) {
                 }
             }
             for (int p = 0; p < P; p++)
-                m->y[(size_t)(t0 + p) * m->y_stride + r] = apply_act(tree8(acc[p]), m->bias, r, m->act);
+                m->y[(size_t)(t0 + p) * m->y_stride + r] = nt_cpu_apply_act(nt_cpu_tree8(acc[p]), m->bias, r, m->act);
         }
     }
 }
@@ -149,9 +138,6 @@ static INL AVX2 __m256i table16(__m256i idx, const int8_t *tab) {
     return _mm256_shuffle_epi8(t, idx);
 }
 
-static const int8_t iq4nl_tab[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-static const int8_t mxfp4_tab[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
 static INL AVX2 void set_k(struct vsub *v, int k0, int k1) {
     v->k16 = _mm256_setr_m128i(_mm_set1_epi16((short)k0), _mm_set1_epi16((short)k1));
     v->unit = k0 == 1 && k1 == 1;
@@ -166,14 +152,7 @@ static INL AVX2 void unpack(enum nt_dtype dt, const uint8_t *row, int64_t b, str
     if (dt == NT_DTYPE_GGML_Q4_K || dt == NT_DTYPE_GGML_Q5_K) {
         const uint8_t *blk = row + (size_t)(b / 8) * (dt == NT_DTYPE_GGML_Q4_K ? 144 : 176);
         int j = (int)(b % 8), S, M;
-        const uint8_t *sc = blk + 4;
-        if (j < 4) {
-            S = sc[j] & 63;
-            M = sc[j + 4] & 63;
-        } else {
-            S = (sc[j + 4] & 15) | (sc[j - 4] >> 6) << 4;
-            M = (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
-        }
+        nt_ggml_k_scale_min(blk + 4, j, &S, &M);
         int q5 = dt == NT_DTYPE_GGML_Q5_K;
         __m256i qs = _mm256_loadu_si256((const __m256i *)(const void *)(blk + (q5 ? 48 : 16) + 32 * (j / 2)));
         v->q = byte_bits(qs, 4 * (j % 2), 4, 0);
@@ -237,14 +216,13 @@ static INL AVX2 void unpack(enum nt_dtype dt, const uint8_t *row, int64_t b, str
     case NT_DTYPE_GGML_IQ4_NL: {
         const uint8_t *blk = row + (size_t)b * 18;
         v->d = f16x(blk);
-        v->q = table16(split_nibbles(blk + 2), iq4nl_tab);
+        v->q = table16(split_nibbles(blk + 2), nt_ggml_iq4nl_values);
         break;
     }
-    default: { /* MXFP4: 2^(e - 128) from its bits, as ggml_blocks.c */
+    default: { /* MXFP4 */
         const uint8_t *blk = row + (size_t)b * 17;
-        uint32_t bits = blk[0] < 2 ? 0x00200000u << blk[0] : (uint32_t)(blk[0] - 1) << 23;
-        memcpy(&v->d, &bits, 4);
-        v->q = table16(split_nibbles(blk + 1), mxfp4_tab);
+        v->d = nt_ggml_e8m0_half(blk[0]);
+        v->q = table16(split_nibbles(blk + 1), nt_ggml_mxfp4_values);
         break;
     }
     }
@@ -266,7 +244,7 @@ static INL Z512 __m256i isum_avx512vnni(const struct vsub *v, __m256i x) {
 static INL AVX2 float hsum8(__m256 v) {
     _Alignas(32) float a[8];
     _mm256_store_ps(a, v);
-    return tree8(a);
+    return nt_cpu_tree8(a);
 }
 
 /* The rows of the product for one variant; ISUM gives isum[l] in the lanes. The unpack is
@@ -300,7 +278,7 @@ static INL AVX2 float hsum8(__m256 v) {
                     }                                                                                   \
                 }                                                                                       \
                 for (int p = 0; p < P; p++)                                                             \
-                    m->y[(size_t)(t0 + p) * m->y_stride + r] = apply_act(hsum8(acc[p]), m->bias, r, m->act); \
+                    m->y[(size_t)(t0 + p) * m->y_stride + r] = nt_cpu_apply_act(hsum8(acc[p]), m->bias, r, m->act); \
             }                                                                                           \
         }                                                                                               \
     }                                                                                                   \

@@ -105,18 +105,7 @@ size_t nt_cpu_qx_bytes(int n, int64_t cols) { return (size_t)(n > 0 ? n : 0) * q
 
 static inline int is_packed(enum nt_dtype dt) { return nt_cpu_int8_product(dt); }
 
-static inline float apply_q(float v, const float *bias, int r, enum nt_act act) {
-    if (bias) v += bias[r];
-    if (act == NT_ACT_RELU2) {
-        v = v > 0.0f ? v : 0.0f;
-        v = v * v;
-    }
-    return v;
-}
 
-static inline float tree8(const float a[8]) {
-    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-}
 
 static inline uint16_t rd16(const uint8_t *p) {
     uint16_t v;
@@ -396,7 +385,7 @@ static void rows_scalar_q8(const struct nt_mm *m, int r0, int r1) {
                 for (int o = 0; o < 32 && 32 * b + o < cols; o++) isum[o >> 2] += qw[32 * b + o] * s[q8_slot(o)];
                 for (int l = 0; l < 8; l++) acc[l] = fmaf((float)isum[l], d, acc[l]);
             }
-            m->y[(size_t)t * m->y_stride + r] = apply_q(rsf * tree8(acc), m->bias, r, m->act);
+            m->y[(size_t)t * m->y_stride + r] = nt_cpu_apply_act(rsf * nt_cpu_tree8(acc), m->bias, r, m->act);
         }
     }
 }
@@ -428,7 +417,7 @@ static void rows_scalar_q4(const struct nt_mm *m, int r0, int r1) {
                     }
                 for (int l = 0; l < 8; l++) acc[l] = fmaf((float)isum[l], s, acc[l]);
             }
-            m->y[(size_t)t * m->y_stride + r] = apply_q(tree8(acc), m->bias, r, m->act);
+            m->y[(size_t)t * m->y_stride + r] = nt_cpu_apply_act(nt_cpu_tree8(acc), m->bias, r, m->act);
         }
     }
 }
@@ -667,8 +656,8 @@ static INL Z512 void q8z_stream(const struct nt_mm *m, int r, int t, int P) {
 #pragma GCC unroll 4
         for (int p = 0; p < P; p++) {
             float *y = m->y + (size_t)(t + p) * m->y_stride + r + 2 * j;
-            y[0] = apply_q(rs0 * hsum8(_mm512_castps512_ps256(acc[j * P + p])), m->bias, r + 2 * j, m->act);
-            y[1] = apply_q(rs1 * hsum8(high_ps(acc[j * P + p])), m->bias, r + 2 * j + 1, m->act);
+            y[0] = nt_cpu_apply_act(rs0 * hsum8(_mm512_castps512_ps256(acc[j * P + p])), m->bias, r + 2 * j, m->act);
+            y[1] = nt_cpu_apply_act(rs1 * hsum8(high_ps(acc[j * P + p])), m->bias, r + 2 * j + 1, m->act);
         }
     }
 }
@@ -716,8 +705,8 @@ static INL Z512 void q4z_stream(const struct nt_mm *m, int r, int t, int P) {
 #pragma GCC unroll 4
         for (int p = 0; p < P; p++) {
             float *y = m->y + (size_t)(t + p) * m->y_stride + r + 2 * j;
-            y[0] = apply_q(hsum8(_mm512_castps512_ps256(acc[j * P + p])), m->bias, r + 2 * j, m->act);
-            y[1] = apply_q(hsum8(high_ps(acc[j * P + p])), m->bias, r + 2 * j + 1, m->act);
+            y[0] = nt_cpu_apply_act(hsum8(_mm512_castps512_ps256(acc[j * P + p])), m->bias, r + 2 * j, m->act);
+            y[1] = nt_cpu_apply_act(hsum8(high_ps(acc[j * P + p])), m->bias, r + 2 * j + 1, m->act);
         }
 }
 

@@ -68,37 +68,18 @@ int nt_ggml_block_facts(enum nt_dtype d, int *block_elems, int *block_bytes, uin
 
 /* ---- the sub-block unpacker ------------------------------------------------------------------ */
 
-static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+const int8_t nt_ggml_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 /* E2M1 values doubled (so they are integers; the scale is halved to match). */
-static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+const int8_t nt_ggml_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 static float f16_at(const uint8_t *p) { return nt_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
 static uint32_t u32_at(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* 2^(e - 128) as an f32: built from its bits (e = 0 and 1 are the subnormals 2^-128, 2^-127). */
-static float e8m0_half(uint8_t e) {
-    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    float v;
-    memcpy(&v, &bits, 4);
-    return v;
-}
-
 /* The nibbles of a 32-element block's qs[16]: element j < 16 is qs[j]'s low nibble, j + 16 its
  * high one. */
 static int nibble32(const uint8_t *qs, int c) { return c < 16 ? qs[c] & 15 : qs[c - 16] >> 4; }
-
-/* Q4_K / Q5_K: the 6-bit scale and min of sub-block j from the 12 packed bytes. */
-static void k_scale_min(const uint8_t *sc, int j, int *S, int *M) {
-    if (j < 4) {
-        *S = sc[j] & 63;
-        *M = sc[j + 4] & 63;
-    } else {
-        *S = (sc[j + 4] & 15) | (sc[j - 4] >> 6) << 4;
-        *M = (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
-    }
-}
 
 void nt_ggml_sub_block(enum nt_dtype d, const uint8_t *row, int64_t b, struct nt_ggml_sub *o) {
     int i = find_dtype(d);
@@ -142,11 +123,11 @@ void nt_ggml_sub_block(enum nt_dtype d, const uint8_t *row, int64_t b, struct nt
         }
         case NT_DTYPE_GGML_IQ4_NL:
             o->d = f16_at(blk);
-            for (int c = 0; c < 32; c++) o->q[c] = iq4nl_values[nibble32(blk + 2, c)];
+            for (int c = 0; c < 32; c++) o->q[c] = nt_ggml_iq4nl_values[nibble32(blk + 2, c)];
             break;
         default: /* MXFP4 */
-            o->d = e8m0_half(blk[0]);
-            for (int c = 0; c < 32; c++) o->q[c] = mxfp4_values[nibble32(blk + 1, c)];
+            o->d = nt_ggml_e8m0_half(blk[0]);
+            for (int c = 0; c < 32; c++) o->q[c] = nt_ggml_mxfp4_values[nibble32(blk + 1, c)];
             break;
         }
         return;
@@ -170,7 +151,7 @@ void nt_ggml_sub_block(enum nt_dtype d, const uint8_t *row, int64_t b, struct nt
         return;
     }
     int S, M;
-    k_scale_min(blk + 4, j, &S, &M);
+    nt_ggml_k_scale_min(blk + 4, j, &S, &M);
     o->d = f16_at(blk);
     o->m = -f16_at(blk + 2);
     o->k[0] = o->k[1] = S;

@@ -42,6 +42,8 @@
 #include "../common.h"
 #include "../model/safetensors.h"
 
+#include <string.h>
+
 /* 1 and *out set when the engine runs ggml type `ggml_type` (a GGUF tensor type id, the
  * numbers of src/model/gguf.h's enum nt_ggml_type) natively: F32, F16, BF16 as the plain
  * dtypes, and the block types above; 0 otherwise (*out untouched). */
@@ -76,5 +78,31 @@ struct nt_ggml_sub {
 
 /* Sub-block b (columns 32b .. 32b + 31) of a row of type d starting at `row`. */
 void nt_ggml_sub_block(enum nt_dtype d, const uint8_t *row, int64_t b, struct nt_ggml_sub *out);
+
+/* ---- the pieces a SIMD unpacker needs too (src/cpu/matmul_ggml.c) ---------------------------- */
+
+/* IQ4_NL's codebook and MXFP4's E2M1 values doubled. */
+extern const int8_t nt_ggml_iq4nl_values[16];
+extern const int8_t nt_ggml_mxfp4_values[16];
+
+/* MXFP4's scale 2^(e - 128) as an f32, built from its bits (e = 0, 1: the subnormals 2^-128,
+ * 2^-127; no NaN). */
+static inline float nt_ggml_e8m0_half(uint8_t e) {
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float v;
+    memcpy(&v, &bits, 4);
+    return v;
+}
+
+/* Q4_K / Q5_K: the 6-bit scale S and min M of sub-block j (0..7) from the 12 packed bytes sc. */
+static inline void nt_ggml_k_scale_min(const uint8_t *sc, int j, int *S, int *M) {
+    if (j < 4) {
+        *S = sc[j] & 63;
+        *M = sc[j + 4] & 63;
+    } else {
+        *S = (sc[j + 4] & 15) | (sc[j - 4] >> 6) << 4;
+        *M = (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
+    }
+}
 
 #endif /* NT_GGML_BLOCKS_H */

@@ -25,7 +25,9 @@
  *    specified: any variant, blocking, pass size or thread split gives the same bits.
  *
  * QX record of block b (matmul_q.c writes it, scalar or AVX2, the same bytes): 32 int8 q in
- * column order, then the 8 int32 sx[l]; d_b where matmul_q.c puts it (after the nb records).
+ * column order, then the 8 sx[l] as f32 (exact integers); d_b where matmul_q.c puts it (after
+ * the nb records). (float)(mk * sx[l]) is computed as the f32 product (float)mk * sx[l]: exact,
+ * as both factors and the product are integers below 2^24, so it is the same value.
  *
  * KERNELS: per row, positions in groups of up to GP; each block is unpacked once per group and
  * serves its positions. Scalar: nt_ggml_sub_block (the decoders' own unpacking) and plain loops.
@@ -34,8 +36,7 @@
  * position vpmaddubsw of |qw| with q signed by qw (pairs at most 2 * 128 * 127 < 2^15: no
  * saturation) and vpmaddwd with k, which leaves isum[l] in 32-bit lane l. AVX-512 VNNI: the same
  * unpack, the lane sums by one vpdpbusd where k = 1 (the K-quants keep AVX2's sum, which applies
- * k for free). AVX-VNNI runs AVX2. The minimum's (float)(mk * sx) is an f32 multiply of the
- * converted sx by mk: exact, as both and their product are integers below 2^24.
+ * k for free). AVX-VNNI runs AVX2.
  */
 #include "cpu.h"
 
@@ -45,7 +46,8 @@
 
 #include "../quant/quant.h"
 
-#define GP 8 /* positions per unpacked block */
+#define GP 8     /* positions per unpacked block */
+#define TILE_R 4 /* rows at a time for passes of fewer than GP positions (SIMD kernels) */
 
 
 
@@ -71,14 +73,14 @@ static void rows_scalar(const struct nt_mm *m, int r0, int r1) {
                 for (int p = 0; p < P; p++) {
                     const uint8_t *pos = qx + (size_t)p * pb;
                     const int8_t *q = (const int8_t *)(const void *)(pos + 64 * b);
-                    int32_t sx[8];
+                    float sx[8];
                     memcpy(sx, pos + 64 * b + 32, 32);
                     float d = qx_d(pos, nb)[b], sw = s.d * d, sm = s.m * d;
                     for (int l = 0; l < 8; l++) {
                         int32_t isum = 0;
                         for (int c = 4 * l; c < 4 * l + 4; c++) isum += (int32_t)s.q[c] * q[c];
                         acc[p][l] = fmaf((float)(s.k[l / 4] * isum), sw, acc[p][l]);
-                        if (s.has_min) acc[p][l] = fmaf((float)(s.mk * sx[l]), sm, acc[p][l]);
+                        if (s.has_min) acc[p][l] = fmaf((float)s.mk * sx[l], sm, acc[p][l]);
                     }
                 }
             }
@@ -143,22 +145,35 @@ static INL AVX2 void set_k(struct vsub *v, int k0, int k1) {
     v->unit = k0 == 1 && k1 == 1;
 }
 
+/* A K-quant super-block's scales, decoded once for its 8 sub-blocks. */
+struct kscales {
+    int64_t sb; /* the super-block they belong to; -1: none yet */
+    int S[8], M[8];
+    float d, dmin;
+};
+
 /* Block b of a row, the values nt_ggml_sub_block gives (tests/unit/test_ggml_blocks.c checks the
  * products of both bit for bit). */
-static INL AVX2 void unpack(enum nt_dtype dt, const uint8_t *row, int64_t b, struct vsub *v) {
+static INL AVX2 void unpack(enum nt_dtype dt, const uint8_t *row, int64_t b, struct vsub *v, struct kscales *ks) {
     v->m = 0.0f;
     v->mk = 0;
     v->has_min = 0;
     if (dt == NT_DTYPE_GGML_Q4_K || dt == NT_DTYPE_GGML_Q5_K) {
         const uint8_t *blk = row + (size_t)(b / 8) * (dt == NT_DTYPE_GGML_Q4_K ? 144 : 176);
-        int j = (int)(b % 8), S, M;
-        nt_ggml_k_scale_min(blk + 4, j, &S, &M);
+        int j = (int)(b % 8);
+        if (ks->sb != b / 8) {
+            ks->sb = b / 8;
+            for (int i = 0; i < 8; i++) nt_ggml_k_scale_min(blk + 4, i, &ks->S[i], &ks->M[i]);
+            ks->d = f16x(blk);
+            ks->dmin = -f16x(blk + 2);
+        }
+        int S = ks->S[j], M = ks->M[j];
         int q5 = dt == NT_DTYPE_GGML_Q5_K;
         __m256i qs = _mm256_loadu_si256((const __m256i *)(const void *)(blk + (q5 ? 48 : 16) + 32 * (j / 2)));
         v->q = byte_bits(qs, 4 * (j % 2), 4, 0);
         if (q5) v->q = _mm256_or_si256(v->q, byte_bits(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 16)), j, 1, 4));
-        v->d = f16x(blk);
-        v->m = -f16x(blk + 2);
+        v->d = ks->d;
+        v->m = ks->dmin;
         v->mk = M;
         v->has_min = 1;
         set_k(v, S, S);
@@ -248,39 +263,62 @@ static INL AVX2 float hsum8(__m256 v) {
 }
 
 /* The rows of the product for one variant; ISUM gives isum[l] in the lanes. The unpack is
- * chosen per type outside the loops (a constant dtype lets the compiler drop the other types). */
+ * chosen per type outside the loops (a constant dtype lets the compiler drop the other types).
+ * Tiles change which weights are unpacked together, never a (row, position) chain. */
 #define ROWS_SIMD(NAME, TARGET, ISUM)                                                                   \
-    static INL TARGET void NAME##_type(const struct nt_mm *m, enum nt_dtype dt, int r0, int r1) {      \
+    /* R rows from r x P positions from t0 (R * P <= 8 accumulators): each block of each row is   \
+     * unpacked once for the P positions; R > 1 gives the FMA chains of a few positions company  \
+     * (one chain alone waits on its own FMA latency every block) */                              \
+    static INL TARGET void NAME##_tile(const struct nt_mm *m, enum nt_dtype dt, int r, int R, int t0, int P) { \
         const struct nt_matrix *W = m->W;                                                               \
         int64_t nb = W->cols / 32;                                                                      \
         size_t rb = row_bytes(W), pb = nt_cpu_qx_bytes(1, W->cols);                                     \
-        for (int r = r0; r < r1; r++) {                                                                 \
-            const uint8_t *row = (const uint8_t *)W->data + (size_t)r * rb;                             \
-            for (int t0 = 0; t0 < m->n; t0 += GP) {                                                     \
-                int P = m->n - t0 < GP ? m->n - t0 : GP;                                                \
-                const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t0 * pb;                           \
-                __m256 acc[GP];                                                                         \
-                for (int p = 0; p < GP; p++) acc[p] = _mm256_setzero_ps();                              \
-                for (int64_t b = 0; b < nb; b++) {                                                      \
-                    struct vsub v;                                                                      \
-                    unpack(dt, row, b, &v);                                                             \
-                    for (int p = 0; p < P; p++) {                                                       \
-                        const uint8_t *pos = qx + (size_t)p * pb;                                       \
-                        float d = qx_d(pos, nb)[b];                                                     \
-                        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(pos + 64 * b));  \
-                        acc[p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ISUM(&v, x)), _mm256_set1_ps(v.d * d), acc[p]); \
-                        if (v.has_min) {                                                                \
-                            __m256i sx = _mm256_loadu_si256((const __m256i *)(const void *)(pos + 64 * b + 32)); \
-                            /* (float)(mk * sx): an f32 product of exact integers below 2^24, exact */ \
-                            __m256 ms = _mm256_mul_ps(_mm256_cvtepi32_ps(sx), _mm256_set1_ps((float)v.mk)); \
-                            acc[p] = _mm256_fmadd_ps(ms, _mm256_set1_ps(v.m * d), acc[p]);              \
-                        }                                                                               \
+        const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t0 * pb;                                   \
+        __m256 acc[TILE_R][GP];                                                                         \
+        struct kscales ks[TILE_R];                                                                      \
+        for (int i = 0; i < R; i++) {                                                                   \
+            ks[i] = (struct kscales){.sb = -1};                                                         \
+            for (int p = 0; p < P; p++) acc[i][p] = _mm256_setzero_ps();                                \
+        }                                                                                               \
+        for (int64_t b = 0; b < nb; b++) {                                                              \
+            for (int i = 0; i < R; i++) {                                                               \
+                struct vsub v;                                                                          \
+                unpack(dt, (const uint8_t *)W->data + (size_t)(r + i) * rb, b, &v, &ks[i]);             \
+                for (int p = 0; p < P; p++) {                                                           \
+                    const uint8_t *pos = qx + (size_t)p * pb;                                           \
+                    float d = qx_d(pos, nb)[b];                                                         \
+                    __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(pos + 64 * b));      \
+                    acc[i][p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ISUM(&v, x)), _mm256_set1_ps(v.d * d), acc[i][p]); \
+                    if (v.has_min) {                                                                    \
+                        __m256 sx = _mm256_loadu_ps((const float *)(const void *)(pos + 64 * b + 32));  \
+                        __m256 ms = v.mk == 1 ? sx : _mm256_mul_ps(sx, _mm256_set1_ps((float)v.mk));    \
+                        acc[i][p] = _mm256_fmadd_ps(ms, _mm256_set1_ps(v.m * d), acc[i][p]);            \
                     }                                                                                   \
                 }                                                                                       \
-                for (int p = 0; p < P; p++)                                                             \
-                    m->y[(size_t)(t0 + p) * m->y_stride + r] = nt_cpu_apply_act(hsum8(acc[p]), m->bias, r, m->act); \
             }                                                                                           \
         }                                                                                               \
+        for (int i = 0; i < R; i++)                                                                     \
+            for (int p = 0; p < P; p++)                                                                 \
+                m->y[(size_t)(t0 + p) * m->y_stride + r + i] =                                          \
+                    nt_cpu_apply_act(hsum8(acc[i][p]), m->bias, r + i, m->act);                         \
+    }                                                                                                   \
+    static INL TARGET void NAME##_type(const struct nt_mm *m, enum nt_dtype dt, int r0, int r1) {      \
+        int r = r0;                                                                                     \
+        if (m->n < GP) /* few positions: TILE_R rows at a time, positions in pairs */                  \
+            for (; r + TILE_R <= r1; r += TILE_R)                                                       \
+                for (int t0 = 0; t0 < m->n; t0 += 2) {                                                  \
+                    if (m->n - t0 >= 2)                                                                 \
+                        NAME##_tile(m, dt, r, TILE_R, t0, 2);                                           \
+                    else                                                                                \
+                        NAME##_tile(m, dt, r, TILE_R, t0, 1);                                           \
+                }                                                                                       \
+        for (; r < r1; r++)                                                                             \
+            for (int t0 = 0; t0 < m->n; t0 += GP) {                                                     \
+                if (m->n - t0 >= GP)                                                                    \
+                    NAME##_tile(m, dt, r, 1, t0, GP);                                                   \
+                else                                                                                    \
+                    NAME##_tile(m, dt, r, 1, t0, m->n - t0);                                            \
+            }                                                                                           \
     }                                                                                                   \
     static TARGET void NAME(const struct nt_mm *m, int r0, int r1) {                                   \
         switch (m->W->dtype) {                                                                          \

@@ -43,8 +43,8 @@
  *          pattern of the f32 1.5 * 2^23 + isum (exact: |isum| < 2^22), and (float)isum is one
  *          exact subtraction of 1.5 * 2^23 instead of a conversion (the subtraction can issue on
  *          the FP add ports; vcvtdq2ps competes with the multiplies: +5 % at n = 64, measured).
-   ggml block types (matmul_ggml.c, every variant): 32 int8 q in column order, then 8 int32
- *          lane sums sx[l] = q[4l] + ... + q[4l+3].
+   ggml block types (matmul_ggml.c, every variant): 32 int8 q in column order, then the 8
+ *          lane sums sx[l] = q[4l] + ... + q[4l+3] as f32 (exact: |sx| <= 508).
  * Those are the scalar and AVX2 variants' records. The VNNI variants (vpdpbusd: 4 products of
  * unsigned x signed bytes added exactly to an int32 lane) write their own, the same 64 bytes:
  *   q8_2f: 32 int8 q in column order, then 8 int32 start[l] = 0x4B400000 - 128 * (sum of q over
@@ -185,9 +185,9 @@ static void q_block_scalar(enum nt_dtype fmt, int vnni, const float *v, int len,
     memset(rec, 0, QREC);
     if (nt_dtype_is_ggml_block(fmt)) { /* matmul_ggml.c's record: q in column order, lane sums */
         int8_t q[32] = {0};
-        int32_t sum[8];
+        float sum[8];
         for (int c = 0; c < len; c++) q[c] = (int8_t)q_round(v[c], inv);
-        for (int l = 0; l < 8; l++) sum[l] = q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3];
+        for (int l = 0; l < 8; l++) sum[l] = (float)(q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]);
         memcpy(rec, q, 32);
         memcpy(rec + 32, sum, 32);
     } else if (fmt == NT_DTYPE_Q8_2F && vnni) {
@@ -278,8 +278,8 @@ static INL AVX2 void q_block_avx2(enum nt_dtype fmt, int vnni, __m256 v0, __m256
         __m256i q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         __m256i sum = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
         _mm256_storeu_si256((__m256i *)(void *)rec, q);
-        if (fmt != NT_DTYPE_Q8_2F) /* a ggml type: the lane sums themselves (matmul_ggml.c) */
-            _mm256_storeu_si256((__m256i *)(void *)(rec + 32), sum);
+        if (fmt != NT_DTYPE_Q8_2F) /* a ggml type: the lane sums as f32 (matmul_ggml.c) */
+            _mm256_storeu_ps((float *)(void *)(rec + 32), _mm256_cvtepi32_ps(sum));
         else
             _mm256_storeu_si256((__m256i *)(void *)(rec + 32), _mm256_sub_epi32(_mm256_set1_epi32(Q_MAGIC), _mm256_slli_epi32(sum, 7)));
     } else if (fmt == NT_DTYPE_Q8_2F) {

@@ -97,13 +97,19 @@ static void rows_scalar(const struct nt_mm *m, int r0, int r1) {
 #define INL __attribute__((always_inline)) inline
 
 /* A block in registers: the codes, k as int16 pairs for vpmaddwd (k[0] for lanes 0-3, k[1] for
- * 4-7), the scales; unit: k == 1 (no multiply needed). */
+ * 4-7), the scales. */
 struct vsub {
     __m256i q, k16;
     float d, m;
     int32_t mk;
-    int has_min, unit;
+    int has_min;
 };
+
+/* The K-quants: k (and mk) vary per sub-block; elsewhere k = 1 (and mk = 1 where there is a
+ * minimum). A constant dt lets the kernels drop the multiplies. */
+static INL int sub_scaled(enum nt_dtype dt) {
+    return dt == NT_DTYPE_GGML_Q4_K || dt == NT_DTYPE_GGML_Q5_K || dt == NT_DTYPE_GGML_Q6_K;
+}
 
 static INL AVX2 float f16x(const uint8_t *p) {
     uint16_t h;
@@ -142,7 +148,6 @@ static INL AVX2 __m256i table16(__m256i idx, const int8_t *tab) {
 
 static INL AVX2 void set_k(struct vsub *v, int k0, int k1) {
     v->k16 = _mm256_setr_m128i(_mm_set1_epi16((short)k0), _mm_set1_epi16((short)k1));
-    v->unit = k0 == 1 && k1 == 1;
 }
 
 /* A K-quant super-block's scales, decoded once for its 8 sub-blocks. */
@@ -245,14 +250,15 @@ static INL AVX2 void unpack(enum nt_dtype dt, const uint8_t *row, int64_t b, str
 
 /* ---- SIMD: the lane sums and the kernel -------------------------------------------------------- */
 
-static INL AVX2 __m256i isum_avx2(const struct vsub *v, __m256i x) {
+static INL AVX2 __m256i isum_avx2(enum nt_dtype dt, const struct vsub *v, __m256i x) {
+    (void)dt;
     __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v->q, v->q), _mm256_sign_epi8(x, v->q));
     return _mm256_madd_epi16(p, v->k16);
 }
 
 /* With sub-scales the AVX2 sum is as short (vpmaddwd applies k; vpmulld costs two uops). */
-static INL Z512 __m256i isum_avx512vnni(const struct vsub *v, __m256i x) {
-    if (!v->unit) return isum_avx2(v, x);
+static INL Z512 __m256i isum_avx512vnni(enum nt_dtype dt, const struct vsub *v, __m256i x) {
+    if (sub_scaled(dt)) return isum_avx2(dt, v, x);
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(v->q), _mm256_sign_epi8(x, v->q));
 }
 
@@ -288,10 +294,10 @@ static INL AVX2 float hsum8(__m256 v) {
                     const uint8_t *pos = qx + (size_t)p * pb;                                           \
                     float d = qx_d(pos, nb)[b];                                                         \
                     __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(pos + 64 * b));      \
-                    acc[i][p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ISUM(&v, x)), _mm256_set1_ps(v.d * d), acc[i][p]); \
+                    acc[i][p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ISUM(dt, &v, x)), _mm256_set1_ps(v.d * d), acc[i][p]); \
                     if (v.has_min) {                                                                    \
                         __m256 sx = _mm256_loadu_ps((const float *)(const void *)(pos + 64 * b + 32));  \
-                        __m256 ms = v.mk == 1 ? sx : _mm256_mul_ps(sx, _mm256_set1_ps((float)v.mk));    \
+                        __m256 ms = sub_scaled(dt) ? _mm256_mul_ps(sx, _mm256_set1_ps((float)v.mk)) : sx; \
                         acc[i][p] = _mm256_fmadd_ps(ms, _mm256_set1_ps(v.m * d), acc[i][p]);            \
                     }                                                                                   \
                 }                                                                                       \

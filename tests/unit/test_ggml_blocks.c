@@ -9,7 +9,8 @@
  *    mantissa fields, and each of llama.cpp's f32 operations done in double and rounded to f32
  *    (exact for one +, -, *: 53 >= 2 * 24 + 2). NaN is compared as "both NaN";
  *  - the real GGUF file (../shared/data/gguf/kjv-Q4_K_M.gguf or $NT_GGUF_FILE; said and skipped
- *    when absent): every Q4_K, Q5_K, Q6_K, Q8_0 tensor decoded by both, bit for bit;
+ *    when absent): every Q4_K, Q5_K, Q6_K, Q8_0 tensor decoded by both, bit for bit, and its
+ *    products (3 positions) checked as the random ones below;
  *  - the products, per type: the scalar reference against (a) the double-precision product of
  *    the decoded weights with the int8-quantized activations, within the f32 rounding bound of
  *    the arithmetic's float chain, and (b) the product with the unquantized activations, within
@@ -256,6 +257,8 @@ static void test_decoders(void) {
 
 /* ---- the real file ------------------------------------------------------------------------ */
 
+static void check_real_products(const char *name, enum nt_dtype d, const void *data, int64_t rows, int64_t cols);
+
 static void test_real_file(void) {
     const char *path = getenv("NT_GGUF_FILE");
     if (!path) path = "../shared/data/gguf/kjv-Q4_K_M.gguf";
@@ -287,6 +290,8 @@ static void test_real_file(void) {
               (long long)bad, (long long)nonfinite);
         for (int k = 0; k < N_TYPES; k++) seen[k] += all_types[k] == d;
         free(out);
+        /* the products on the file's own weights (a 3-D expert tensor as its stacked rows) */
+        check_real_products(t->name, d, t->data, (int64_t)(t->n_elements / (uint64_t)t->ne[0]), t->ne[0]);
     }
     /* the file's types (gguf-info): Q4_K, Q5_K, Q6_K, Q8_0 */
     CHECK(seen[0] && seen[7] && seen[8] && seen[9], "Q8_0 %d, Q4_K %d, Q5_K %d, Q6_K %d tensors", seen[0], seen[7],
@@ -406,6 +411,25 @@ static void check_accuracy(const struct prob *p, const float *y) {
     free(w);
     free(q);
     free(dx);
+}
+
+/* A real tensor: 3 positions on every variant the processor has against the scalar reference,
+ * and the reference's accuracy (check_accuracy's bounds). */
+static void check_real_products(const char *name, enum nt_dtype d, const void *data, int64_t rows, int64_t cols) {
+    struct prob p = {.W = {.dtype = d, .rows = rows, .cols = cols, .data = data, .name = name}, .n = 3, .ys = (int)rows};
+    p.x = malloc(sizeof(float) * (size_t)p.n * (size_t)cols);
+    for (int64_t i = 0; i < p.n * cols; i++) p.x[i] = (float)(uniform() * 2 - 1);
+    float *ys = run(&p, NT_CPU_SCALAR, p.n, 1, NULL, NT_ACT_NONE);
+    check_accuracy(&p, ys);
+    for (int isa = NT_CPU_AVX2; isa < NT_CPU_ISA_COUNT; isa++) {
+        if (!nt_cpu_isa_available(isa)) continue;
+        float *y = run(&p, isa, p.n, 2, NULL, NT_ACT_NONE);
+        int at = first_diff(y, ys, &p);
+        CHECK(at < 0, "%s (%s): %s differs from the scalar reference at %d", name, nt_dtype_name(d), nt_cpu_isa_name(isa), at);
+        free(y);
+    }
+    free(ys);
+    free(p.x);
 }
 
 static void test_products(enum nt_dtype d) {

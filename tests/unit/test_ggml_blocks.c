@@ -19,10 +19,14 @@
  *    nt_cpu_matmul on 1 and 2 threads bit-identical to the scalar reference (a
  *    variant the processor lacks is said on stdout); bias and relu^2; nothing outside y's rows
  *    written;
- *  - the CPU backend's embed (rows decoded exactly) and matmul operations on such matrices.
+ *  - the CPU backend's embed (rows decoded exactly) and matmul operations on such matrices;
+ *  - the demo model (MoE experts included) run with its matrices in Q8_0 / Q5_0 / Q4_0 / IQ4_NL
+ *    against the same values in F32, and nemotron_model_token_embedding on a Q8_0 table.
  */
 #include "backend.h"
 #include "cpu/cpu.h"
+#include "engine/engine.h"
+#include "nemotron.h"
 #include "model/gguf.h"
 #include "quant/ggml_blocks.h"
 #include "quant/quant.h"
@@ -530,11 +534,166 @@ static void test_backend_ops(void) {
     be->ops->destroy(be);
 }
 
+/* ---- a whole model ---------------------------------------------------------------------------- */
+
+/* Simple quantizers (round to nearest on the block's amax; the decoders define the meaning, not
+ * these): one row of `cols` weights into type d's blocks. */
+static void quantize_row(enum nt_dtype d, const float *w, int cols, uint8_t *out) {
+    static const int iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    int bb = block_bytes(d);
+    for (int b = 0; b < cols / 32; b++) {
+        const float *x = w + 32 * b;
+        uint8_t *o = out + (size_t)b * bb;
+        memset(o, 0, (size_t)bb);
+        float amax = 0.0f;
+        for (int c = 0; c < 32; c++) amax = fmaxf(amax, fabsf(x[c]));
+        int top = d == NT_DTYPE_GGML_Q8_0 ? 127 : d == NT_DTYPE_GGML_Q4_0 ? 7 : d == NT_DTYPE_GGML_Q5_0 ? 15 : 127;
+        uint16_t h = nt_f32_to_f16(amax / (float)top);
+        float dd = nt_f16_to_f32(h);
+        memcpy(o, &h, 2);
+        uint32_t qh = 0;
+        for (int c = 0; c < 32; c++) {
+            float v = dd > 0.0f ? x[c] / dd : 0.0f;
+            int n;
+            if (d == NT_DTYPE_GGML_IQ4_NL) {
+                n = 0;
+                for (int k = 1; k < 16; k++)
+                    if (fabsf(v - (float)iq4nl[k]) < fabsf(v - (float)iq4nl[n])) n = k;
+            } else {
+                n = (int)lrintf(fmaxf(fminf(v, (float)top), (float)-top));
+            }
+            if (d == NT_DTYPE_GGML_Q8_0) {
+                o[2 + c] = (uint8_t)(int8_t)n;
+                continue;
+            }
+            if (d == NT_DTYPE_GGML_Q4_0) n += 8;
+            if (d == NT_DTYPE_GGML_Q5_0) {
+                n += 16;
+                qh |= (uint32_t)(n >> 4) << c;
+            }
+            int qs = d == NT_DTYPE_GGML_Q5_0 ? 6 : 2;
+            o[qs + c % 16] |= (uint8_t)((n & 15) << (c < 16 ? 0 : 4));
+        }
+        if (d == NT_DTYPE_GGML_Q5_0) memcpy(o + 2, &qh, 4);
+    }
+}
+
+/* Every matrix of the model in one of a few block types, and the same values as F32. */
+struct swap {
+    struct nt_matrix *m[256];
+    struct nt_matrix orig[256], ggml[256], f32[256];
+    int n;
+};
+
+static void swap_collect(struct nt_matrix *m, void *ctx) {
+    static const enum nt_dtype kinds[] = {NT_DTYPE_GGML_Q8_0, NT_DTYPE_GGML_Q5_0, NT_DTYPE_GGML_Q4_0, NT_DTYPE_GGML_IQ4_NL};
+    struct swap *s = ctx;
+    if (s->n == 256 || m->cols % 32 != 0) return;
+    for (int i = 0; i < s->n; i++)
+        if (s->orig[i].data == m->data) return; /* a tied head: its embeddings are swapped already */
+    int i = s->n++;
+    enum nt_dtype d = kinds[i % 4];
+    if (m == s->m[0]) d = NT_DTYPE_GGML_Q8_0;
+    s->m[i] = m;
+    s->orig[i] = *m;
+    float *w = malloc(sizeof(float) * (size_t)m->rows * m->cols);
+    for (int64_t r = 0; r < m->rows; r++) nt_matrix_dequant_row(m->dtype, m->data, m->rows, m->cols, r, w + r * m->cols);
+    uint8_t *q = malloc(nt_matrix_bytes(d, m->rows, m->cols));
+    size_t rb = nt_matrix_bytes(d, 1, m->cols);
+    for (int64_t r = 0; r < m->rows; r++) quantize_row(d, w + r * m->cols, (int)m->cols, q + r * rb);
+    nt_ggml_dequant_blocks(d, q, m->rows * m->cols / 32, w); /* the values the ggml matrix means */
+    s->ggml[i] = *m;
+    s->ggml[i].dtype = d;
+    s->ggml[i].data = q;
+    s->f32[i] = *m;
+    s->f32[i].dtype = NT_DTYPE_F32;
+    s->f32[i].data = w;
+}
+
+static void swap_to(struct swap *s, const struct nt_matrix *set) {
+    for (int i = 0; i < s->n; i++) *s->m[i] = set[i];
+}
+
+/* The demo model with its matrices in Q8_0 / Q5_0 / Q4_0 / IQ4_NL (embeddings Q8_0, MoE experts
+ * included) against the same model with those matrices' decoded values in F32: the only
+ * difference is the int8 rounding of the activations inside the products (up to 1/254 of a
+ * block's largest value per element), which moves the logits by about 1e-2 relative L2
+ * (measured 3e-3 - 2.1e-2 over 23 of 24 positions). A MoE layer's top-k choice can flip on such a
+ * perturbation and move one position further (0.099 measured at one position), so: relative L2
+ * <= 3e-2 at >= 90 % of positions, <= 0.25 at all (a wrong decoder or product gives ~1), argmax
+ * equal at >= 3/4 of the positions (22 of 24 measured; random tokens make near-ties common). */
+static void test_model(void) {
+    nemotron_model_params mp = nemotron_model_default_params();
+    mp.n_threads = 2;
+    nemotron_model *model = NULL;
+    if (nemotron_model_load("models/nemotron-h-kjv", &mp, &model) != NEMOTRON_OK) {
+        CHECK(0, "demo model: %s", nemotron_model_errmsg(model));
+        nemotron_model_free(model);
+        return;
+    }
+    static struct swap s;
+    memset(&s, 0, sizeof s);
+    s.m[0] = &model->w.embeddings;
+    nt_weights_for_each(&model->w, swap_collect, NULL, &s);
+    int tied = model->w.lm_head.data == model->w.embeddings.data;
+    int V = nemotron_model_vocab_size(model), n = 24;
+    int32_t tokens[24];
+    for (int t = 0; t < n; t++) tokens[t] = (int32_t)(3 + (t * 37) % (V - 3));
+    float *lf = malloc(sizeof(float) * (size_t)n * V), *lg = malloc(sizeof(float) * (size_t)n * V);
+    nemotron_session_params sp = nemotron_session_default_params();
+    sp.n_ctx = 64;
+    nemotron_session *ses = NULL;
+    const struct nt_matrix *sets[2] = {s.f32, s.ggml};
+    float *outs[2] = {lf, lg};
+    for (int k = 0; k < 2; k++) {
+        swap_to(&s, sets[k]);
+        if (tied) model->w.lm_head = model->w.embeddings;
+        CHECK(nemotron_session_new(model, &sp, &ses) == NEMOTRON_OK, "session");
+        CHECK(nemotron_session_eval(ses, tokens, n, outs[k]) == NEMOTRON_OK, "eval %d: %s", k, nemotron_session_errmsg(ses));
+        nemotron_session_free(ses);
+    }
+    float emb[1024];
+    int H = (int)model->w.embeddings.cols;
+    CHECK(H <= 1024 && nemotron_model_token_embedding(model, 5, emb) == NEMOTRON_OK &&
+              !memcmp(emb, (const float *)s.f32[0].data + 5 * (size_t)H, sizeof(float) * (size_t)H),
+          "token_embedding decodes the Q8_0 row");
+    double worst = 0;
+    int agree = 0, close = 0;
+    for (int t = 0; t < n; t++) {
+        double num = 0, den = 0;
+        int af = 0, ag = 0;
+        for (int v = 0; v < V; v++) {
+            double a = lf[(size_t)t * V + v], b = lg[(size_t)t * V + v];
+            num += (a - b) * (a - b);
+            den += a * a;
+            if (a > lf[(size_t)t * V + af]) af = v;
+            if (b > lg[(size_t)t * V + ag]) ag = v;
+        }
+        worst = fmax(worst, sqrt(num / den));
+        close += sqrt(num / den) <= 3e-2;
+        agree += af == ag;
+    }
+    printf("test_ggml_blocks: demo model in ggml blocks vs their f32 values: logits rel. L2 <= 3e-2 at %d/%d positions, "
+           "at most %.2e; argmax %d/%d\n", close, n, worst, agree, n);
+    CHECK(s.n > 20 && close * 10 >= n * 9 && worst <= 0.25 && agree * 4 >= n * 3,
+          "%d matrices: rel. L2 <= 3e-2 at %d of %d positions, worst %.3g, argmax %d of %d", s.n, close, n, worst, agree, n);
+    swap_to(&s, s.orig);
+    if (tied) model->w.lm_head = model->w.embeddings;
+    for (int i = 0; i < s.n; i++) {
+        free((void *)s.ggml[i].data);
+        free((void *)s.f32[i].data);
+    }
+    free(lf);
+    free(lg);
+    nemotron_model_free(model);
+}
+
 int main(void) {
     test_type_map();
     test_decoders();
     test_real_file();
     for (int i = 0; i < N_TYPES; i++) test_products(all_types[i]);
     test_backend_ops();
+    test_model();
     return test_summary("test_ggml_blocks");
 }

@@ -8,6 +8,7 @@
  */
 #include "cpu.h"
 #include "team.h"
+#include "../quant/quant.h"
 
 #include <math.h>
 #include <omp.h>
@@ -77,6 +78,10 @@ static void embed(struct nt_backend *be, const struct nt_pass *p, const struct n
         size_t row = (size_t)p->tokens[t] * (size_t)H;
         const uint8_t *base = emb->data;
         float *dst = h + (size_t)t * H;
+        if (nt_dtype_is_ggml_block(emb->dtype)) { /* a GGUF table: the row decoded exactly */
+            nt_matrix_dequant_row(emb->dtype, emb->data, emb->rows, emb->cols, p->tokens[t], dst);
+            continue;
+        }
         for (int c = 0; c < H; c++) {
             uint16_t v16;
             switch (emb->dtype) {

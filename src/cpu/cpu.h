@@ -9,6 +9,7 @@
 #define NT_CPU_H
 
 #include "../backend.h"
+#include "../quant/ggml_blocks.h"
 
 /* One product y[t][r] = act(W[r] . x[t] + bias[r]), t < n. */
 struct nt_mm {
@@ -55,6 +56,12 @@ void nt_cpu_matmul_rows(const struct nt_mm *m, int isa, int r0, int r1);
 
 /* ---- packed weights (matmul_q.c; the arithmetic and the qx layout are documented there) ---- */
 
+/* 1 for the weights whose products quantize the activations to int8 (qx): the packed formats
+ * q8_2f and q4tp and llama.cpp's block types (matmul_ggml.c). */
+static inline int nt_cpu_int8_product(enum nt_dtype d) {
+    return d == NT_DTYPE_Q8_2F || d == NT_DTYPE_Q4TP || nt_dtype_is_ggml_block(d);
+}
+
 /* Bytes of qx for n positions of a product with `cols` columns (either packed format; grows with
  * cols, so the size for the widest product serves every narrower one). */
 size_t nt_cpu_qx_bytes(int n, int64_t cols);
@@ -64,5 +71,21 @@ void nt_cpu_quantize_x(const struct nt_mm *m, int isa);
 /* What matmul.c's entry points call for packed W. */
 void nt_cpu_matmul_q(const struct nt_mm *m, int isa, int n_threads);
 void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1);
+/* What the int8 products share: the fixed tree over their 8 float lanes, and step 4 (bias, then
+ * relu^2 as max(v, 0) squared), the f32 operations matmul.c applies too. */
+static inline float nt_cpu_tree8(const float a[8]) {
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+static inline float nt_cpu_apply_act(float v, const float *bias, int r, enum nt_act act) {
+    if (bias) v += bias[r];
+    if (act == NT_ACT_RELU2) {
+        v = v > 0.0f ? v : 0.0f;
+        v = v * v;
+    }
+    return v;
+}
+/* Rows [r0, r1) of a product with a ggml block type (matmul_ggml.c), m->qx filled by
+ * nt_cpu_quantize_x; what nt_cpu_matmul_q_rows calls for those types. */
+void nt_cpu_matmul_ggml_rows(const struct nt_mm *m, int isa, int r0, int r1);
 
 #endif /* NT_CPU_H */

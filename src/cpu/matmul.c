@@ -379,7 +379,7 @@ int nt_cpu_isa_selected(void) {
 }
 
 void nt_cpu_matmul(const struct nt_mm *m, int isa, int n_threads) {
-    if (m->W->dtype == NT_DTYPE_Q8_2F || m->W->dtype == NT_DTYPE_Q4TP) {
+    if (nt_cpu_int8_product(m->W->dtype)) {
         nt_cpu_matmul_q(m, isa, n_threads);
         return;
     }
@@ -402,7 +402,7 @@ void nt_cpu_matmul(const struct nt_mm *m, int isa, int n_threads) {
 }
 
 void nt_cpu_matmul_rows(const struct nt_mm *m, int isa, int r0, int r1) {
-    if (m->W->dtype == NT_DTYPE_Q8_2F || m->W->dtype == NT_DTYPE_Q4TP)
+    if (nt_cpu_int8_product(m->W->dtype))
         nt_cpu_matmul_q_rows(m, isa, r0, r1);
     else if (isa == NT_CPU_AVX512VNNI)
         rows_z(m, r0, r1);

@@ -22,6 +22,8 @@
  *    c = 32g + 8l + {0, 2, 4, 6}, lane 4 + l over c = 32g + 8l + {1, 3, 5, 7} (the low and the high
  *    nibbles of word l); s = nt_q4tp_scale(base_r, step_r, code_rg) * d_g (f32 multiply);
  *      acc[l] = fmaf((float)isum[l], s, acc[l])  over g in increasing order;  y = tree(acc).
+ * (llama.cpp's block types read from GGUF files: matmul_ggml.c, with this step 1 and its own
+ * integer sums and chain.)
  * 4. Then y = y + bias[r] (if any) and NT_ACT_RELU2: y = max(y, 0), y = y * y, as in matmul.c.
  * Integer sums are exact (|isum| <= 4 * 128 * 127 < 2^24, so the conversion is exact too), and
  * every float operation above is specified, so the variants agree bit for bit.
@@ -41,6 +43,8 @@
  *          pattern of the f32 1.5 * 2^23 + isum (exact: |isum| < 2^22), and (float)isum is one
  *          exact subtraction of 1.5 * 2^23 instead of a conversion (the subtraction can issue on
  *          the FP add ports; vcvtdq2ps competes with the multiplies: +5 % at n = 64, measured).
+   ggml block types (matmul_ggml.c, every variant): 32 int8 q in column order, then the 8
+ *          lane sums sx[l] = q[4l] + ... + q[4l+3] as f32 (exact: |sx| <= 508).
  * Those are the scalar and AVX2 variants' records. The VNNI variants (vpdpbusd: 4 products of
  * unsigned x signed bytes added exactly to an int32 lane) write their own, the same 64 bytes:
  *   q8_2f: 32 int8 q in column order, then 8 int32 start[l] = 0x4B400000 - 128 * (sum of q over
@@ -99,20 +103,9 @@ static inline size_t q_pos_bytes(int64_t cols) {
 
 size_t nt_cpu_qx_bytes(int n, int64_t cols) { return (size_t)(n > 0 ? n : 0) * q_pos_bytes(cols); }
 
-static inline int is_packed(enum nt_dtype dt) { return dt == NT_DTYPE_Q8_2F || dt == NT_DTYPE_Q4TP; }
+static inline int is_packed(enum nt_dtype dt) { return nt_cpu_int8_product(dt); }
 
-static inline float apply_q(float v, const float *bias, int r, enum nt_act act) {
-    if (bias) v += bias[r];
-    if (act == NT_ACT_RELU2) {
-        v = v > 0.0f ? v : 0.0f;
-        v = v * v;
-    }
-    return v;
-}
 
-static inline float tree8(const float a[8]) {
-    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-}
 
 static inline uint16_t rd16(const uint8_t *p) {
     uint16_t v;
@@ -190,7 +183,14 @@ static void q_block_scalar(enum nt_dtype fmt, int vnni, const float *v, int len,
     float inv = q_inv(amax);
     *d = amax / 127.0f;
     memset(rec, 0, QREC);
-    if (fmt == NT_DTYPE_Q8_2F && vnni) {
+    if (nt_dtype_is_ggml_block(fmt)) { /* matmul_ggml.c's record: q in column order, lane sums */
+        int8_t q[32] = {0};
+        float sum[8];
+        for (int c = 0; c < len; c++) q[c] = (int8_t)q_round(v[c], inv);
+        for (int l = 0; l < 8; l++) sum[l] = (float)(q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]);
+        memcpy(rec, q, 32);
+        memcpy(rec + 32, sum, 32);
+    } else if (fmt == NT_DTYPE_Q8_2F && vnni) {
         int8_t q[32] = {0};
         int32_t start[8];
         for (int c = 0; c < len; c++) q[c] = (int8_t)q_round(v[c], inv);
@@ -270,7 +270,7 @@ static INL AVX2 void q_block_avx2(enum nt_dtype fmt, int vnni, __m256 v0, __m256
     float d = amax / 127.0f;
     __m256 inv = _mm256_set1_ps(q_inv(amax));
     memcpy(dv, &d, 4);
-    if (fmt == NT_DTYPE_Q8_2F && vnni) {
+    if ((fmt == NT_DTYPE_Q8_2F && vnni) || nt_dtype_is_ggml_block(fmt)) {
         /* int8 in column order: the packs interleave 4-column words across the 128-bit halves
          * (c0-3, c8-11, c16-19, c24-27 | c4-7, ...), the permutation restores their order */
         __m256i p01 = _mm256_packs_epi32(q_round8(v0, inv), q_round8(v1, inv));
@@ -278,7 +278,10 @@ static INL AVX2 void q_block_avx2(enum nt_dtype fmt, int vnni, __m256 v0, __m256
         __m256i q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         __m256i sum = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
         _mm256_storeu_si256((__m256i *)(void *)rec, q);
-        _mm256_storeu_si256((__m256i *)(void *)(rec + 32), _mm256_sub_epi32(_mm256_set1_epi32(Q_MAGIC), _mm256_slli_epi32(sum, 7)));
+        if (fmt != NT_DTYPE_Q8_2F) /* a ggml type: the lane sums as f32 (matmul_ggml.c) */
+            _mm256_storeu_ps((float *)(void *)(rec + 32), _mm256_cvtepi32_ps(sum));
+        else
+            _mm256_storeu_si256((__m256i *)(void *)(rec + 32), _mm256_sub_epi32(_mm256_set1_epi32(Q_MAGIC), _mm256_slli_epi32(sum, 7)));
     } else if (fmt == NT_DTYPE_Q8_2F) {
         /* column pairs as 64-bit units: A takes pairs (0,1),(4,5),..., B pairs (2,3),(6,7),... */
         __m256d p0 = _mm256_castps_pd(v0), p1 = _mm256_castps_pd(v1);
@@ -382,7 +385,7 @@ static void rows_scalar_q8(const struct nt_mm *m, int r0, int r1) {
                 for (int o = 0; o < 32 && 32 * b + o < cols; o++) isum[o >> 2] += qw[32 * b + o] * s[q8_slot(o)];
                 for (int l = 0; l < 8; l++) acc[l] = fmaf((float)isum[l], d, acc[l]);
             }
-            m->y[(size_t)t * m->y_stride + r] = apply_q(rsf * tree8(acc), m->bias, r, m->act);
+            m->y[(size_t)t * m->y_stride + r] = nt_cpu_apply_act(rsf * nt_cpu_tree8(acc), m->bias, r, m->act);
         }
     }
 }
@@ -414,7 +417,7 @@ static void rows_scalar_q4(const struct nt_mm *m, int r0, int r1) {
                     }
                 for (int l = 0; l < 8; l++) acc[l] = fmaf((float)isum[l], s, acc[l]);
             }
-            m->y[(size_t)t * m->y_stride + r] = apply_q(tree8(acc), m->bias, r, m->act);
+            m->y[(size_t)t * m->y_stride + r] = nt_cpu_apply_act(nt_cpu_tree8(acc), m->bias, r, m->act);
         }
     }
 }
@@ -653,8 +656,8 @@ static INL Z512 void q8z_stream(const struct nt_mm *m, int r, int t, int P) {
 #pragma GCC unroll 4
         for (int p = 0; p < P; p++) {
             float *y = m->y + (size_t)(t + p) * m->y_stride + r + 2 * j;
-            y[0] = apply_q(rs0 * hsum8(_mm512_castps512_ps256(acc[j * P + p])), m->bias, r + 2 * j, m->act);
-            y[1] = apply_q(rs1 * hsum8(high_ps(acc[j * P + p])), m->bias, r + 2 * j + 1, m->act);
+            y[0] = nt_cpu_apply_act(rs0 * hsum8(_mm512_castps512_ps256(acc[j * P + p])), m->bias, r + 2 * j, m->act);
+            y[1] = nt_cpu_apply_act(rs1 * hsum8(high_ps(acc[j * P + p])), m->bias, r + 2 * j + 1, m->act);
         }
     }
 }
@@ -702,8 +705,8 @@ static INL Z512 void q4z_stream(const struct nt_mm *m, int r, int t, int P) {
 #pragma GCC unroll 4
         for (int p = 0; p < P; p++) {
             float *y = m->y + (size_t)(t + p) * m->y_stride + r + 2 * j;
-            y[0] = apply_q(hsum8(_mm512_castps512_ps256(acc[j * P + p])), m->bias, r + 2 * j, m->act);
-            y[1] = apply_q(hsum8(high_ps(acc[j * P + p])), m->bias, r + 2 * j + 1, m->act);
+            y[0] = nt_cpu_apply_act(hsum8(_mm512_castps512_ps256(acc[j * P + p])), m->bias, r + 2 * j, m->act);
+            y[1] = nt_cpu_apply_act(hsum8(high_ps(acc[j * P + p])), m->bias, r + 2 * j + 1, m->act);
         }
 }
 
@@ -781,6 +784,10 @@ static kern_fn const zmm_tile_kerns[2][Q4_MP] = {{q4zk_1_1, q4zk_1_2, q4zk_1_3, 
 
 void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1) {
     NT_ASSERT(is_packed(m->W->dtype) && m->qx);
+    if (nt_dtype_is_ggml_block(m->W->dtype)) {
+        nt_cpu_matmul_ggml_rows(m, isa, r0, r1);
+        return;
+    }
     switch (isa) {
     case NT_CPU_AVX512VNNI: rows_q_avx512vnni(m, r0, r1); break;
     case NT_CPU_AVXVNNI: rows_q_avxvnni(m, r0, r1); break;

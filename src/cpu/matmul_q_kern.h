@@ -81,7 +81,7 @@ static INL KT void KN(q8_stream)(const struct nt_mm *m, int r, int t, int R, int
         float rsf = nt_f16_to_f32(rd16(rs + 2 * (size_t)(r + i)));
 #pragma GCC unroll 8
         for (int p = 0; p < P; p++)
-            m->y[(size_t)(t + p) * m->y_stride + r + i] = apply_q(rsf * hsum8(acc[i * P + p]), m->bias, r + i, m->act);
+            m->y[(size_t)(t + p) * m->y_stride + r + i] = nt_cpu_apply_act(rsf * hsum8(acc[i * P + p]), m->bias, r + i, m->act);
     }
 }
 
@@ -134,7 +134,7 @@ static INL KT void KN(q4_stream)(const struct nt_mm *m, int r, int t, int R, int
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 8
         for (int p = 0; p < P; p++)
-            m->y[(size_t)(t + p) * m->y_stride + r + i] = apply_q(hsum8(acc[i * P + p]), m->bias, r + i, m->act);
+            m->y[(size_t)(t + p) * m->y_stride + r + i] = nt_cpu_apply_act(hsum8(acc[i * P + p]), m->bias, r + i, m->act);
 }
 
 #define Q8S(R, P) static KT void KN(q8s_##R##_##P)(const struct nt_mm *m, int r, int t) { KN(q8_stream)(m, r, t, R, P); }
@@ -243,7 +243,7 @@ static KT void KN(rows_tiled_q4)(const struct nt_mm *m, int r0, int r1) {
             for (int i = 0; i < T.nr; i++)
                 for (int p = 0; p < np; p++) {
                     float v = hsum8(_mm256_load_ps(T.acc + ((size_t)i * MAXP + p) * 8));
-                    m->y[(size_t)(ts + p) * m->y_stride + r + i] = apply_q(v, m->bias, r + i, m->act);
+                    m->y[(size_t)(ts + p) * m->y_stride + r + i] = nt_cpu_apply_act(v, m->bias, r + i, m->act);
                 }
         }
     }

@@ -671,7 +671,8 @@ void product_limits(const struct nt_matrix *W, char *why, size_t cap) {
     why[0] = 0;
     int dt = W->dtype;
     if (dt != NT_DTYPE_F32 && dt != NT_DTYPE_F16 && dt != NT_DTYPE_BF16 && !pk_packed(dt)) {
-        snprintf(why, cap, "%s: the CUDA products take f32, f16, bf16, q8_2f and q4tp weights", W->name);
+        snprintf(why, cap, "%s: %s weights: the CUDA products take f32, f16, bf16, q8_2f and q4tp weights", W->name,
+                 nt_dtype_name((enum nt_dtype)dt));
         return;
     }
     /* the fewest rows per block of any kernel pk_run may pick (the reference kernel's 4, the float

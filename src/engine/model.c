@@ -8,6 +8,7 @@
 #include "engine.h"
 
 #include "../backend_open.h"
+#include "../quant/ggml_blocks.h"
 #include "../quant/quant.h"
 
 #include <errno.h>
@@ -238,7 +239,20 @@ nemotron_status nemotron_model_token_embedding(const nemotron_model *m, int32_t 
     if (!m || !m->loaded || !out || token < 0 || token >= m->cfg.vocab_size) return NEMOTRON_ERR_ARG;
     const struct nt_matrix *e = &m->w.embeddings;
     int H = (int)e->cols;
-    size_t esize = e->dtype == NT_DTYPE_F32 ? 4 : 2; /* the loader keeps embeddings f32, f16 or bf16 */
+    int block_elems, block_bytes;
+    if (nt_ggml_block_facts(e->dtype, &block_elems, &block_bytes, NULL)) {
+        /* a GGUF table (Q4_K, ...): the row block by block through a small buffer, decoded exactly */
+        const uint8_t *row = (const uint8_t *)e->data + (size_t)token * nt_matrix_bytes(e->dtype, 1, H);
+        uint8_t block[256];
+        NT_ASSERT(block_bytes <= (int)sizeof block);
+        for (int b = 0; b < H / block_elems; b++) {
+            m->be->ops->to_host(m->be, block, row + (size_t)b * block_bytes, (size_t)block_bytes);
+            if (m->be->fault[0]) return NEMOTRON_ERR_DEVICE;
+            nt_ggml_dequant_blocks(e->dtype, block, 1, out + (size_t)b * block_elems);
+        }
+        return NEMOTRON_OK;
+    }
+    size_t esize = e->dtype == NT_DTYPE_F32 ? 4 : 2; /* otherwise embeddings are f32, f16 or bf16 */
     /* the stored row lands in the front of out, then is widened in place from the back (element c
      * is read at byte esize*c before any write at 4*c' >= 4*(c+1) could reach it) */
     m->be->ops->to_host(m->be, out, (const uint8_t *)e->data + (size_t)token * H * esize, (size_t)H * esize);

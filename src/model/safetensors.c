@@ -63,6 +63,11 @@ static const struct {
     [NT_DTYPE_U8] = {"U8", 1},           [NT_DTYPE_BOOL] = {"BOOL", 1},
     [NT_DTYPE_F8_E4M3] = {"F8_E4M3", 1}, [NT_DTYPE_F8_E5M2] = {"F8_E5M2", 1},
     [NT_DTYPE_Q8_2F] = {"q8_2f", 0},     [NT_DTYPE_Q4TP] = {"q4tp", 0},
+    [NT_DTYPE_GGML_Q8_0] = {"Q8_0", 0},  [NT_DTYPE_GGML_Q4_0] = {"Q4_0", 0},
+    [NT_DTYPE_GGML_Q4_1] = {"Q4_1", 0},  [NT_DTYPE_GGML_Q5_0] = {"Q5_0", 0},
+    [NT_DTYPE_GGML_Q5_1] = {"Q5_1", 0},  [NT_DTYPE_GGML_IQ4_NL] = {"IQ4_NL", 0},
+    [NT_DTYPE_GGML_MXFP4] = {"MXFP4", 0}, [NT_DTYPE_GGML_Q4_K] = {"Q4_K", 0},
+    [NT_DTYPE_GGML_Q5_K] = {"Q5_K", 0},  [NT_DTYPE_GGML_Q6_K] = {"Q6_K", 0},
 };
 
 const char *nt_dtype_name(enum nt_dtype d) {

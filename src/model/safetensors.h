@@ -29,10 +29,22 @@ enum nt_dtype {
      * .nemo stores them as U8 payloads and names the format in its metadata (src/model/nemo.h). */
     NT_DTYPE_Q8_2F = NT_DTYPE_COUNT,
     NT_DTYPE_Q4TP,
+    /* llama.cpp's (ggml's) block types, read in place from GGUF files (src/quant/ggml_blocks.h). */
+    NT_DTYPE_GGML_Q8_0,
+    NT_DTYPE_GGML_Q4_0,
+    NT_DTYPE_GGML_Q4_1,
+    NT_DTYPE_GGML_Q5_0,
+    NT_DTYPE_GGML_Q5_1,
+    NT_DTYPE_GGML_IQ4_NL,
+    NT_DTYPE_GGML_MXFP4,
+    NT_DTYPE_GGML_Q4_K,
+    NT_DTYPE_GGML_Q5_K,
+    NT_DTYPE_GGML_Q6_K,
     NT_DTYPE_ALL_COUNT
 };
 
-/* "F32", "BF16", ... as safetensors spells them; "q8_2f" and "q4tp" for the packed formats. */
+/* "F32", "BF16", ... as safetensors spells them; "q8_2f" and "q4tp" for the packed formats;
+ * "Q4_K", ... (ggml's spelling) for the GGUF block types. */
 const char *nt_dtype_name(enum nt_dtype d);
 /* Bytes per element; 0 for the packed formats (their size is src/quant/quant.h's
  * nt_matrix_bytes). */

@@ -11,6 +11,15 @@
 
 #include <stdio.h>
 
+#include "ggml_blocks.h"
+
+/* Bytes of one row of a ggml block dtype (cols a whole number of blocks). */
+static uint64_t ggml_row_bytes(enum nt_dtype fmt, int64_t cols) {
+    int elems, bytes;
+    NT_ASSERT(nt_ggml_block_facts(fmt, &elems, &bytes, NULL));
+    return (uint64_t)(cols / elems) * (uint64_t)bytes;
+}
+
 static int is_plain(enum nt_dtype fmt) {
     return (int)fmt >= 0 && fmt < NT_DTYPE_COUNT && nt_dtype_size(fmt) > 0;
 }
@@ -38,6 +47,14 @@ int nt_format_accepts(enum nt_dtype fmt, int64_t rows, int64_t cols, const char 
                      NT_Q4TP_GROUP);
             fail = reason;
         }
+    } else if (nt_dtype_is_ggml_block(fmt)) {
+        int block;
+        nt_ggml_block_facts(fmt, &block, NULL, NULL);
+        if (cols % block != 0) {
+            snprintf(reason, sizeof reason, "cols %lld is not a multiple of %s's block of %d", (long long)cols,
+                     nt_dtype_name(fmt), block);
+            fail = reason;
+        }
     } else if (!is_plain(fmt)) {
         fail = "not a matrix format";
     }
@@ -55,6 +72,7 @@ uint64_t nt_matrix_bytes(enum nt_dtype fmt, int64_t rows, int64_t cols) {
         /* the spare word: the last group's 2-byte code read may reach one byte past the codes */
         return round_up4(used) + 4u;
     }
+    if (nt_dtype_is_ggml_block(fmt)) return (uint64_t)rows * ggml_row_bytes(fmt, cols);
     return (uint64_t)rows * (uint64_t)cols * nt_dtype_size(fmt);
 }
 
@@ -78,6 +96,10 @@ void nt_matrix_dequant_row(enum nt_dtype fmt, const void *payload, int64_t rows,
             for (int64_t c = g * NT_Q4TP_GROUP; c < (g + 1) * NT_Q4TP_GROUP; c++)
                 out[c] = scale * (float)nt_q4tp_nibble(p, rows, cols, r, c);
         }
+    } else if (nt_dtype_is_ggml_block(fmt)) {
+        int elems;
+        nt_ggml_block_facts(fmt, &elems, NULL, NULL);
+        nt_ggml_dequant_blocks(fmt, p + (size_t)r * ggml_row_bytes(fmt, cols), cols / elems, out);
     } else if (fmt == NT_DTYPE_F32) {
         memcpy(out, p + (size_t)r * (size_t)cols * 4, (size_t)cols * 4);
     } else if (fmt == NT_DTYPE_F16) {

@@ -4,6 +4,8 @@
 #
 # usage (from the repository root): bash dev/spec/bench_spec.sh [ROUNDS] [THREADS]
 #        DEVICE=cuda bash dev/spec/bench_spec.sh ...   (the backend: cpu by default)
+#        BIN=/path/to/nemotron bash dev/spec/bench_spec.sh ...   (another build, e.g. to compare
+#        two commits in alternating calls; build/nemotron by default)
 #
 # Three prompts, greedy (--temp 0), 256 generated tokens (--ignore-eos):
 #   quote1: a passage of Genesis 1 (5 verses), then its first words again (115 tokens);
@@ -24,7 +26,7 @@ cd "$(dirname "$0")/../.." || exit 1
 rounds=${1:-5}
 threads=${2:-1}
 device=${DEVICE:-cpu}
-bin=build/nemotron
+bin=${BIN:-build/nemotron}
 model=models/nemotron-h-kjv
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -32,6 +32,8 @@
  * steps; the plain rate is sampled with forced plain steps once the verify steps have been timed
  * and after RATE_REFRESH verify steps without one, and speculation that does not pay goes off as
  * after misses. Only the speed depends on the clock: every step emits plain decoding's tokens. */
+/* the most tokens a draft model catches up on after a switch-off (draft_catch_up) */
+#define CATCH_UP_MAX 32
 #define RATE_SAMPLES 4
 #define RATE_WEIGHT 0.25
 #define RATE_REFRESH 64
@@ -113,7 +115,9 @@ static nemotron_status create(nemotron_spec *sp, nemotron_session *target, nemot
     sp->draft_fn = p->draft_fn;
     sp->draft_user = p->draft_user;
     sp->draft = p->draft_fn ? NULL : p->draft;
-    sp->draft_len = sp->K < 4 ? sp->K : 4;
+    /* n-gram drafts cost nothing to make; a draft model's cost a pass each: it starts with one and
+     * doubles while all land */
+    sp->draft_len = sp->kind == DRAFT_MODEL ? 1 : sp->K < 4 ? sp->K : 4;
     sp->draft_lags = 1;
     sp->backoff = BACKOFF_MIN;
     /* the history never outgrows the context plus one step's emitted tokens */
@@ -219,10 +223,18 @@ static int draft_ngram(const int32_t *h, int n, int32_t *draft, int max) {
     return 0;
 }
 
-/* Brings the draft session to the history without its pending token (one eval of what it lacks). */
+/* Brings the draft session to the history without its pending token (one eval of what it lacks).
+ * After a switch-off it lacks the plain steps' tokens, up to BACKOFF_MAX of them, which would cost
+ * it a long pass at every probe: past CATCH_UP_MAX it starts again on the latest CATCH_UP_MAX
+ * tokens (its drafts then see less of the text; which tokens are emitted does not depend on
+ * them). The prompt, which it has never seen, it evaluates whole. */
 static nemotron_status draft_catch_up(nemotron_spec *sp) {
     int want = sp->n_hist - 1;
     if (sp->draft_done >= want) return NEMOTRON_OK;
+    if (sp->draft_done > 0 && want - sp->draft_done > CATCH_UP_MAX) {
+        nemotron_session_reset(sp->draft);
+        sp->draft_done = want - CATCH_UP_MAX;
+    }
     nemotron_status st = nemotron_session_eval(sp->draft, sp->history + sp->draft_done, want - sp->draft_done, NULL);
     if (st) return from_session(sp, st, sp->draft, "draft session");
     sp->draft_done = want;
@@ -288,14 +300,16 @@ static nemotron_status plain_step(nemotron_spec *sp, int32_t *out) {
 
 /* Whether this step drafts: not while switched off, nor when the pay check wants a timed plain
  * step because the verify steps were timed and its plain rate has too few samples, or an old one
- * (drafting starts at once: the text right after a prompt is often the most quotable). A
- * caller's function always drafts. */
+ * (n-gram drafting starts at once: the text right after a prompt is often the most quotable; a
+ * draft model's plain steps come first, so that its costly verify steps are judged as soon as
+ * they have samples). A caller's function always drafts. */
 static int drafting_now(nemotron_spec *sp) {
     if (sp->kind == DRAFT_FN) return 1;
     if (sp->off_steps > 0) {
         sp->off_steps--;
         return 0;
     }
+    if (sp->kind == DRAFT_MODEL && sp->n_rate_plain < RATE_SAMPLES) return 0;
     return !(sp->n_rate_spec >= RATE_SAMPLES && (sp->n_rate_plain < RATE_SAMPLES || sp->since_plain >= RATE_REFRESH));
 }
 
@@ -357,6 +371,7 @@ static void adapt(nemotron_spec *sp, int n_draft, int kept) {
         if (sp->unpaid) {
             switch_off(sp);
             sp->n_rate_spec = 0; /* the probe after it is judged on its own steps */
+            sp->draft_len = 1;   /* and starts small: its long drafts cost the most */
             return;
         }
     }

@@ -282,10 +282,11 @@ static double work_clock(void) {
  * a draft position costs as much as a pass of the model, a step of 4 drafts costs 1 + 5 (four
  * drafting passes and the last draft's, evaluated at the next step) for 5 tokens, less than the 1
  * token per 1 of plain steps: speculation must go off, and come back for probes (the first
- * switch-off comes after RATE_SAMPLES + 1 = 5 verify steps: 20 drafts). When it costs 1/20, a
- * step costs 1.25 for 5 tokens: it must stay on. */
+ * switch-off comes after RATE_SAMPLES plain steps and RATE_SAMPLES = 4 verify steps of 1, 2, 4
+ * and 4 drafts: 11).
+ * When it costs 1/20, a step costs 1.25 for 5 tokens: it must stay on. */
 static void check_pay(const char *name, nemotron_model *m) {
-    enum { K = 4, FIRST_OFF_DRAFTS = 5 * K };
+    enum { K = 4, FIRST_OFF_DRAFTS = 1 + 2 + 4 + 4 };
     int V = nemotron_model_vocab_size(m);
     int32_t prompt[PROMPT];
     for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((i * 7919 + 13) % V);
@@ -308,8 +309,10 @@ static void check_pay(const char *name, nemotron_model *m) {
         st[c] = spec_run(what, m, prompt, PROMPT, 0, K, &p, &plain);
         nt_spec_clock = real_clock;
         nemotron_session_free(ds);
-        CHECK(st[c].accepted == st[c].drafted, "%s: every draft right (%lld of %lld)", what, st[c].accepted,
-              st[c].drafted);
+        /* (after a switch-off the draft restarts on the latest tokens, and may then miss) */
+        if (c == 1)
+            CHECK(st[c].accepted == st[c].drafted, "%s: every draft right (%lld of %lld)", what, st[c].accepted,
+                  st[c].drafted);
     }
     CHECK(st[0].drafted > FIRST_OFF_DRAFTS && st[0].drafted < st[1].drafted / 2,
           "%s: a draft model that does not pay drafted %lld tokens (more than %d: probed again; fewer than half of "

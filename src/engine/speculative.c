@@ -24,6 +24,10 @@
 #define MISS_LIMIT 3
 #define BACKOFF_MIN 8
 #define BACKOFF_MAX 256
+/* a switch-off because speculation did not pay doubles further: a probe of a draft model costs
+ * tens of steps (its catch-up and drafts), and what made it not pay (the draft's cost on this
+ * device) rarely changes, so at 1024 plain steps between probes they cost ~2 % */
+#define BACKOFF_MAX_UNPAID 1024
 /* The pay check (both drafters): a verify step that keeps some drafts can still cost more than
  * the plain steps it replaces (a small model on the CPU is compute-bound: a pass of 1+k positions
  * costs nearly k+1 steps; a draft model's passes cost their share too). The decoder times its own
@@ -224,7 +228,7 @@ static int draft_ngram(const int32_t *h, int n, int32_t *draft, int max) {
 }
 
 /* Brings the draft session to the history without its pending token (one eval of what it lacks).
- * After a switch-off it lacks the plain steps' tokens, up to BACKOFF_MAX of them, which would cost
+ * After a switch-off it lacks the plain steps' tokens, up to BACKOFF_MAX_UNPAID of them, which would cost
  * it a long pass at every probe: past CATCH_UP_MAX it starts again on the latest CATCH_UP_MAX
  * tokens (its drafts then see less of the text; which tokens are emitted does not depend on
  * them). The prompt, which it has never seen, it evaluates whole. */
@@ -350,10 +354,11 @@ static void add_rate(double *rate, int *n, double tokens, double seconds) {
 }
 
 /* Speculation off for the next `backoff` steps, then a probe; the next switch-off waits twice as
- * long (up to BACKOFF_MAX). */
+ * long (up to BACKOFF_MAX, or BACKOFF_MAX_UNPAID while speculation does not pay). */
 static void switch_off(nemotron_spec *sp) {
+    int most = sp->unpaid ? BACKOFF_MAX_UNPAID : BACKOFF_MAX;
     sp->off_steps = sp->backoff;
-    sp->backoff = sp->backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : sp->backoff * 2;
+    sp->backoff = sp->backoff * 2 > most ? most : sp->backoff * 2;
 }
 
 /* After a verify step of the decoder's own drafters: longer drafts after a full acceptance,

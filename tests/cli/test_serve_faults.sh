@@ -104,7 +104,7 @@ check "SIGTERM during the load: said so" grep -q "SIGTERM during the load" "$wor
 
 # ---- a device error (the emulated CUDA backend, x86-64 builds only) ----
 if [ ! -x "$emu" ]; then
-    echo "test_serve_faults.sh: no $emu (the CUDA emulation is built on x86-64 only): its checks skipped"
+    echo "test_serve_faults.sh: no $emu (make builds the CUDA emulation on x86-64 only): its checks skipped"
 else
     # launch 50 falls in the first request's prompt (none run while the model loads)
     port=$(free_port)

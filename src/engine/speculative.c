@@ -24,10 +24,13 @@
 #define MISS_LIMIT 3
 #define BACKOFF_MIN 8
 #define BACKOFF_MAX 256
-/* a switch-off because speculation did not pay doubles further: a probe of a draft model costs
- * tens of steps (its catch-up and drafts), and what made it not pay (the draft's cost on this
- * device) rarely changes, so at 1024 plain steps between probes they cost ~2 % */
+/* A switch-off because speculation did not pay doubles further, and lasts at least long enough
+ * that what the steps since the last judgement lost against plain decoding (a draft model's
+ * catch-up and drafts: tens of steps) is at most PROBE_SHARE of it: what made speculation not pay
+ * (the draft's cost on this device) rarely changes, and probing again must not cost more than the
+ * bound the pay check keeps (5 %). */
 #define BACKOFF_MAX_UNPAID 1024
+#define PROBE_SHARE 0.03
 /* The pay check (both drafters): a verify step that keeps some drafts can still cost more than
  * the plain steps it replaces (a small model on the CPU is compute-bound: a pass of 1+k positions
  * costs nearly k+1 steps; a draft model's passes cost their share too). The decoder times its own
@@ -68,6 +71,10 @@ struct nemotron_spec {
      * steps since the last plain one, and whether speculation is off because it did not pay */
     double rate_plain, rate_spec;
     int n_rate_plain, n_rate_spec, since_plain, unpaid;
+    /* since the last judgement: the seconds of verify steps and of the draft's catch-ups, and the
+     * tokens those steps emitted (what they lost against plain steps) */
+    double probe_s;
+    int probe_tokens;
     float *logits;                    /* host [V]: one verified position's logits (sampling) */
     int32_t drafts[NEMOTRON_SPEC_MAX + 1], argmax[NEMOTRON_SPEC_MAX + 1];
     nemotron_spec_stats stats;
@@ -373,8 +380,14 @@ static void adapt(nemotron_spec *sp, int n_draft, int kept) {
     }
     if (sp->n_rate_plain >= RATE_SAMPLES && sp->n_rate_spec >= RATE_SAMPLES) {
         sp->unpaid = sp->rate_spec < sp->rate_plain;
+        double lost_steps = sp->probe_s * sp->rate_plain - sp->probe_tokens;
+        sp->probe_s = 0;
+        sp->probe_tokens = 0;
         if (sp->unpaid) {
             switch_off(sp);
+            if (lost_steps / PROBE_SHARE > sp->off_steps)
+                sp->off_steps = lost_steps / PROBE_SHARE < BACKOFF_MAX_UNPAID ? (int)(lost_steps / PROBE_SHARE)
+                                                                              : BACKOFF_MAX_UNPAID;
             sp->n_rate_spec = 0; /* the probe after it is judged on its own steps */
             sp->draft_len = 1;   /* and starts small: its long drafts cost the most */
             return;
@@ -422,12 +435,14 @@ nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out,
     nemotron_snapshot *snap = NULL;
     int base = sp->n_hist - 1; /* the pending token's place in the history */
     int drafting = max > 0 && drafting_now(sp);
-    /* the tokens a draft model missed in the prompt and plain steps, before the clock starts: the
-     * price of those (one pass, once), not of this step; after a verify step it lacks at most
-     * that step's last token, which is part of drafting */
+    /* the tokens a draft model missed in the prompt and plain steps, before the step's clock
+     * starts: the price of coming back (one pass, counted against the probe), not of this step;
+     * after a verify step it lacks at most that step's last token, which is part of drafting */
     if (drafting && sp->kind == DRAFT_MODEL && sp->draft_lags) {
+        double c0 = nt_spec_clock();
         if ((st = draft_catch_up(sp))) goto done;
         sp->draft_lags = 0;
+        sp->probe_s += nt_spec_clock() - c0;
     }
     double t0 = nt_spec_clock(); /* the step's time, drafting included, for the pay check */
     if (drafting && sp->kind == DRAFT_MODEL && (st = draft_catch_up(sp))) goto done;
@@ -476,7 +491,10 @@ nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out,
     *n_out = emitted;
     if (sp->kind == DRAFT_MODEL) st = draft_settle(sp, base, n_draft, kept, snap);
     if (!st && sp->kind != DRAFT_FN) {
-        add_rate(&sp->rate_spec, &sp->n_rate_spec, emitted, nt_spec_clock() - t0);
+        double seconds = nt_spec_clock() - t0;
+        add_rate(&sp->rate_spec, &sp->n_rate_spec, emitted, seconds);
+        sp->probe_s += seconds;
+        sp->probe_tokens += emitted;
         sp->since_plain++;
         adapt(sp, n_draft, kept);
     }

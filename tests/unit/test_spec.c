@@ -27,7 +27,7 @@
 #include <string.h>
 
 /* NGEN: a run's tokens; NGEN_PAY: the pay check's runs (long enough for several switch-offs) */
-enum { PROMPT = 6, NGEN = 28, NGEN_PAY = 400, KMAX = 16, NCTX = 512 };
+enum { PROMPT = 6, NGEN = 28, NGEN_PAY = 600, KMAX = 16, NCTX = 1024 };
 
 /* The runs of one model on one device. Bit K of a mask: run with K drafts per step. */
 struct plan {
@@ -281,10 +281,11 @@ static double work_clock(void) {
 /* The pay check of a draft model: m drafting for itself (greedy: every draft right) at K = 4. When
  * a draft position costs as much as a pass of the model, a step of 4 drafts costs 1 + 5 (four
  * drafting passes and the last draft's, evaluated at the next step) for 5 tokens, less than the 1
- * token per 1 of plain steps: speculation must go off, and come back for probes (the first
+ * token per 1 of plain steps: speculation must go off, and come back for probes. The first
  * switch-off comes after RATE_SAMPLES plain steps and RATE_SAMPLES = 4 verify steps of 1, 2, 4
- * and 4 drafts: 11).
- * When it costs 1/20, a step costs 1.25 for 5 tokens: it must stay on. */
+ * and 4 drafts (11), which with the draft's catch-up on the prompt cost 28 for 15 tokens: 13
+ * lost, so it is off for 13 / PROBE_SHARE = 433 steps; the next probe comes within NGEN_PAY.
+ * When a draft position costs 1/20, a step costs 1.25 for 5 tokens: it must stay on. */
 static void check_pay(const char *name, nemotron_model *m) {
     enum { K = 4, FIRST_OFF_DRAFTS = 1 + 2 + 4 + 4 };
     int V = nemotron_model_vocab_size(m);

@@ -24,11 +24,11 @@
 #define MISS_LIMIT 3
 #define BACKOFF_MIN 8
 #define BACKOFF_MAX 256
-/* A switch-off because speculation did not pay doubles further, and lasts at least long enough
- * that what the steps since the last judgement lost against plain decoding (a draft model's
- * catch-up and drafts: tens of steps) is at most PROBE_SHARE of it: what made speculation not pay
- * (the draft's cost on this device) rarely changes, and probing again must not cost more than the
- * bound the pay check keeps (5 %). */
+/* A switch-off because speculation did not pay doubles further; a draft model's lasts at least
+ * long enough that what the steps since the last judgement lost against plain decoding (its
+ * catch-up and drafts: tens of steps, where an n-gram probe loses a step or two) is at most
+ * PROBE_SHARE of it: what made it not pay (the draft's cost on this device) rarely changes, and
+ * probing again must not cost more than the bound the pay check keeps (5 %). */
 #define BACKOFF_MAX_UNPAID 1024
 #define PROBE_SHARE 0.03
 /* The pay check (both drafters): a verify step that keeps some drafts can still cost more than
@@ -385,11 +385,13 @@ static void adapt(nemotron_spec *sp, int n_draft, int kept) {
         sp->probe_tokens = 0;
         if (sp->unpaid) {
             switch_off(sp);
-            if (lost_steps / PROBE_SHARE > sp->off_steps)
-                sp->off_steps = lost_steps / PROBE_SHARE < BACKOFF_MAX_UNPAID ? (int)(lost_steps / PROBE_SHARE)
-                                                                              : BACKOFF_MAX_UNPAID;
             sp->n_rate_spec = 0; /* the probe after it is judged on its own steps */
-            sp->draft_len = 1;   /* and starts small: its long drafts cost the most */
+            if (sp->kind == DRAFT_MODEL) {
+                if (lost_steps / PROBE_SHARE > sp->off_steps)
+                    sp->off_steps = lost_steps / PROBE_SHARE < BACKOFF_MAX_UNPAID ? (int)(lost_steps / PROBE_SHARE)
+                                                                                  : BACKOFF_MAX_UNPAID;
+                sp->draft_len = 1; /* and its probe starts small: long drafts cost the most */
+            }
             return;
         }
     }

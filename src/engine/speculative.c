@@ -31,6 +31,8 @@
  * probing again must not cost more than the bound the pay check keeps (5 %). */
 #define BACKOFF_MAX_UNPAID 1024
 #define PROBE_SHARE 0.03
+/* the most tokens a draft model catches up on after a switch-off (draft_catch_up) */
+#define CATCH_UP_MAX 32
 /* The pay check (both drafters): a verify step that keeps some drafts can still cost more than
  * the plain steps it replaces (a small model on the CPU is compute-bound: a pass of 1+k positions
  * costs nearly k+1 steps; a draft model's passes cost their share too). The decoder times its own
@@ -39,8 +41,6 @@
  * steps; the plain rate is sampled with forced plain steps once the verify steps have been timed
  * and after RATE_REFRESH verify steps without one, and speculation that does not pay goes off as
  * after misses. Only the speed depends on the clock: every step emits plain decoding's tokens. */
-/* the most tokens a draft model catches up on after a switch-off (draft_catch_up) */
-#define CATCH_UP_MAX 32
 #define RATE_SAMPLES 4
 #define RATE_WEIGHT 0.25
 #define RATE_REFRESH 64
@@ -235,10 +235,10 @@ static int draft_ngram(const int32_t *h, int n, int32_t *draft, int max) {
 }
 
 /* Brings the draft session to the history without its pending token (one eval of what it lacks).
- * After a switch-off it lacks the plain steps' tokens, up to BACKOFF_MAX_UNPAID of them, which would cost
- * it a long pass at every probe: past CATCH_UP_MAX it starts again on the latest CATCH_UP_MAX
- * tokens (its drafts then see less of the text; which tokens are emitted does not depend on
- * them). The prompt, which it has never seen, it evaluates whole. */
+ * After a switch-off it lacks the plain steps' tokens, up to BACKOFF_MAX_UNPAID of them, which
+ * would cost it a long pass at every probe: past CATCH_UP_MAX it starts again on the latest
+ * CATCH_UP_MAX tokens (its drafts then see less of the text; which tokens are emitted does not
+ * depend on them). The prompt, which it has never seen, it evaluates whole. */
 static nemotron_status draft_catch_up(nemotron_spec *sp) {
     int want = sp->n_hist - 1;
     if (sp->draft_done >= want) return NEMOTRON_OK;

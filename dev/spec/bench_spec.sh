@@ -4,8 +4,11 @@
 #
 # usage (from the repository root): bash dev/spec/bench_spec.sh [ROUNDS] [THREADS]
 #        DEVICE=cuda bash dev/spec/bench_spec.sh ...   (the backend: cpu by default)
+#        NGEN=2048 bash dev/spec/bench_spec.sh ...   (tokens generated per run: 256 by default)
+#        BIN=/path/to/nemotron bash dev/spec/bench_spec.sh ...   (another build, e.g. to compare
+#        two commits in alternating calls; build/nemotron by default)
 #
-# Three prompts, greedy (--temp 0), 256 generated tokens (--ignore-eos):
+# Three prompts, greedy (--temp 0), NGEN generated tokens (--ignore-eos):
 #   quote1: a passage of Genesis 1 (5 verses), then its first words again (115 tokens);
 #   quote3: the passage three times, then its first words (328 tokens). The demo model (7.3 M
 #          parameters) copies from its context only once it has seen the passage repeat: after
@@ -23,8 +26,9 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 rounds=${1:-5}
 threads=${2:-1}
+ngen=${NGEN:-256}
 device=${DEVICE:-cpu}
-bin=build/nemotron
+bin=${BIN:-build/nemotron}
 model=models/nemotron-h-kjv
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -47,7 +51,7 @@ for r in $(seq "$rounds"); do
         for m in "${methods[@]}"; do
             [ "$m" = draft ] && [ "$prompt_name" != plain ] && continue
             eval "opts=(\"\${opts_$m[@]}\")"
-            "$bin" run -m "$model" -p "$prompt" -n 256 --temp 0 --ignore-eos -t "$threads" --device "$device" "${opts[@]}" \
+            "$bin" run -m "$model" -p "$prompt" -n "$ngen" --temp 0 --ignore-eos -t "$threads" --device "$device" "${opts[@]}" \
                 >"$work/$prompt_name.$m.out" 2>"$work/err"
             rate=$(sed -n 's/.*generated [0-9]* tokens: \([0-9.]*\) tokens\/s.*/\1/p' "$work/err" | head -1)
             drafted=$(sed -n 's/.*drafted \([0-9]*\),.*/\1/p' "$work/err")
@@ -58,7 +62,7 @@ for r in $(seq "$rounds"); do
         done
     done
 done | tee "$work/runs"
-echo "summary over $rounds rounds, -t $threads, --device $device: tokens/s min .. median .. max; the median of each round's ratio to plain decoding of the same prompt; acceptance"
+echo "summary over $rounds rounds, -n $ngen, -t $threads, --device $device: tokens/s min .. median .. max; the median of each round's ratio to plain decoding of the same prompt; acceptance"
 python3 - "$work/runs" <<'PY'
 import statistics, sys
 runs = [l.split() for l in open(sys.argv[1])]

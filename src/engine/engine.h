@@ -62,4 +62,9 @@ struct nemotron_snapshot {
  * server's prefix cache sizes its budget by it (not public: the header is frozen for now). */
 size_t nt_snapshot_bytes(const nemotron_snapshot *snap);
 
+/* The speculative decoder's clock (speculative.c), in seconds: it times plain and verify steps for
+ * the pay check, which only decides how fast tokens come, never which. CLOCK_MONOTONIC; a test
+ * replaces it with a deterministic one (tests/unit/test_spec.c), nothing else does. */
+extern double (*nt_spec_clock)(void);
+
 #endif /* NT_ENGINE_H */

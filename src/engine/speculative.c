@@ -17,20 +17,30 @@
 #define SPEC_DEFAULT_K 16
 /* n-gram lookup: the longest suffix of the history it tries to find earlier */
 #define NGRAM_MATCH_MAX 8
-/* n-gram switch-off: this many verify steps in a row with nothing accepted turn speculation off
- * for a number of plain steps that doubles (from BACKOFF_MIN to BACKOFF_MAX) while probes keep
- * failing: a verify pass costs more than a decode step, so drafts that never land only slow it */
+/* The decoder's own drafters (n-gram and draft model; a caller's function decides for itself)
+ * switch speculation off: this many verify steps in a row with nothing accepted turn it off for a
+ * number of plain steps that doubles (from BACKOFF_MIN to BACKOFF_MAX) while probes keep failing:
+ * a verify pass costs more than a decode step, so drafts that never land only slow it */
 #define MISS_LIMIT 3
 #define BACKOFF_MIN 8
 #define BACKOFF_MAX 256
-/* n-gram pay check: a verify step that keeps some drafts can still cost more than the plain
- * steps it replaces (a small model on the CPU is compute-bound: a pass of 1+k positions costs
- * nearly k+1 steps). The decoder times its own steps: tokens per second of verify steps against
- * plain steps, each an exponential average (weight RATE_WEIGHT for the newest step) judged once it
- * holds RATE_SAMPLES steps; the plain rate is sampled with forced plain steps once the verify
- * steps have been timed and after RATE_REFRESH verify steps without one, and speculation that does
- * not pay goes off as after misses. Only the speed depends on the clock: every step emits plain
- * decoding's tokens. */
+/* A switch-off because speculation did not pay doubles further; a draft model's lasts at least
+ * long enough that what the steps since the last judgement lost against plain decoding (its
+ * catch-up and drafts: tens of steps, where an n-gram probe loses a step or two) is at most
+ * PROBE_SHARE of it: what made it not pay (the draft's cost on this device) rarely changes, and
+ * probing again must not cost more than the bound the pay check keeps (5 %). */
+#define BACKOFF_MAX_UNPAID 1024
+#define PROBE_SHARE 0.03
+/* the most tokens a draft model catches up on after a switch-off (draft_catch_up) */
+#define CATCH_UP_MAX 32
+/* The pay check (both drafters): a verify step that keeps some drafts can still cost more than
+ * the plain steps it replaces (a small model on the CPU is compute-bound: a pass of 1+k positions
+ * costs nearly k+1 steps; a draft model's passes cost their share too). The decoder times its own
+ * steps, drafting included: tokens per second of verify steps against plain steps, each an
+ * exponential average (weight RATE_WEIGHT for the newest step) judged once it holds RATE_SAMPLES
+ * steps; the plain rate is sampled with forced plain steps once the verify steps have been timed
+ * and after RATE_REFRESH verify steps without one, and speculation that does not pay goes off as
+ * after misses. Only the speed depends on the clock: every step emits plain decoding's tokens. */
 #define RATE_SAMPLES 4
 #define RATE_WEIGHT 0.25
 #define RATE_REFRESH 64
@@ -48,17 +58,23 @@ struct nemotron_spec {
     void *draft_user;
     nemotron_session *draft;          /* DRAFT_MODEL */
     int draft_done;                   /* history tokens the draft session has evaluated (a prefix) */
+    int draft_lags;                   /* it lacks tokens of the prompt or of plain steps */
     /* the prompt and every emitted token; the last one is pending once started */
     int32_t *history;
     int n_hist, cap_hist;
     int started;                      /* the first token was emitted: history's last is pending */
-    /* n-gram adaptation: the draft length now, the verify steps in a row that accepted nothing,
-     * the plain steps left before the next probe and the length of the next switch-off */
-    int ngram_len, misses, off_steps, backoff;
+    /* adaptation (n-gram and draft model): the draft length now, the verify steps in a row that
+     * accepted nothing, the plain steps left before the next probe and the length of the next
+     * switch-off */
+    int draft_len, misses, off_steps, backoff;
     /* the pay check: tokens/s of plain and verify steps, the steps each average holds, verify
      * steps since the last plain one, and whether speculation is off because it did not pay */
     double rate_plain, rate_spec;
     int n_rate_plain, n_rate_spec, since_plain, unpaid;
+    /* since the last judgement: the seconds of verify steps and of the draft's catch-ups, and the
+     * tokens those steps emitted (what they lost against plain steps) */
+    double probe_s;
+    int probe_tokens;
     float *logits;                    /* host [V]: one verified position's logits (sampling) */
     int32_t drafts[NEMOTRON_SPEC_MAX + 1], argmax[NEMOTRON_SPEC_MAX + 1];
     nemotron_spec_stats stats;
@@ -110,7 +126,10 @@ static nemotron_status create(nemotron_spec *sp, nemotron_session *target, nemot
     sp->draft_fn = p->draft_fn;
     sp->draft_user = p->draft_user;
     sp->draft = p->draft_fn ? NULL : p->draft;
-    sp->ngram_len = sp->K < 4 ? sp->K : 4;
+    /* n-gram drafts cost nothing to make; a draft model's cost a pass each: it starts with one and
+     * doubles while all land */
+    sp->draft_len = sp->kind == DRAFT_MODEL ? 1 : sp->K < 4 ? sp->K : 4;
+    sp->draft_lags = 1;
     sp->backoff = BACKOFF_MIN;
     /* the history never outgrows the context plus one step's emitted tokens */
     sp->cap_hist = target->n_ctx + NEMOTRON_SPEC_MAX + 2;
@@ -215,24 +234,31 @@ static int draft_ngram(const int32_t *h, int n, int32_t *draft, int max) {
     return 0;
 }
 
-/* Brings the draft session to the history without its pending token (one eval of what it lacks). */
+/* Brings the draft session to the history without its pending token (one eval of what it lacks).
+ * After a switch-off it lacks the plain steps' tokens, up to BACKOFF_MAX_UNPAID of them, which
+ * would cost it a long pass at every probe: past CATCH_UP_MAX it starts again on the latest
+ * CATCH_UP_MAX tokens (its drafts then see less of the text; which tokens are emitted does not
+ * depend on them). The prompt, which it has never seen, it evaluates whole. */
 static nemotron_status draft_catch_up(nemotron_spec *sp) {
     int want = sp->n_hist - 1;
     if (sp->draft_done >= want) return NEMOTRON_OK;
+    if (sp->draft_done > 0 && want - sp->draft_done > CATCH_UP_MAX) {
+        nemotron_session_reset(sp->draft);
+        sp->draft_done = want - CATCH_UP_MAX;
+    }
     nemotron_status st = nemotron_session_eval(sp->draft, sp->history + sp->draft_done, want - sp->draft_done, NULL);
     if (st) return from_session(sp, st, sp->draft, "draft session");
     sp->draft_done = want;
     return NEMOTRON_OK;
 }
 
-/* The draft model's greedy continuation of the history: evaluates the pending token, then each
- * draft but the last. *snap, when the draft session may have to be put back, holds its state from
- * before (the caller frees it). */
+/* The draft model's greedy continuation of the history (the draft session caught up with it):
+ * evaluates the pending token, then each draft but the last. *snap, when the draft session may
+ * have to be put back, holds its state from before (the caller frees it). */
 static nemotron_status draft_model(nemotron_spec *sp, int max, int *n_draft, nemotron_snapshot **snap) {
     *n_draft = 0;
     *snap = NULL;
-    nemotron_status st = draft_catch_up(sp);
-    if (st) return st;
+    nemotron_status st;
     int room = sp->draft->n_ctx - sp->draft->pos;
     if (max > room) max = room; /* each draft needs the position before it evaluated */
     if (max < 1) return NEMOTRON_OK;
@@ -283,9 +309,25 @@ static nemotron_status plain_step(nemotron_spec *sp, int32_t *out) {
     return NEMOTRON_OK;
 }
 
+/* Whether this step drafts: not while switched off, nor when the pay check wants a timed plain
+ * step because the verify steps were timed and its plain rate has too few samples, or an old one
+ * (n-gram drafting starts at once: the text right after a prompt is often the most quotable; a
+ * draft model's plain steps come first, so that its costly verify steps are judged as soon as
+ * they have samples). A caller's function always drafts. */
+static int drafting_now(nemotron_spec *sp) {
+    if (sp->kind == DRAFT_FN) return 1;
+    if (sp->off_steps > 0) {
+        sp->off_steps--;
+        return 0;
+    }
+    if (sp->kind == DRAFT_MODEL && sp->n_rate_plain < RATE_SAMPLES) return 0;
+    return !(sp->n_rate_spec >= RATE_SAMPLES && (sp->n_rate_plain < RATE_SAMPLES || sp->since_plain >= RATE_REFRESH));
+}
+
 /* The drafts this step asks for, at most max: 0 means a plain step. */
 static nemotron_status want_drafts(nemotron_spec *sp, int max, int *n, nemotron_snapshot **snap) {
     *n = 0;
+    int len = max < sp->draft_len ? max : sp->draft_len;
     switch (sp->kind) {
     case DRAFT_FN: {
         int got = sp->draft_fn(sp->draft_user, sp->history, sp->n_hist, sp->drafts, max);
@@ -295,18 +337,9 @@ static nemotron_status want_drafts(nemotron_spec *sp, int max, int *n, nemotron_
         return NEMOTRON_OK;
     }
     case DRAFT_MODEL:
-        return draft_model(sp, max, n, snap);
+        return draft_model(sp, len, n, snap);
     case DRAFT_NGRAM:
-        if (sp->off_steps > 0) {
-            sp->off_steps--;
-            return NEMOTRON_OK;
-        }
-        /* a timed plain step once the verify steps were timed: the pay check's plain rate has
-         * too few samples, or an old one (drafting starts at once: the text right after a
-         * prompt is often the most quotable) */
-        if (sp->n_rate_spec >= RATE_SAMPLES && (sp->n_rate_plain < RATE_SAMPLES || sp->since_plain >= RATE_REFRESH))
-            return NEMOTRON_OK;
-        *n = draft_ngram(sp->history, sp->n_hist, sp->drafts, max < sp->ngram_len ? max : sp->ngram_len);
+        *n = draft_ngram(sp->history, sp->n_hist, sp->drafts, len);
         return NEMOTRON_OK;
     }
     return NEMOTRON_OK;
@@ -318,6 +351,8 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double (*nt_spec_clock)(void) = now_s;
+
 /* Adds a step's tokens per second to an average of the pay check. */
 static void add_rate(double *rate, int *n, double tokens, double seconds) {
     double r = tokens / (seconds > 1e-9 ? seconds : 1e-9);
@@ -326,26 +361,37 @@ static void add_rate(double *rate, int *n, double tokens, double seconds) {
 }
 
 /* Speculation off for the next `backoff` steps, then a probe; the next switch-off waits twice as
- * long (up to BACKOFF_MAX). */
+ * long (up to BACKOFF_MAX, or BACKOFF_MAX_UNPAID while speculation does not pay). */
 static void switch_off(nemotron_spec *sp) {
+    int most = sp->unpaid ? BACKOFF_MAX_UNPAID : BACKOFF_MAX;
     sp->off_steps = sp->backoff;
-    sp->backoff = sp->backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : sp->backoff * 2;
+    sp->backoff = sp->backoff * 2 > most ? most : sp->backoff * 2;
 }
 
-/* n-gram: longer drafts after a full acceptance, shorter after a partial one; off for a while
- * after MISS_LIMIT steps with nothing accepted, or while the verify steps return fewer tokens
- * per second than plain steps (the pay check). */
-static void ngram_adapt(nemotron_spec *sp, int n_draft, int kept) {
+/* After a verify step of the decoder's own drafters: longer drafts after a full acceptance,
+ * shorter after a partial one (a draft model's drafts cost a pass each); off for a while after
+ * MISS_LIMIT steps with nothing accepted, or while the verify steps return fewer tokens per
+ * second than plain steps (the pay check). */
+static void adapt(nemotron_spec *sp, int n_draft, int kept) {
     if (kept == n_draft) {
-        sp->ngram_len = sp->ngram_len * 2 > sp->K ? sp->K : sp->ngram_len * 2;
+        sp->draft_len = sp->draft_len * 2 > sp->K ? sp->K : sp->draft_len * 2;
     } else {
-        sp->ngram_len = kept + 1 > 1 ? kept + 1 : 1;
+        sp->draft_len = kept + 1 > 1 ? kept + 1 : 1;
     }
     if (sp->n_rate_plain >= RATE_SAMPLES && sp->n_rate_spec >= RATE_SAMPLES) {
         sp->unpaid = sp->rate_spec < sp->rate_plain;
+        double lost_steps = sp->probe_s * sp->rate_plain - sp->probe_tokens;
+        sp->probe_s = 0;
+        sp->probe_tokens = 0;
         if (sp->unpaid) {
             switch_off(sp);
             sp->n_rate_spec = 0; /* the probe after it is judged on its own steps */
+            if (sp->kind == DRAFT_MODEL) {
+                if (lost_steps / PROBE_SHARE > sp->off_steps)
+                    sp->off_steps = lost_steps / PROBE_SHARE < BACKOFF_MAX_UNPAID ? (int)(lost_steps / PROBE_SHARE)
+                                                                                  : BACKOFF_MAX_UNPAID;
+                sp->draft_len = 1; /* and its probe starts small: long drafts cost the most */
+            }
             return;
         }
     }
@@ -357,7 +403,7 @@ static void ngram_adapt(nemotron_spec *sp, int n_draft, int kept) {
     if (++sp->misses < MISS_LIMIT) return;
     switch_off(sp);
     sp->misses = MISS_LIMIT - 1; /* a failed probe switches off again at once */
-    sp->ngram_len = 1;
+    sp->draft_len = 1;
 }
 
 nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out, int *n_out) {
@@ -390,14 +436,26 @@ nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out,
     int n_draft = 0;
     nemotron_snapshot *snap = NULL;
     int base = sp->n_hist - 1; /* the pending token's place in the history */
-    double t0 = now_s();       /* the step's time, drafting included, for the n-gram pay check */
-    if (max > 0 && (st = want_drafts(sp, max, &n_draft, &snap))) goto done;
+    int drafting = max > 0 && drafting_now(sp);
+    /* the tokens a draft model missed in the prompt and plain steps, before the step's clock
+     * starts: the price of coming back (one pass, counted against the probe), not of this step;
+     * after a verify step it lacks at most that step's last token, which is part of drafting */
+    if (drafting && sp->kind == DRAFT_MODEL && sp->draft_lags) {
+        double c0 = nt_spec_clock();
+        if ((st = draft_catch_up(sp))) goto done;
+        sp->draft_lags = 0;
+        sp->probe_s += nt_spec_clock() - c0;
+    }
+    double t0 = nt_spec_clock(); /* the step's time, drafting included, for the pay check */
+    if (drafting && sp->kind == DRAFT_MODEL && (st = draft_catch_up(sp))) goto done;
+    if (drafting && (st = want_drafts(sp, max, &n_draft, &snap))) goto done;
     if (n_draft == 0) {
         if ((st = plain_step(sp, &out[0]))) goto done;
         sp->stats.emitted++;
         *n_out = 1;
-        if (sp->kind == DRAFT_NGRAM) {
-            add_rate(&sp->rate_plain, &sp->n_rate_plain, 1, now_s() - t0);
+        sp->draft_lags = 1;
+        if (sp->kind != DRAFT_FN) {
+            add_rate(&sp->rate_plain, &sp->n_rate_plain, 1, nt_spec_clock() - t0);
             sp->since_plain = 0;
         }
         goto done;
@@ -433,12 +491,15 @@ nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out,
     sp->stats.accepted += kept;
     sp->stats.emitted += emitted;
     *n_out = emitted;
-    if (sp->kind == DRAFT_NGRAM) {
-        add_rate(&sp->rate_spec, &sp->n_rate_spec, emitted, now_s() - t0);
-        sp->since_plain++;
-        ngram_adapt(sp, n_draft, kept);
-    }
     if (sp->kind == DRAFT_MODEL) st = draft_settle(sp, base, n_draft, kept, snap);
+    if (!st && sp->kind != DRAFT_FN) {
+        double seconds = nt_spec_clock() - t0;
+        add_rate(&sp->rate_spec, &sp->n_rate_spec, emitted, seconds);
+        sp->probe_s += seconds;
+        sp->probe_tokens += emitted;
+        sp->since_plain++;
+        adapt(sp, n_draft, kept);
+    }
 done:
     nemotron_snapshot_free(snap);
     if (st) *n_out = 0;

@@ -6,6 +6,13 @@
  * job cancelled within one slice (the worker then stops at its next step). This file owns
  * routing, authentication, the body limit, turning prompts into tokens and the process's
  * lifetime (signals, load, shutdown); everything about a request's content is request.c's.
+ *
+ * The server listens before it loads: the model loads in a thread while every endpoint answers
+ * 503 ("loading"), GET /health included, which turns 200 once the slots run. After a device fault
+ * that left a slot without a session (slots.c) the device is lost for good: GET /health answers
+ * 503 with code "device_failed" and the fault, new generations the same 503; /v1/models and
+ * /metrics still answer. For tests only, NEMOTRON_SERVE_LOAD_DELAY_MS=N makes the load thread
+ * wait N ms before it starts, so that the loading state can be observed (tests/cli/test_serve.sh).
  */
 #include "server/server.h"
 
@@ -14,6 +21,7 @@
 #include <json-c/json.h>
 #include <microhttpd.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -41,6 +49,8 @@ struct server {
     const struct server_config *cfg;
     char model_id[256];
     atomic_int ready;
+    atomic_int load_ended;         /* the load thread is done, ready or not */
+    int load_rc;                   /* its result: 0, or 1 with the reason printed */
     nemotron_model *model;
     nemotron_model *draft_model;   /* --draft-model, or NULL */
     nemotron_tokenizer *tok;
@@ -50,6 +60,17 @@ struct server {
     atomic_uint_fast64_t next_id;
     atomic_int in_flight;          /* generation requests not yet answered to the end */
 };
+
+/* 503 for what needs the model, while it loads or after the device failed; 0 when it can run. */
+static int unavailable(const struct server *sv, struct api_error *e) {
+    memset(e, 0, sizeof *e);
+    if (!atomic_load(&sv->ready)) return api_fail(e, 503, "server_error", "loading", NULL, "the model is loading");
+    const char *fault = slot_pool_device_fault(sv->pool);
+    if (fault)
+        return api_fail(e, 503, "server_error", "device_failed", NULL,
+                        "generation is unavailable until the server is restarted (%s)", fault);
+    return 0;
+}
 
 /* What one request accumulates while its body arrives. */
 struct conn {
@@ -334,16 +355,16 @@ static enum MHD_Result generate(struct server *sv, struct MHD_Connection *c, str
 static enum MHD_Result route(struct server *sv, struct MHD_Connection *c, const char *url, const char *method,
                              struct conn *cn) {
     int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    struct api_error e;
     if (!strcmp(url, "/health")) {
         if (!get) return fail(sv, c, 405, "invalid_request_error", NULL, "use GET /health");
-        if (!atomic_load(&sv->ready)) return fail(sv, c, 503, "server_error", "loading", "the model is loading");
+        if (unavailable(sv, &e)) return respond_error(sv, c, &e);
         return respond(sv, c, 200, "application/json", strdup("{\"status\":\"ok\"}"));
     }
     if (!authorized(sv, c))
         return fail(sv, c, 401, "authentication_error", "invalid_api_key",
                     "a valid API key is required (Authorization: Bearer KEY)");
     if (cn->too_large) {
-        struct api_error e;
         memset(&e, 0, sizeof e);
         api_fail(&e, 413, "invalid_request_error", "request_too_large", NULL, "the request body is over the limit of %zu bytes",
                  MAX_BODY_BYTES);
@@ -358,6 +379,7 @@ static enum MHD_Result route(struct server *sv, struct MHD_Connection *c, const 
     if (!atomic_load(&sv->ready)) return fail(sv, c, 503, "server_error", "loading", "the model is loading");
     if (is_models) return models(sv, c);
     if (is_metrics) return respond(sv, c, 200, "text/plain; version=0.0.4", metrics_render(&sv->metrics, sv->cache));
+    if (unavailable(sv, &e)) return respond_error(sv, c, &e);
     return generate(sv, c, cn, is_chat ? REQUEST_CHAT : REQUEST_COMPLETION);
 }
 
@@ -478,6 +500,18 @@ static int load(struct server *sv, const struct server_config *cfg) {
     return 0;
 }
 
+/* The load thread: load() (after NEMOTRON_SERVE_LOAD_DELAY_MS, tests only), then ready. */
+static void *load_thread(void *arg) {
+    struct server *sv = arg;
+    const char *delay = getenv("NEMOTRON_SERVE_LOAD_DELAY_MS");
+    long ms = delay ? strtol(delay, NULL, 10) : 0;
+    if (ms > 0) nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
+    sv->load_rc = load(sv, sv->cfg);
+    if (!sv->load_rc) atomic_store(&sv->ready, 1);
+    atomic_store(&sv->load_ended, 1);
+    return NULL;
+}
+
 int server_run(const struct server_config *cfg) {
     static struct server sv;       /* one server per process: the signal handling is process-wide */
     memset(&sv, 0, sizeof sv);
@@ -493,16 +527,32 @@ int server_run(const struct server_config *cfg) {
     struct MHD_Daemon *d = listen_on(&sv, cfg);
     if (!d) return 1;
     fprintf(stderr, "nemotron serve: listening on %s:%d, loading %s\n", cfg->host, cfg->port, cfg->model_path);
-    int rc = load(&sv, cfg);
+    pthread_t loader;
+    if (pthread_create(&loader, NULL, load_thread, &sv)) {
+        fprintf(stderr, "nemotron serve: could not start the load thread\n");
+        MHD_stop_daemon(d);
+        return 1;
+    }
+    /* a signal while the model loads: the load cannot be interrupted (a big model takes minutes),
+     * and nothing runs yet that could be ended, so the process exits at once */
+    int sig = 0;
+    while (!atomic_load(&sv.load_ended)) {
+        sig = sigtimedwait(&sigs, NULL, &(struct timespec){0, 50 * 1000000L});
+        if (sig > 0) {
+            fprintf(stderr, "nemotron serve: %s during the load: stopped\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            MHD_stop_daemon(d);
+            _exit(0);
+        }
+    }
+    pthread_join(loader, NULL);
+    int rc = sv.load_rc;
     if (!rc) {
-        atomic_store(&sv.ready, 1);
         char spec[160] = "";
         if (cfg->spec_max)
             snprintf(spec, sizeof spec, ", speculative decoding (%s%s, up to %d drafts)", cfg->draft_model ? "draft model " : "ngram",
                      cfg->draft_model ? cfg->draft_model : "", cfg->spec_max);
         fprintf(stderr, "nemotron serve: ready: model '%s', %d slots of %d positions, queue %d, prefix cache %zu MiB%s\n",
                 sv.model_id, cfg->parallel, cfg->n_ctx, cfg->queue_max, cfg->cache_bytes >> 20, spec);
-        int sig = 0;
         sigwait(&sigs, &sig);
         fprintf(stderr, "nemotron serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     }

@@ -29,6 +29,8 @@ char *metrics_render(struct metrics *m, struct prefix_cache *pc) {
           "%.3f", us ? (double)gen * 1e6 / (double)us : 0.0);
     GAUGE("nemotron_queue_length", "Requests waiting for a slot.", "%d", atomic_load(&m->queued));
     GAUGE("nemotron_slots_busy", "Requests holding a slot.", "%d", atomic_load(&m->running));
+    GAUGE("nemotron_device_failed", "1 once a device fault made generation unavailable (GET /health says why).", "%d",
+          atomic_load(&m->device_failed));
     COUNTER("nemotron_prefix_cache_lookups_total", "Prompts looked up in the prefix cache.", cs.lookups);
     COUNTER("nemotron_prefix_cache_hits_total", "Prompts that restored a cached prefix.", cs.hits);
     COUNTER("nemotron_prefix_cache_hit_tokens_total", "Prompt tokens restored from the prefix cache.", cs.hit_tokens);

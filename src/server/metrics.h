@@ -20,6 +20,7 @@ struct metrics {
     atomic_uint_fast64_t gen_micros;        /* time spent generating (after the prompt), in us */
     atomic_int queued;                      /* requests waiting for a slot */
     atomic_int running;                     /* requests holding a slot */
+    atomic_int device_failed;               /* 1 once a device fault left a slot without a session */
     /* speculative decoding (shown when spec_on: the server was started with it) */
     int spec_on;
     atomic_uint_fast64_t spec_requests;     /* generations decoded speculatively */

@@ -28,7 +28,8 @@ struct server_config {
     const char *draft_model;      /* a smaller model of the same vocabulary, or NULL */
 };
 
-/* Listens, loads the model (GET /health answers 503 meanwhile), serves until SIGINT or SIGTERM,
+/* Listens, then loads the model in a thread (every endpoint answers 503 "loading" meanwhile; a
+ * signal during the load ends the process at once, status 0), serves until SIGINT or SIGTERM,
  * then stops accepting, ends the running requests and returns. Logs to stderr. 0 after a clean
  * shutdown; 1 when the server could not start (the message said why). */
 int server_run(const struct server_config *cfg);

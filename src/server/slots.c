@@ -3,8 +3,10 @@
  * Each worker takes the oldest queued job, restores the longest cached prefix of its prompt into
  * its session, evaluates the rest of the prompt one pass at a time (so a cancelled job stops
  * within one pass), snapshots the prompt's end into the cache, then samples token by token,
- * publishing text to the job after each. A device error fails the job; the worker replaces its
- * session (a broken session refuses every call) and goes on.
+ * publishing text to the job after each. A device error fails the job (500); the worker replaces
+ * its session (a broken session refuses every call) and goes on. When the device cannot even give
+ * it a new session (a GPU's context after an illegal address is lost for good), the pool records
+ * the fault: the server then refuses new generations (503) and says why in /health.
  *
  * With speculation the tokens come from a decoder (nemotron_spec_*) several per pass, and are
  * published one by one exactly as sampled ones (they are the same tokens). The decoder starts at
@@ -38,6 +40,9 @@ struct slot_pool {
     struct job *head, *tail;         /* the queue, oldest first */
     int queued, stopping, n_started;
     atomic_uint_fast64_t seed_counter;
+    /* the device fault that cost a slot its session: written once under mu, then flagged */
+    char device_fault[512];
+    atomic_int device_failed;
 };
 
 struct worker_arg {
@@ -98,11 +103,17 @@ static void job_finish(struct job *j, const char *reason, const struct api_error
     pthread_mutex_unlock(&j->mu);
 }
 
-static void job_fail(struct job *j, int status, const char *type, const char *fmt, const char *detail) {
+/* Fails a job with an error of OpenAI's shape; code may be NULL. */
+static void job_fail_code(struct job *j, int status, const char *type, const char *code, const char *fmt,
+                          const char *detail) {
     struct api_error e;
     memset(&e, 0, sizeof e);
-    api_fail(&e, status, type, NULL, NULL, fmt, detail);
+    api_fail(&e, status, type, code, NULL, fmt, detail);
     job_finish(j, NULL, &e);
+}
+
+static void job_fail(struct job *j, int status, const char *type, const char *fmt, const char *detail) {
+    job_fail_code(j, status, type, NULL, fmt, detail);
 }
 
 /* Appends a piece of generated text (the text of one more token when is_token, else bytes the
@@ -213,6 +224,22 @@ int slot_pool_check_spec(const struct slot_pool *p, const struct server_request 
         return api_fail(e, 400, "invalid_request_error", NULL, "speculative.max",
                         "'speculative.max' %d is more than this server's --spec-max %d", k, p->spec.max);
     return 0;
+}
+
+/* The device could not give a slot a new session after a fault: the first such fault is kept. */
+static void record_device_fault(struct slot_pool *p, const char *fault) {
+    pthread_mutex_lock(&p->mu);
+    if (!atomic_load(&p->device_failed)) {
+        snprintf(p->device_fault, sizeof p->device_fault, "%s", fault);
+        atomic_store(&p->device_failed, 1);
+        atomic_store(&p->metrics->device_failed, 1);
+    }
+    pthread_mutex_unlock(&p->mu);
+    fprintf(stderr, "nemotron serve: the device failed (%s); new generations are refused\n", fault);
+}
+
+const char *slot_pool_device_fault(const struct slot_pool *p) {
+    return atomic_load(&p->device_failed) ? p->device_fault : NULL;
 }
 
 /* Runs one job on slot `index`. A device error replaces the slot's sessions. */
@@ -335,9 +362,14 @@ static void run_job(struct slot_pool *p, int index, struct job *j) {
     if (rc == 1) {
         job_fail(j, 503, "server_error", "%s", atomic_load(&j->cancelled) ? "the request was cancelled" : "the server is shutting down");
     } else if (rc < 0) {
-        job_fail(j, st == NEMOTRON_ERR_DEVICE ? 500 : 400, st == NEMOTRON_ERR_DEVICE ? "server_error" : "invalid_request_error",
-                 "%s", dec ? nemotron_spec_errmsg(dec) : nemotron_session_errmsg(s));
+        const char *why = dec ? nemotron_spec_errmsg(dec) : nemotron_session_errmsg(s);
+        if (st == NEMOTRON_ERR_DEVICE) job_fail_code(j, 500, "server_error", "device_error", "%s", why);
+        else job_fail(j, 400, "invalid_request_error", "%s", why);
         if (st == NEMOTRON_ERR_DEVICE) {
+            /* the fault as the device reported it, without the session's advice to its caller */
+            char fault[sizeof p->device_fault];
+            snprintf(fault, sizeof fault, "%s", why);
+            fault[strcspn(fault, ";")] = 0;
             /* a broken session refuses every call from now on: make fresh ones for this slot (the
              * decoder's failure may be its draft session's) */
             nemotron_session_free(s);
@@ -356,6 +388,7 @@ static void run_job(struct slot_pool *p, int index, struct job *j) {
                     *sp = NULL;
                 }
             }
+            if (!*sp) record_device_fault(p, fault);
         }
     } else {
         job_finish(j, reason, NULL);

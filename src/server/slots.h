@@ -76,6 +76,9 @@ void slot_pool_stop(struct slot_pool *p);
 /* Stops the pool if it runs, frees the sessions and the pool; NULL is a no-op. */
 void slot_pool_free(struct slot_pool *p);
 int slot_pool_n_ctx(const struct slot_pool *p);
+/* NULL while the device works; after a device error that left a slot without a session (the
+ * device could not make a new one), the fault's message (it stays: nothing repairs a device). */
+const char *slot_pool_device_fault(const struct slot_pool *p);
 
 /* The length of the longest proper tail of s[0..len) that is a beginning of marker: text that
  * may still grow into the marker and so must be held back. */

@@ -9,6 +9,9 @@
  * at the plain run's position, and then compute the plain session's logits bit for bit (its state
  * is the plain one's). Then the n-gram drafter on a repetitive prompt and a draft model (the demo
  * model drafting for itself; one fixture for another of the same vocabulary), the same way.
+ * The pay check on a clock of the test's own (deterministic): a draft model that costs more than
+ * it saves is switched off and probed again now and then, a cheap one stays on, and both emit
+ * plain decoding's tokens.
  * On the CPU, the errors: each a status with a message; NULL handles are safe.
  *
  * How much runs where (struct plan): the CPU every K greedy on the fixtures; the CUDA backend,
@@ -23,7 +26,8 @@
 
 #include <string.h>
 
-enum { PROMPT = 6, NGEN = 28, KMAX = 16, NCTX = 96 };
+/* NGEN: a run's tokens; NGEN_PAY: the pay check's runs (long enough for several switch-offs) */
+enum { PROMPT = 6, NGEN = 28, NGEN_PAY = 600, KMAX = 16, NCTX = 1024 };
 
 /* The runs of one model on one device. Bit K of a mask: run with K drafts per step. */
 struct plan {
@@ -91,7 +95,7 @@ static nemotron_sampler *new_sampler(int sampled, int V) {
 
 /* What a run ends with: the tokens, the position, and the logits after one more token. */
 struct outcome {
-    int32_t tokens[NGEN];
+    int32_t tokens[NGEN_PAY];
     int n, pos;
     float *after;
 };
@@ -146,6 +150,9 @@ static int oracle_draft(void *user, const int32_t *history, int n, int32_t *draf
     return k;
 }
 
+/* The session of the decoder's run in progress (the pay check's clock reads it). */
+static nemotron_session *run_target;
+
 /* Runs the decoder to the plain run's length and compares with it; returns its stats. */
 static nemotron_spec_stats spec_run(const char *what, nemotron_model *m, const int32_t *prompt, int n_prompt,
                                     int sampled, int K, nemotron_spec_params *p, const struct outcome *plain) {
@@ -155,6 +162,7 @@ static nemotron_spec_stats spec_run(const char *what, nemotron_model *m, const i
     nemotron_sampler *smp = new_sampler(sampled, V);
     nemotron_spec *spec = NULL;
     if (!s) return none;
+    run_target = s;
     p->spec_max = K;
     nemotron_status st = nemotron_spec_new(s, smp, p, &spec);
     CHECK(st == NEMOTRON_OK, "%s: spec_new: %s", what, nemotron_spec_errmsg(spec));
@@ -186,6 +194,7 @@ static nemotron_spec_stats spec_run(const char *what, nemotron_model *m, const i
     nemotron_spec_free(spec);
     nemotron_sampler_free(smp);
     nemotron_session_free(s);
+    run_target = NULL;
     return stats;
 }
 
@@ -248,6 +257,71 @@ static void check_model(const char *name, nemotron_model *m, nemotron_model *dra
         }
         free(plain.after);
     }
+}
+
+/* The pay check's clock (nt_spec_clock, engine.h): it counts work, not time. A pass of the model
+ * costs 1 whatever its positions (a model whose step is bound by reading its weights, where
+ * speculation can pay), a position the draft session evaluates costs draft_cost. A reading adds
+ * what the sessions did since the one before: the model's position moved (one pass: the model
+ * runs one pass between a step's two readings), the draft's by so many positions. */
+static struct {
+    nemotron_session *draft;
+    int target_pos, draft_pos;
+    double now, draft_cost;
+} work;
+static double work_clock(void) {
+    int tp = run_target ? nemotron_session_pos(run_target) : 0, dp = nemotron_session_pos(work.draft);
+    if (tp != work.target_pos) work.now += 1;
+    work.now += work.draft_cost * (dp > work.draft_pos ? dp - work.draft_pos : work.draft_pos - dp);
+    work.target_pos = tp;
+    work.draft_pos = dp;
+    return work.now;
+}
+
+/* The pay check of a draft model: m drafting for itself (greedy: every draft right) at K = 4. When
+ * a draft position costs as much as a pass of the model, a step of 4 drafts costs 1 + 5 (four
+ * drafting passes and the last draft's, evaluated at the next step) for 5 tokens, less than the 1
+ * token per 1 of plain steps: speculation must go off, and come back for probes. The first
+ * switch-off comes after RATE_SAMPLES plain steps and RATE_SAMPLES = 4 verify steps of 1, 2, 4
+ * and 4 drafts (11), which with the draft's catch-up on the prompt cost 28 for 15 tokens: 13
+ * lost, so it is off for 13 / PROBE_SHARE = 433 steps; the next probe comes within NGEN_PAY.
+ * When a draft position costs 1/20, a step costs 1.25 for 5 tokens: it must stay on. */
+static void check_pay(const char *name, nemotron_model *m) {
+    enum { K = 4, FIRST_OFF_DRAFTS = 1 + 2 + 4 + 4 };
+    int V = nemotron_model_vocab_size(m);
+    int32_t prompt[PROMPT];
+    for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((i * 7919 + 13) % V);
+    struct outcome plain;
+    plain_run(m, prompt, PROMPT, 0, NGEN_PAY, &plain);
+    static const double cost[2] = {1.0, 0.05};
+    nemotron_spec_stats st[2] = {{0}};
+    double (*real_clock)(void) = nt_spec_clock;
+    char what[160];
+    for (int c = 0; c < 2; c++) {
+        nemotron_session *ds = new_session(m, 0);
+        if (!ds) break;
+        memset(&work, 0, sizeof work);
+        work.draft = ds;
+        work.draft_cost = cost[c];
+        nt_spec_clock = work_clock;
+        nemotron_spec_params p = nemotron_spec_default_params();
+        p.draft = ds;
+        snprintf(what, sizeof what, "%s pay check, a draft position costing %g passes", name, cost[c]);
+        st[c] = spec_run(what, m, prompt, PROMPT, 0, K, &p, &plain);
+        nt_spec_clock = real_clock;
+        nemotron_session_free(ds);
+        /* (after a switch-off the draft restarts on the latest tokens, and may then miss) */
+        if (c == 1)
+            CHECK(st[c].accepted == st[c].drafted, "%s: every draft right (%lld of %lld)", what, st[c].accepted,
+                  st[c].drafted);
+    }
+    CHECK(st[0].drafted > FIRST_OFF_DRAFTS && st[0].drafted < st[1].drafted / 2,
+          "%s: a draft model that does not pay drafted %lld tokens (more than %d: probed again; fewer than half of "
+          "the %lld of one that pays: off most of the time)",
+          name, st[0].drafted, FIRST_OFF_DRAFTS, st[1].drafted);
+    CHECK(st[1].drafted > NGEN_PAY / 2, "%s: a draft model that pays drafted only %lld of %d tokens", name,
+          st[1].drafted, NGEN_PAY);
+    free(plain.after);
 }
 
 static void check_errors(nemotron_model *m, nemotron_model *other_vocab) {
@@ -372,6 +446,7 @@ int main(void) {
             if (c == 4) draft = m;
             if (c == 1) draft = loaded_draft = load(cases[0].dir, devices[d], &st);
             check_model(what, m, draft, d > 0 ? &plan_cuda : c == 4 ? &plan_cpu_demo : &plan_cpu_fixture);
+            if (d == 0 && c == 4) check_pay(what, m);
             if (d == 0 && c == 0) {
                 nemotron_model *demo = load(cases[4].dir, "cpu", &st);
                 CHECK(demo != NULL, "load the demo");

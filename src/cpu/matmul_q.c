@@ -311,10 +311,29 @@ static INL AVX2 void q_block_avx2(enum nt_dtype fmt, int vnni, __m256 v0, __m256
     }
 }
 
-static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, int vnni, const float *x, uint8_t *dst) {
+/* AMX layout (matmul_q_amx.h): position t of a pass of n >= AMX_MIN_N positions lives in slot
+ * t % AMX_G of group t / AMX_G, whose unit for block b (AMX_UNIT bytes at (group * nb + b) *
+ * AMX_UNIT) holds per lane l the 4 q bytes of each slot (64 l + 4 slot: one tile row) and then
+ * the slots' d (512 + 4 slot). The q bytes of lane l are bytes 4l .. 4l+3 of the VNNI record. */
+#define AMX_G 16
+#define AMX_UNIT (8 * 64 + 64)
+#define AMX_MIN_N 16
+
+static inline int amx_layout(const struct nt_mm *m, int isa) { return isa == NT_CPU_AMX && m->n >= AMX_MIN_N; }
+
+static void amx_scatter(uint8_t *unit, int slot, const uint8_t *rec, float d) {
+    for (int l = 0; l < 8; l++) memcpy(unit + 64 * l + 4 * slot, rec + 4 * l, 4);
+    memcpy(unit + 512 + 4 * slot, &d, 4);
+}
+
+/* slot < 0: the position's records at dst (the layout above); slot >= 0: the AMX layout, dst the
+ * unit of block 0 of the position's group, the VNNI records scattered into the slot. */
+static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, int vnni, const float *x, uint8_t *dst, int slot) {
     int64_t cols = W->cols, nb = q_blocks(cols), nfull = cols / 32;
     const uint8_t *cs = (const uint8_t *)W->data + nt_q8_2f_cs_offset(W->rows, cols);
     float *dv = (float *)(void *)(dst + QREC * nb);
+    _Alignas(32) uint8_t rec[QREC];
+    float d;
     for (int64_t b = 0; b < nfull; b++) {
         const float *xb = x + 32 * b;
         __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
@@ -326,7 +345,12 @@ static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, int vnni, const fl
             v2 = _mm256_mul_ps(v2, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(c + 32))));
             v3 = _mm256_mul_ps(v3, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(c + 48))));
         }
-        q_block_avx2(W->dtype, vnni, v0, v1, v2, v3, dst + QREC * b, dv + b);
+        if (slot < 0) {
+            q_block_avx2(W->dtype, vnni, v0, v1, v2, v3, dst + QREC * b, dv + b);
+        } else {
+            q_block_avx2(W->dtype, vnni, v0, v1, v2, v3, rec, &d);
+            amx_scatter(dst + AMX_UNIT * (size_t)b, slot, rec, d);
+        }
     }
     if (nfull < nb) { /* the short last block of a q8_2f row: the scalar code, the same operations */
         int len = (int)(cols - 32 * nfull);
@@ -335,19 +359,36 @@ static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, int vnni, const fl
             int64_t col = 32 * nfull + c;
             v[c] = x[col] * nt_f16_to_f32(rd16(cs + 2 * col));
         }
-        float d;
-        q_block_scalar(W->dtype, vnni, v, len, dst + QREC * nfull, &d);
-        memcpy(dv + nfull, &d, 4);
+        q_block_scalar(W->dtype, vnni, v, len, slot < 0 ? dst + QREC * nfull : rec, &d);
+        if (slot < 0)
+            memcpy(dv + nfull, &d, 4);
+        else
+            amx_scatter(dst + AMX_UNIT * (size_t)nfull, slot, rec, d);
     }
 }
 
 static void quantize_range(const struct nt_mm *m, int isa, int t0, int t1) {
     size_t pb = q_pos_bytes(m->W->cols);
+    if (amx_layout(m, isa)) {
+        int64_t nb = q_blocks(m->W->cols);
+        uint8_t *qx = (uint8_t *)m->qx;
+        for (int t = t0; t < t1; t++)
+            quantize_pos_avx2(m->W, 1, m->x + (size_t)t * (size_t)m->x_stride,
+                              qx + (size_t)(t / AMX_G) * (size_t)nb * AMX_UNIT, t % AMX_G);
+        /* the last group's empty slots: q = 0 and d = 0 (their sums are computed and dropped) */
+        if (t1 == m->n && m->n % AMX_G) {
+            static const uint8_t zero[QREC];
+            for (int s = m->n % AMX_G; s < AMX_G; s++)
+                for (int64_t b = 0; b < nb; b++)
+                    amx_scatter(qx + ((size_t)(m->n / AMX_G) * (size_t)nb + (size_t)b) * AMX_UNIT, s, zero, 0.0f);
+        }
+        return;
+    }
     for (int t = t0; t < t1; t++) {
         const float *x = m->x + (size_t)t * (size_t)m->x_stride;
         uint8_t *dst = (uint8_t *)m->qx + (size_t)t * pb;
         if (isa != NT_CPU_SCALAR) /* every SIMD variant quantizes with AVX2; the layout is its kernels' */
-            quantize_pos_avx2(m->W, isa >= NT_CPU_AVXVNNI, x, dst);
+            quantize_pos_avx2(m->W, isa >= NT_CPU_AVXVNNI, x, dst, -1);
         else
             quantize_pos_scalar(m->W, x, dst);
     }
@@ -779,9 +820,12 @@ static kern_fn const zmm_tile_kerns[2][Q4_MP] = {{q4zk_1_1, q4zk_1_2, q4zk_1_3, 
 
 /* ---- dispatch (called from matmul.c) --------------------------------------------------------- */
 
+#include "matmul_q_amx.h"
+
 void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1) {
     NT_ASSERT(is_packed(m->W->dtype) && m->qx);
     switch (isa) {
+    case NT_CPU_AMX: rows_q_amx(m, r0, r1); break;
     case NT_CPU_AVX512VNNI: rows_q_avx512vnni(m, r0, r1); break;
     case NT_CPU_AVXVNNI: rows_q_avxvnni(m, r0, r1); break;
     case NT_CPU_AVX2: rows_q_avx2(m, r0, r1); break;
@@ -800,7 +844,8 @@ void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1) {
 void nt_cpu_matmul_q(const struct nt_mm *m, int isa, int n_threads) {
     NT_ASSERT(is_packed(m->W->dtype) && m->qx);
     int rows = (int)m->W->rows;
-    int units = (rows + Q_ROW_GRAIN - 1) / Q_ROW_GRAIN;
+    int grain = isa == NT_CPU_AMX ? AMX_G : Q_ROW_GRAIN; /* AMX: whole tiles of 16 rows */
+    int units = (rows + grain - 1) / grain;
     uint64_t work = (uint64_t)m->W->rows * (uint64_t)m->W->cols * (uint64_t)m->n;
     int threads = work < 65536 ? 1 : n_threads;
     if (threads > units) threads = units;
@@ -816,7 +861,7 @@ void nt_cpu_matmul_q(const struct nt_mm *m, int isa, int n_threads) {
         quantize_range(m, isa, (int)((int64_t)m->n * id / nt), (int)((int64_t)m->n * (id + 1) / nt));
 #pragma omp barrier
         int u0 = (int)((int64_t)units * id / nt), u1 = (int)((int64_t)units * (id + 1) / nt);
-        int r0 = u0 * Q_ROW_GRAIN, r1 = u1 * Q_ROW_GRAIN < rows ? u1 * Q_ROW_GRAIN : rows;
+        int r0 = u0 * grain, r1 = u1 * grain < rows ? u1 * grain : rows;
         if (r0 < r1) nt_cpu_matmul_q_rows(m, isa, r0, r1);
     }
 }

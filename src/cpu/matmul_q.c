@@ -674,17 +674,23 @@ static INL Z512 void q8z_stream(const struct nt_mm *m, int r, int t, int P) {
         if ((b & 1) == 0 && b < nfull)
 #pragma GCC unroll 8
             for (int i = 0; i < 2 * ZP; i++) _mm_prefetch((const char *)(next + (size_t)i * (size_t)cols + 32 * (size_t)b), _MM_HINT_T1);
+        /* the row pairs' weights first, then position by position: a position's record, start
+         * value and d are loaded once and serve every pair (pairs inside positions keeps ZP
+         * weight vectors and one position's 3 broadcasts live, not P positions' 3: with the loops
+         * the other way round gcc hoisted the broadcasts out of the pair loop and spilled) */
+        __m512i u[ZP];
 #pragma GCC unroll 4
         for (int j = 0; j < ZP; j++) {
             const uint8_t *row = row0 + (size_t)(2 * j) * (size_t)cols;
-            __m512i u = _mm512_xor_si512(join256(q8_load_block(row, b, cols), q8_load_block(row + cols, b, cols)),
-                                         _mm512_set1_epi8((char)0x80));
+            u[j] = _mm512_xor_si512(join256(q8_load_block(row, b, cols), q8_load_block(row + cols, b, cols)),
+                                    _mm512_set1_epi8((char)0x80));
+        }
 #pragma GCC unroll 4
-            for (int p = 0; p < P; p++) {
-                const uint8_t *xr = qx + (size_t)p * pb + QREC * b;
-                __m512 d = _mm512_set1_ps(((const float *)(const void *)(qx + (size_t)p * pb + QREC * nb))[b]);
-                acc[j * P + p] = _mm512_fmadd_ps(dot_zmm(u, xr), d, acc[j * P + p]);
-            }
+        for (int p = 0; p < P; p++) {
+            const uint8_t *xr = qx + (size_t)p * pb + QREC * b;
+            __m512 d = _mm512_set1_ps(((const float *)(const void *)(qx + (size_t)p * pb + QREC * nb))[b]);
+#pragma GCC unroll 4
+            for (int j = 0; j < ZP; j++) acc[j * P + p] = _mm512_fmadd_ps(dot_zmm(u[j], xr), d, acc[j * P + p]);
         }
     }
     const uint8_t *rs = Wp + nt_q8_2f_rs_offset(W->rows, cols);
@@ -724,18 +730,22 @@ static INL Z512 void q4z_stream(const struct nt_mm *m, int r, int t, int P) {
         if ((g & 3) == 0)
 #pragma GCC unroll 8
             for (int i = 0; i < 2 * ZP; i++) _mm_prefetch((const char *)(next + (size_t)i * rowb + 16 * (size_t)g), _MM_HINT_T0);
+        /* the pairs' weights and scales, then position by position (as q8z_stream, which says why) */
+        __m512i w[ZP];
+        __m512 sc[ZP];
 #pragma GCC unroll 4
         for (int j = 0; j < ZP; j++) {
             const uint8_t *na = nib + (size_t)(2 * j) * rowb + 16 * (size_t)g;
-            __m512i w = q4z_unpack(na, na + rowb);
+            w[j] = q4z_unpack(na, na + rowb);
             const uint8_t *ca = codes + (size_t)(2 * j) * (size_t)cstride;
-            __m512 sc = join_ps(tab[2 * j][q4_code(ca, g)], tab[2 * j + 1][q4_code(ca + cstride, g)]);
+            sc[j] = join_ps(tab[2 * j][q4_code(ca, g)], tab[2 * j + 1][q4_code(ca + cstride, g)]);
+        }
 #pragma GCC unroll 4
-            for (int p = 0; p < P; p++) {
-                const uint8_t *xr = qx + (size_t)p * pb + QREC * g;
-                __m512 d = _mm512_set1_ps(((const float *)(const void *)(qx + (size_t)p * pb + QREC * gpr))[g]);
-                acc[j * P + p] = _mm512_fmadd_ps(dot_zmm(w, xr), _mm512_mul_ps(sc, d), acc[j * P + p]);
-            }
+        for (int p = 0; p < P; p++) {
+            const uint8_t *xr = qx + (size_t)p * pb + QREC * g;
+            __m512 d = _mm512_set1_ps(((const float *)(const void *)(qx + (size_t)p * pb + QREC * gpr))[g]);
+#pragma GCC unroll 4
+            for (int j = 0; j < ZP; j++) acc[j * P + p] = _mm512_fmadd_ps(dot_zmm(w[j], xr), _mm512_mul_ps(sc[j], d), acc[j * P + p]);
         }
     }
 #pragma GCC unroll 4
@@ -771,18 +781,23 @@ static INL Z512 void q4z_kernel(struct tile *T, const uint8_t *qx, size_t pb, in
     const uint8_t *x0 = qx + QREC * T->g0;
     const float *d0 = (const float *)(const void *)(qx + QREC * nb) + T->g0;
     for (int64_t b = 0; b < T->nbc; b++) {
+        /* the pairs' weights and scales, then position by position (as q8z_stream, which says why) */
+        __m512i u[2];
+        __m512 s2[2];
 #pragma GCC unroll 2
         for (int j = 0; j < NPR; j++) {
             const uint8_t *w = T->w + ((size_t)(i0 + 2 * j) * TB + (size_t)b) * 32;
-            __m512i u = join256(_mm256_load_si256((const __m256i *)(const void *)w),
-                                _mm256_load_si256((const __m256i *)(const void *)(w + TB * 32)));
+            u[j] = join256(_mm256_load_si256((const __m256i *)(const void *)w),
+                           _mm256_load_si256((const __m256i *)(const void *)(w + TB * 32)));
             const float *sc = T->sc + (size_t)(i0 + 2 * j) * TB + b;
-            __m512 s2 = join_ps(sc[0], sc[TB]);
+            s2[j] = join_ps(sc[0], sc[TB]);
+        }
 #pragma GCC unroll 6
-            for (int p = 0; p < P; p++) {
-                __m512 d = _mm512_set1_ps(((const float *)(const void *)((const uint8_t *)d0 + (size_t)p * pb))[b]);
-                acc[j][p] = _mm512_fmadd_ps(dot_zmm(u, x0 + (size_t)p * pb + QREC * b), _mm512_mul_ps(s2, d), acc[j][p]);
-            }
+        for (int p = 0; p < P; p++) {
+            __m512 d = _mm512_set1_ps(((const float *)(const void *)((const uint8_t *)d0 + (size_t)p * pb))[b]);
+#pragma GCC unroll 2
+            for (int j = 0; j < NPR; j++)
+                acc[j][p] = _mm512_fmadd_ps(dot_zmm(u[j], x0 + (size_t)p * pb + QREC * b), _mm512_mul_ps(s2[j], d), acc[j][p]);
         }
     }
 #pragma GCC unroll 2

@@ -86,16 +86,10 @@ struct amx_work {
     float tab[16][32];                           /* q4tp: the scales each row's codes select */
 };
 
-/* a C tile row of Q_MAGIC: C starts there, so it ends as the f32 bits of 1.5 * 2^23 + isum and
- * (float)isum is one exact subtraction, which issues on either vector pipe (vcvtdq2ps on one,
- * the one the tile unit's instructions also take: measured) */
-static _Alignas(64) const int32_t amx_magic[16] = {Q_MAGIC, Q_MAGIC, Q_MAGIC, Q_MAGIC, Q_MAGIC, Q_MAGIC, Q_MAGIC, Q_MAGIC,
-                                                   Q_MAGIC, Q_MAGIC, Q_MAGIC, Q_MAGIC, Q_MAGIC, Q_MAGIC, Q_MAGIC, Q_MAGIC};
-
 /* tiles T (C), TA (A) and TB (B) for block b of the unit */
 #define AMX_DP(T, TA, TB_, b)                                                  \
     do {                                                                       \
-        _tile_loadd(T, amx_magic, 0);                                          \
+        _tile_zero(T);                                                         \
         _tile_loadd(TA, a + 32 * (size_t)(b), (long)astride);                  \
         _tile_loadd(TB_, x + AMX_UNIT * (size_t)(b), 64);                      \
         _tile_dpbssd(T, TA, TB_);                                              \
@@ -106,7 +100,7 @@ static _Alignas(64) const int32_t amx_magic[16] = {Q_MAGIC, Q_MAGIC, Q_MAGIC, Q_
         _tile_stored(T, wk->c[T], 64);                                                                  \
         __m512 dv = q4 ? _mm512_setzero_ps() : _mm512_loadu_ps((const float *)(const void *)(x - 64 * l + AMX_UNIT * (size_t)(b) + 512)); \
         _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) {                                         \
-            __m512 v = _mm512_sub_ps(_mm512_load_ps((const float *)wk->c[T][i]), _mm512_set1_ps(Q_MAGIC_F)); \
+            __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512(wk->c[T][i]));                              \
             acc[i] = _mm512_fmadd_ps(v, q4 ? _mm512_load_ps(wk->S[b][i]) : dv, acc[i]);                 \
         }                                                                                               \
     } while (0)

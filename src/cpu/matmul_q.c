@@ -572,6 +572,38 @@ static AVX2 void tile_unpack(struct tile *T, const struct nt_matrix *W, int r) {
     }
 }
 
+/* The nibbles of the tile after the one at (r, g0) in rows_tiled_q4's order (the next chunk of the
+ * same rows, else the next rows' first chunk), fetched into L2 a few lines at a time between the
+ * register tiles of this one: a pass reads each tile's nibbles from DRAM, and tile_unpack waited on
+ * them (about half its samples on one load; 6 - 7 % of a mid prompt). Spread out, because a burst
+ * of ~100 prefetches holds the miss buffers the running kernel needs. */
+struct tile_fetch {
+    const uint8_t *base; /* the next tile's first row's first group */
+    size_t row_stride;   /* bytes between its rows */
+    int lines, rows;     /* 64-byte lines per row; rows */
+    int row, line;       /* the next line to fetch */
+};
+static inline struct tile_fetch tile_fetch_next(const struct nt_matrix *W, int r, int r1, int64_t g0) {
+    int64_t gpr = nt_q4tp_gpr(W->cols);
+    int same = g0 + TB < gpr;
+    int64_t g = same ? g0 + TB : 0;
+    int rn = same ? r : r + TR;
+    struct tile_fetch f = {.row_stride = (size_t)gpr * 16};
+    f.rows = rn < r1 ? (r1 - rn < TR ? r1 - rn : TR) : 0;
+    f.lines = (int)(((gpr - g < TB ? gpr - g : TB) * 16 + 63) / 64);
+    f.base = (const uint8_t *)W->data + ((size_t)rn * (size_t)gpr + (size_t)g) * 16;
+    return f;
+}
+static inline void tile_fetch_some(struct tile_fetch *f, int count) {
+    for (int k = 0; k < count && f->row < f->rows; k++) {
+        _mm_prefetch((const char *)(f->base + (size_t)f->row * f->row_stride + 64 * (size_t)f->line), _MM_HINT_T1);
+        if (++f->line == f->lines) {
+            f->line = 0;
+            f->row++;
+        }
+    }
+}
+
 #define Q4_TILE_MIN_N 9
 
 /* ---- the SIMD kernels, one copy per instruction set (matmul_q_kern.h) ----------------------- */

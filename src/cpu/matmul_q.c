@@ -1,6 +1,6 @@
 /* matmul_q.c - the CPU products with packed weights (q8_2f, q4tp; FORMATS.md): y[t] = act(W x[t] + b).
  *
- * THE ARITHMETIC (fixed: the scalar, AVX2, AVX-VNNI and AVX-512 VNNI variants here and the CUDA
+ * THE ARITHMETIC (fixed: the scalar, AVX2, AVX-VNNI, AVX-512 VNNI and AMX variants here and the CUDA
  * kernels all compute exactly this, so a position's result is the same bits whatever the pass size, the blocking, the thread
  * count or the variant):
  *
@@ -51,11 +51,15 @@
  * Either way (float)isum is one exact subtraction, the integer sums are the reference's, and so
  * are the results. The record layout follows the variant: nt_cpu_quantize_x and the products of
  * one pass must be given the same isa.
- * A pass of n positions needs nt_cpu_qx_bytes(n, cols) = n * PB: 2.1 bytes per column.
+ * The AMX variant (matmul_q_amx.h) takes passes of AMX_MIN_N or more positions in its own layout
+ * of the same bytes (below, at AMX_G), the VNNI records' q regrouped so that a tile row is one
+ * lane's 4 bytes of 16 positions; shorter passes are the AVX-512 VNNI variant's, records and all.
+ * A pass of n positions needs nt_cpu_qx_bytes(n, cols) = n * PB: 2.1 bytes per column (the AMX
+ * layout, 576 bytes per 16 positions and block, fits in it for n >= 16).
  *
  * KERNELS, chosen at run time (cpu.h: nt_cpu_isa_selected; NEMOTRON_CPU forces one): a scalar
- * reference (always available) and AVX2 + FMA + F16C, AVX-VNNI and AVX-512 VNNI, all
- * bit-identical (tests/unit/test_matmul_q.c). The SIMD kernels are one text, matmul_q_kern.h,
+ * reference (always available) and AVX2 + FMA + F16C, AVX-VNNI, AVX-512 VNNI and AMX (only when
+ * forced: slower here, matmul_q_amx.h says why), all bit-identical (tests/unit/test_matmul_q.c). The SIMD kernels are one text, matmul_q_kern.h,
  * compiled once per instruction set around its step (the integer block sum); AVX-512 VNNI
  * replaces the template's streaming kernels and register tiles by 512-bit ones that hold two rows
  * per vector (an odd last row runs the template's 256-bit ones):

@@ -24,6 +24,16 @@
  * (16 positions of one weight row) converted (vcvtdq2ps) and folded by one FMA with d (q8_2f:
  * the 16 positions' d of the block) or with s = scale * d (q4tp: made once per unit for the 8
  * lanes). Four C tiles are in flight so the tile unit's latency overlaps the folds.
+ *
+ * WHY IT IS NOT THE DEFAULT (measured on a Sapphire Rapids guest; docs/PERF.md "AMX int8"): every
+ * lane sum leaves the tile unit through memory, 4 bytes stored and loaded per (row, position,
+ * lane) where AVX-512 VNNI keeps it in a register, and there is no tile-to-vector move on this
+ * processor. tilestored of a 16 x 16 result and the vector work on it do not overlap with the
+ * tile unit's instructions (they share a port: tdpbssd + the fold with vcvtdq2ps took the sum of
+ * their times), so the step (int8_dot_peak's "K=4 + tilestored + fold") runs at ~70 G
+ * multiply-adds/s a core against ~110 for the AVX-512 VNNI q8_2f kernel whole; the products
+ * measure 1.4 - 1.9x slower. A larger K would need a coarser arithmetic (one sum per 32-column
+ * block), which would change every variant's bits and the CUDA kernels'.
  */
 
 #include <cpuid.h>

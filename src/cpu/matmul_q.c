@@ -595,7 +595,8 @@ static inline struct tile_fetch tile_fetch_next(const struct nt_matrix *W, int r
     struct tile_fetch f = {.row_stride = (size_t)gpr * 16};
     f.rows = rn < r1 ? (r1 - rn < TR ? r1 - rn : TR) : 0;
     f.lines = (int)(((gpr - g < TB ? gpr - g : TB) * 16 + 63) / 64);
-    f.base = (const uint8_t *)W->data + ((size_t)rn * (size_t)gpr + (size_t)g) * 16;
+    if (f.rows > 0) /* (past the last tile there is nothing to point at) */
+        f.base = (const uint8_t *)W->data + ((size_t)rn * (size_t)gpr + (size_t)g) * 16;
     return f;
 }
 static inline void tile_fetch_some(struct tile_fetch *f, int count) {

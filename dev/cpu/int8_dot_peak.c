@@ -9,7 +9,10 @@
  *   avxvnni     {vex} vpdpbusd ymm: 32 multiply-adds in one instruction;
  *   avx512vnni  vpdpbusd ymm (EVEX) and zmm (64 multiply-adds);
  *   fma         vfmadd231ps ymm and zmm, for scale: the f32 rate the step's float chain shares pipes
- *               with.
+ *               with;
+ *   amx         tdpbssd with K = 64 (the tile unit's peak) and K = 4 (what the arithmetic's 4-column
+ *               lanes allow), and K = 4 with each result stored and folded into f32 chains as
+ *               src/cpu/matmul_q_amx.h does (needs the OS's permission: nt_cpu_isa_available).
  * A test whose instructions this processor lacks is reported as skipped. Rates are int8 (or f32)
  * multiply-adds per second, every lane counted, for 1 and 2..THREADS threads.
  * build: make build/dev/int8_dot_peak    run: build/dev/int8_dot_peak [THREADS] [SECONDS_PER_TEST]
@@ -18,6 +21,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "cpu/cpu.h"
@@ -95,6 +99,60 @@ __attribute__((target("avx2,fma,avx512f"))) static double run_fma512(long steps)
     return (double)_mm512_reduce_add_ps(SUM(_mm512_add_ps));
 }
 
+/* AMX (tdpbssd: C[16][16] int32 += A[16][K] int8 . B[K/4][64] int8, in groups of 4 bytes). The
+ * packed products' arithmetic sums 4 columns per lane (matmul_q.c), so their tile products run
+ * with K = 4 (src/cpu/matmul_q_amx.h); the tile unit takes as long per instruction as with K = 64.
+ * Tiles: 4 C in flight (tmm0-3), A in tmm4-5, B in tmm6-7; each step is 12 instructions. "step"
+ * adds what the kernel does with each C tile: store it (tilestored, 1 KB) and fold its 16 rows
+ * into 16 f32 chains (a load, vsubps and vfmadd231ps each). The tile configuration is per thread. */
+#define AMXT __attribute__((target("avx2,fma,avx512f,amx-tile,amx-int8")))
+static AMXT void amx_config(int k) {
+    _Alignas(64) uint8_t cfg[64] = {0};
+    cfg[0] = 1;
+    for (int t = 0; t < 8; t++) {
+        uint16_t colsb = t < 4 ? 64 : t < 6 ? (uint16_t)k : 64;
+        memcpy(cfg + 16 + 2 * t, &colsb, 2);
+        cfg[48 + t] = t < 4 ? 16 : t < 6 ? 16 : (uint8_t)(k / 4);
+    }
+    __asm__ volatile("ldtilecfg %0" ::"m"(*(const uint8_t(*)[64])cfg));
+}
+#define AMX_4(a0, b0)                                                                              \
+    do {                                                                                           \
+        _tile_dpbssd(0, 4, 6); _tile_dpbssd(1, 5, 7); _tile_dpbssd(2, 4, 7); _tile_dpbssd(3, 5, 6); \
+    } while (0)
+static AMXT double run_amx(long steps, int k, int fold) {
+    static _Alignas(64) int8_t src[64 * 64];
+    _Alignas(64) int32_t c[4][16][16];
+    amx_config(k);
+    _tile_loadd(4, src, 64);
+    _tile_loadd(5, src, 64);
+    _tile_loadd(6, src, 64);
+    _tile_loadd(7, src, 64);
+    __m512 acc[16], one = _mm512_set1_ps(1.0f);
+    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+    for (long s = 0; s < 3 * steps; s++) {
+        _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+        AMX_4(0, 0);
+        if (fold) {
+#define FOLD(T)                                                                                     \
+    do {                                                                                            \
+        _tile_stored(T, c[T], 64);                                                                  \
+        for (int i = 0; i < 16; i++)                                                                \
+            acc[i] = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_load_ps((const float *)c[T][i]), one), one, acc[i]); \
+    } while (0)
+            FOLD(0); FOLD(1); FOLD(2); FOLD(3);
+#undef FOLD
+        }
+    }
+    _tile_stored(0, c[0], 64);
+    _tile_release();
+    for (int i = 1; i < 16; i++) acc[0] = _mm512_add_ps(acc[0], acc[i]);
+    return (double)c[0][0][0] + (double)_mm512_reduce_add_ps(acc[0]);
+}
+static double run_amx64(long steps) { return run_amx(steps, 64, 0); }
+static double run_amx4(long steps) { return run_amx(steps, 4, 0); }
+static double run_amx4_step(long steps) { return run_amx(steps, 4, 1); }
+
 static const struct test {
     const char *name, *what;
     int isa;      /* the variant whose instructions it needs (cpu.h) */
@@ -108,6 +166,9 @@ static const struct test {
     {"avx512vnni", "vpdpbusd zmm", NT_CPU_AVX512VNNI, 0, 64, run_vnni512},
     {"fma", "vfmadd231ps ymm (f32)", NT_CPU_AVX2, 0, 8, run_fma256},
     {"fma", "vfmadd231ps zmm (f32)", NT_CPU_AVX512VNNI, 1, 16, run_fma512},
+    {"amx", "tdpbssd K=64 (16x16x64)", NT_CPU_AMX, 0, 16 * 16 * 64, run_amx64},
+    {"amx", "tdpbssd K=4 (one 4-column lane)", NT_CPU_AMX, 0, 16 * 16 * 4, run_amx4},
+    {"amx", "K=4 + tilestored + fold (step)", NT_CPU_AMX, 0, 16 * 16 * 4, run_amx4_step},
 };
 
 int main(int argc, char **argv) {

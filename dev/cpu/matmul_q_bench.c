@@ -9,7 +9,8 @@
  *   - per shape: a pass of 1 position (GB/s of weight bytes, sweeping enough copies of the
  *     matrix to miss the last-level cache) and of 2, 4, 16, 64 positions (G multiply-adds/s),
  *     best of several runs, on 1 and THREADS threads; the ratio "time per position at n = 1 /
- *     time per position at n = 64"; and a check that AVX2 == scalar bit for bit.
+ *     time per position at n = 64"; and a check that the kernel variant == scalar bit for bit
+ *     (the backend's variant; NEMOTRON_CPU chooses another, as in the backend: cpu.h).
  * build: gcc -std=c11 -D_GNU_SOURCE -O3 -Iinclude -Isrc -ffp-contract=off -fopenmp \
  *          dev/cpu/matmul_q_bench.c src/cpu/matmul.c src/cpu/matmul_q.c src/common.c \
  *          src/model/safetensors.c -ljson-c -lm -o build/dev/matmul_q_bench
@@ -221,11 +222,12 @@ static struct result bench_shape(enum nt_dtype fmt, int64_t rows, int64_t cols, 
         }
         res.gmacs[k] = (double)rows * (double)cols * n / best / 1e9;
         if (n == 64) res.t64 = best;
-        if (simd && verbose && (n == 1 || n == 64)) { /* AVX2 == scalar */
-            nt_cpu_matmul(&m, 1, threads);
+        if (simd && verbose && (n == 1 || n == 64)) { /* the variant == scalar */
+            nt_cpu_matmul(&m, simd, threads);
             memcpy(y2, y, sizeof(float) * (size_t)n * (size_t)rows);
             nt_cpu_matmul(&m, 0, threads);
-            if (memcmp(y, y2, sizeof(float) * (size_t)n * (size_t)rows) != 0) printf("  !! AVX2 != scalar at n=%d\n", n);
+            if (memcmp(y, y2, sizeof(float) * (size_t)n * (size_t)rows) != 0)
+                printf("  !! %s != scalar at n=%d\n", nt_cpu_isa_name(simd), n);
         }
     }
     free(first);
@@ -239,8 +241,8 @@ static struct result bench_shape(enum nt_dtype fmt, int64_t rows, int64_t cols, 
 
 int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 2;
-    int simd = nt_cpu_simd_available();
-    if (!simd) printf("no AVX2: the scalar kernels\n");
+    int simd = nt_cpu_isa_selected(); /* the backend's choice; NEMOTRON_CPU names another */
+    printf("kernels: %s\n", nt_cpu_isa_name(simd));
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 2; j++) memset(&PW[i][j], 3 + i + j, 32);
     for (int i = 0; i < 6; i++)

@@ -34,19 +34,25 @@ enum nt_cpu_isa {
     NT_CPU_AVX2,         /* AVX2 + FMA + F16C */
     NT_CPU_AVXVNNI,      /* that + AVX-VNNI (vpdpbusd on 256 bits, VEX) */
     NT_CPU_AVX512VNNI,   /* that + AVX-512 F/VL/BW/VNNI (vpdpbusd, EVEX, 32 registers) */
+    NT_CPU_AMX,          /* that + AMX-TILE/AMX-INT8 (tdpbssd) for passes of 16 or more positions,
+                          * where the OS grants the tile state (nt_cpu_amx_ready) */
     NT_CPU_ISA_COUNT
 };
 /* 1 when this processor (and OS) runs variant isa. */
 int nt_cpu_isa_available(int isa);
-/* The fastest variant this processor runs. */
+/* The variant the backend runs by default: the fastest this processor runs, AMX left out
+ * (slower than AVX-512 VNNI for this arithmetic: matmul_q_amx.h). */
 int nt_cpu_isa_best(void);
-/* "scalar", "avx2", "avxvnni", "avx512vnni"; and back (-1 for an unknown name). */
+/* "scalar", "avx2", "avxvnni", "avx512vnni", "amx"; and back (-1 for an unknown name). */
 const char *nt_cpu_isa_name(int isa);
 int nt_cpu_isa_parse(const char *name);
-/* The variant the backend runs: NEMOTRON_CPU's (scalar, avx2, avxvnni, avx512vnni: for tests and
+/* The variant the backend runs: NEMOTRON_CPU's (scalar, avx2, avxvnni, avx512vnni, amx: for tests and
  * benchmarks) when this processor has it, else the best (with a warning on stderr naming the
  * variable's value when it was set but cannot be honoured). */
 int nt_cpu_isa_selected(void);
+/* 1 when the processor has AMX-TILE and AMX-INT8 and the OS lets this process use the tile
+ * state (Linux: arch_prctl ARCH_REQ_XCOMP_PERM, asked for here once, process-wide). */
+int nt_cpu_amx_ready(void);
 /* 1 when the processor has AVX2, FMA and F16C (nt_cpu_isa_available(NT_CPU_AVX2)). */
 int nt_cpu_simd_available(void);
 void nt_cpu_matmul(const struct nt_mm *m, int isa, int n_threads);

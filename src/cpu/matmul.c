@@ -343,18 +343,22 @@ int nt_cpu_isa_available(int isa) {
     case NT_CPU_AVX512VNNI:
         return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+    case NT_CPU_AMX: return nt_cpu_isa_available(NT_CPU_AVX512VNNI) && nt_cpu_amx_ready();
     default: return 0;
     }
 }
 
 int nt_cpu_isa_best(void) {
+    /* AMX only when asked for (NEMOTRON_CPU=amx): the arithmetic's 4-column lanes let a tile
+     * product sum only 4 columns, and moving each 16 x 16 result out through memory costs more
+     * than AVX-512 VNNI's whole step (measured; docs/PERF.md, "AMX int8") */
     int best = NT_CPU_SCALAR;
-    for (int i = 1; i < NT_CPU_ISA_COUNT; i++)
+    for (int i = 1; i <= NT_CPU_AVX512VNNI; i++)
         if (nt_cpu_isa_available(i)) best = i;
     return best;
 }
 
-static const char *const isa_names[NT_CPU_ISA_COUNT] = {"scalar", "avx2", "avxvnni", "avx512vnni"};
+static const char *const isa_names[NT_CPU_ISA_COUNT] = {"scalar", "avx2", "avxvnni", "avx512vnni", "amx"};
 
 const char *nt_cpu_isa_name(int isa) { return isa >= 0 && isa < NT_CPU_ISA_COUNT ? isa_names[isa] : "?"; }
 
@@ -373,7 +377,7 @@ int nt_cpu_isa_selected(void) {
     int isa = nt_cpu_isa_parse(force);
     if (isa >= 0 && nt_cpu_isa_available(isa)) return isa;
     /* a forced variant this processor lacks would die of SIGILL: say so and run the best one */
-    nt_log(NEMOTRON_LOG_WARN, "NEMOTRON_CPU=%s: %s; using %s (the choices: scalar, avx2, avxvnni, avx512vnni)", force,
+    nt_log(NEMOTRON_LOG_WARN, "NEMOTRON_CPU=%s: %s; using %s (the choices: scalar, avx2, avxvnni, avx512vnni, amx)", force,
            isa < 0 ? "no such kernel variant" : "this processor lacks its instructions", nt_cpu_isa_name(best));
     return best;
 }
@@ -404,7 +408,7 @@ void nt_cpu_matmul(const struct nt_mm *m, int isa, int n_threads) {
 void nt_cpu_matmul_rows(const struct nt_mm *m, int isa, int r0, int r1) {
     if (nt_cpu_int8_product(m->W->dtype))
         nt_cpu_matmul_q_rows(m, isa, r0, r1);
-    else if (isa == NT_CPU_AVX512VNNI)
+    else if (isa >= NT_CPU_AVX512VNNI) /* AMX: the float products are AVX-512's */
         rows_z(m, r0, r1);
     else if (isa)
         rows_avx2(m, r0, r1);

@@ -1,6 +1,6 @@
 /* matmul_q.c - the CPU products with packed weights (q8_2f, q4tp; FORMATS.md): y[t] = act(W x[t] + b).
  *
- * THE ARITHMETIC (fixed: the scalar, AVX2, AVX-VNNI and AVX-512 VNNI variants here and the CUDA
+ * THE ARITHMETIC (fixed: the scalar, AVX2, AVX-VNNI, AVX-512 VNNI and AMX variants here and the CUDA
  * kernels all compute exactly this, so a position's result is the same bits whatever the pass size, the blocking, the thread
  * count or the variant):
  *
@@ -55,11 +55,15 @@
  * Either way (float)isum is one exact subtraction, the integer sums are the reference's, and so
  * are the results. The record layout follows the variant: nt_cpu_quantize_x and the products of
  * one pass must be given the same isa.
- * A pass of n positions needs nt_cpu_qx_bytes(n, cols) = n * PB: 2.1 bytes per column.
+ * The AMX variant (matmul_q_amx.h) takes passes of AMX_MIN_N or more positions in its own layout
+ * of the same bytes (below, at AMX_G), the VNNI records' q regrouped so that a tile row is one
+ * lane's 4 bytes of 16 positions; shorter passes are the AVX-512 VNNI variant's, records and all.
+ * A pass of n positions needs nt_cpu_qx_bytes(n, cols) = n * PB: 2.1 bytes per column (the AMX
+ * layout, 576 bytes per 16 positions and block, fits in it for n >= 16).
  *
  * KERNELS, chosen at run time (cpu.h: nt_cpu_isa_selected; NEMOTRON_CPU forces one): a scalar
- * reference (always available) and AVX2 + FMA + F16C, AVX-VNNI and AVX-512 VNNI, all
- * bit-identical (tests/unit/test_matmul_q.c). The SIMD kernels are one text, matmul_q_kern.h,
+ * reference (always available) and AVX2 + FMA + F16C, AVX-VNNI, AVX-512 VNNI and AMX (only when
+ * forced: slower here, matmul_q_amx.h says why), all bit-identical (tests/unit/test_matmul_q.c). The SIMD kernels are one text, matmul_q_kern.h,
  * compiled once per instruction set around its step (the integer block sum); AVX-512 VNNI
  * replaces the template's streaming kernels and register tiles by 512-bit ones that hold two rows
  * per vector (an odd last row runs the template's 256-bit ones):
@@ -314,10 +318,29 @@ static INL AVX2 void q_block_avx2(enum nt_dtype fmt, int vnni, __m256 v0, __m256
     }
 }
 
-static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, int vnni, const float *x, uint8_t *dst) {
+/* AMX layout (matmul_q_amx.h): position t of a pass of n >= AMX_MIN_N positions lives in slot
+ * t % AMX_G of group t / AMX_G, whose unit for block b (AMX_UNIT bytes at (group * nb + b) *
+ * AMX_UNIT) holds per lane l the 4 q bytes of each slot (64 l + 4 slot: one tile row) and then
+ * the slots' d (512 + 4 slot). The q bytes of lane l are bytes 4l .. 4l+3 of the VNNI record. */
+#define AMX_G 16
+#define AMX_UNIT (8 * 64 + 64)
+#define AMX_MIN_N 16
+
+static inline int amx_layout(const struct nt_mm *m, int isa) { return isa == NT_CPU_AMX && m->n >= AMX_MIN_N; }
+
+static void amx_scatter(uint8_t *unit, int slot, const uint8_t *rec, float d) {
+    for (int l = 0; l < 8; l++) memcpy(unit + 64 * l + 4 * slot, rec + 4 * l, 4);
+    memcpy(unit + 512 + 4 * slot, &d, 4);
+}
+
+/* slot < 0: the position's records at dst (the layout above); slot >= 0: the AMX layout, dst the
+ * unit of block 0 of the position's group, the VNNI records scattered into the slot. */
+static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, int vnni, const float *x, uint8_t *dst, int slot) {
     int64_t cols = W->cols, nb = q_blocks(cols), nfull = cols / 32;
     const uint8_t *cs = (const uint8_t *)W->data + nt_q8_2f_cs_offset(W->rows, cols);
     float *dv = (float *)(void *)(dst + QREC * nb);
+    _Alignas(32) uint8_t rec[QREC];
+    float d;
     for (int64_t b = 0; b < nfull; b++) {
         const float *xb = x + 32 * b;
         __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
@@ -329,7 +352,12 @@ static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, int vnni, const fl
             v2 = _mm256_mul_ps(v2, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(c + 32))));
             v3 = _mm256_mul_ps(v3, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(c + 48))));
         }
-        q_block_avx2(W->dtype, vnni, v0, v1, v2, v3, dst + QREC * b, dv + b);
+        if (slot < 0) {
+            q_block_avx2(W->dtype, vnni, v0, v1, v2, v3, dst + QREC * b, dv + b);
+        } else {
+            q_block_avx2(W->dtype, vnni, v0, v1, v2, v3, rec, &d);
+            amx_scatter(dst + AMX_UNIT * (size_t)b, slot, rec, d);
+        }
     }
     if (nfull < nb) { /* the short last block of a q8_2f row: the scalar code, the same operations */
         int len = (int)(cols - 32 * nfull);
@@ -338,19 +366,36 @@ static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, int vnni, const fl
             int64_t col = 32 * nfull + c;
             v[c] = x[col] * nt_f16_to_f32(rd16(cs + 2 * col));
         }
-        float d;
-        q_block_scalar(W->dtype, vnni, v, len, dst + QREC * nfull, &d);
-        memcpy(dv + nfull, &d, 4);
+        q_block_scalar(W->dtype, vnni, v, len, slot < 0 ? dst + QREC * nfull : rec, &d);
+        if (slot < 0)
+            memcpy(dv + nfull, &d, 4);
+        else
+            amx_scatter(dst + AMX_UNIT * (size_t)nfull, slot, rec, d);
     }
 }
 
 static void quantize_range(const struct nt_mm *m, int isa, int t0, int t1) {
     size_t pb = q_pos_bytes(m->W->cols);
+    if (amx_layout(m, isa)) {
+        int64_t nb = q_blocks(m->W->cols);
+        uint8_t *qx = (uint8_t *)m->qx;
+        for (int t = t0; t < t1; t++)
+            quantize_pos_avx2(m->W, 1, m->x + (size_t)t * (size_t)m->x_stride,
+                              qx + (size_t)(t / AMX_G) * (size_t)nb * AMX_UNIT, t % AMX_G);
+        /* the last group's empty slots: q = 0 and d = 0 (their sums are computed and dropped) */
+        if (t1 == m->n && m->n % AMX_G) {
+            static const uint8_t zero[QREC];
+            for (int s = m->n % AMX_G; s < AMX_G; s++)
+                for (int64_t b = 0; b < nb; b++)
+                    amx_scatter(qx + ((size_t)(m->n / AMX_G) * (size_t)nb + (size_t)b) * AMX_UNIT, s, zero, 0.0f);
+        }
+        return;
+    }
     for (int t = t0; t < t1; t++) {
         const float *x = m->x + (size_t)t * (size_t)m->x_stride;
         uint8_t *dst = (uint8_t *)m->qx + (size_t)t * pb;
         if (isa != NT_CPU_SCALAR) /* every SIMD variant quantizes with AVX2; the layout is its kernels' */
-            quantize_pos_avx2(m->W, isa >= NT_CPU_AVXVNNI, x, dst);
+            quantize_pos_avx2(m->W, isa >= NT_CPU_AVXVNNI, x, dst, -1);
         else
             quantize_pos_scalar(m->W, x, dst);
     }
@@ -534,6 +579,39 @@ static AVX2 void tile_unpack(struct tile *T, const struct nt_matrix *W, int r) {
     }
 }
 
+/* The nibbles of the tile after the one at (r, g0) in rows_tiled_q4's order (the next chunk of the
+ * same rows, else the next rows' first chunk), fetched into L2 a few lines at a time between the
+ * register tiles of this one: a pass reads each tile's nibbles from DRAM, and tile_unpack waited on
+ * them (about half its samples on one load; 6 - 7 % of a mid prompt). Spread out, because a burst
+ * of ~100 prefetches holds the miss buffers the running kernel needs. */
+struct tile_fetch {
+    const uint8_t *base; /* the next tile's first row's first group */
+    size_t row_stride;   /* bytes between its rows */
+    int lines, rows;     /* 64-byte lines per row; rows */
+    int row, line;       /* the next line to fetch */
+};
+static inline struct tile_fetch tile_fetch_next(const struct nt_matrix *W, int r, int r1, int64_t g0) {
+    int64_t gpr = nt_q4tp_gpr(W->cols);
+    int same = g0 + TB < gpr;
+    int64_t g = same ? g0 + TB : 0;
+    int rn = same ? r : r + TR;
+    struct tile_fetch f = {.row_stride = (size_t)gpr * 16};
+    f.rows = rn < r1 ? (r1 - rn < TR ? r1 - rn : TR) : 0;
+    f.lines = (int)(((gpr - g < TB ? gpr - g : TB) * 16 + 63) / 64);
+    if (f.rows > 0) /* (past the last tile there is nothing to point at) */
+        f.base = (const uint8_t *)W->data + ((size_t)rn * (size_t)gpr + (size_t)g) * 16;
+    return f;
+}
+static inline void tile_fetch_some(struct tile_fetch *f, int count) {
+    for (int k = 0; k < count && f->row < f->rows; k++) {
+        _mm_prefetch((const char *)(f->base + (size_t)f->row * f->row_stride + 64 * (size_t)f->line), _MM_HINT_T1);
+        if (++f->line == f->lines) {
+            f->line = 0;
+            f->row++;
+        }
+    }
+}
+
 #define Q4_TILE_MIN_N 9
 
 /* ---- the SIMD kernels, one copy per instruction set (matmul_q_kern.h) ----------------------- */
@@ -636,17 +714,23 @@ static INL Z512 void q8z_stream(const struct nt_mm *m, int r, int t, int P) {
         if ((b & 1) == 0 && b < nfull)
 #pragma GCC unroll 8
             for (int i = 0; i < 2 * ZP; i++) _mm_prefetch((const char *)(next + (size_t)i * (size_t)cols + 32 * (size_t)b), _MM_HINT_T1);
+        /* the row pairs' weights first, then position by position: a position's record, start
+         * value and d are loaded once and serve every pair (pairs inside positions keeps ZP
+         * weight vectors and one position's 3 broadcasts live, not P positions' 3: with the loops
+         * the other way round gcc hoisted the broadcasts out of the pair loop and spilled) */
+        __m512i u[ZP];
 #pragma GCC unroll 4
         for (int j = 0; j < ZP; j++) {
             const uint8_t *row = row0 + (size_t)(2 * j) * (size_t)cols;
-            __m512i u = _mm512_xor_si512(join256(q8_load_block(row, b, cols), q8_load_block(row + cols, b, cols)),
-                                         _mm512_set1_epi8((char)0x80));
+            u[j] = _mm512_xor_si512(join256(q8_load_block(row, b, cols), q8_load_block(row + cols, b, cols)),
+                                    _mm512_set1_epi8((char)0x80));
+        }
 #pragma GCC unroll 4
-            for (int p = 0; p < P; p++) {
-                const uint8_t *xr = qx + (size_t)p * pb + QREC * b;
-                __m512 d = _mm512_set1_ps(((const float *)(const void *)(qx + (size_t)p * pb + QREC * nb))[b]);
-                acc[j * P + p] = _mm512_fmadd_ps(dot_zmm(u, xr), d, acc[j * P + p]);
-            }
+        for (int p = 0; p < P; p++) {
+            const uint8_t *xr = qx + (size_t)p * pb + QREC * b;
+            __m512 d = _mm512_set1_ps(((const float *)(const void *)(qx + (size_t)p * pb + QREC * nb))[b]);
+#pragma GCC unroll 4
+            for (int j = 0; j < ZP; j++) acc[j * P + p] = _mm512_fmadd_ps(dot_zmm(u[j], xr), d, acc[j * P + p]);
         }
     }
     const uint8_t *rs = Wp + nt_q8_2f_rs_offset(W->rows, cols);
@@ -686,18 +770,22 @@ static INL Z512 void q4z_stream(const struct nt_mm *m, int r, int t, int P) {
         if ((g & 3) == 0)
 #pragma GCC unroll 8
             for (int i = 0; i < 2 * ZP; i++) _mm_prefetch((const char *)(next + (size_t)i * rowb + 16 * (size_t)g), _MM_HINT_T0);
+        /* the pairs' weights and scales, then position by position (as q8z_stream, which says why) */
+        __m512i w[ZP];
+        __m512 sc[ZP];
 #pragma GCC unroll 4
         for (int j = 0; j < ZP; j++) {
             const uint8_t *na = nib + (size_t)(2 * j) * rowb + 16 * (size_t)g;
-            __m512i w = q4z_unpack(na, na + rowb);
+            w[j] = q4z_unpack(na, na + rowb);
             const uint8_t *ca = codes + (size_t)(2 * j) * (size_t)cstride;
-            __m512 sc = join_ps(tab[2 * j][q4_code(ca, g)], tab[2 * j + 1][q4_code(ca + cstride, g)]);
+            sc[j] = join_ps(tab[2 * j][q4_code(ca, g)], tab[2 * j + 1][q4_code(ca + cstride, g)]);
+        }
 #pragma GCC unroll 4
-            for (int p = 0; p < P; p++) {
-                const uint8_t *xr = qx + (size_t)p * pb + QREC * g;
-                __m512 d = _mm512_set1_ps(((const float *)(const void *)(qx + (size_t)p * pb + QREC * gpr))[g]);
-                acc[j * P + p] = _mm512_fmadd_ps(dot_zmm(w, xr), _mm512_mul_ps(sc, d), acc[j * P + p]);
-            }
+        for (int p = 0; p < P; p++) {
+            const uint8_t *xr = qx + (size_t)p * pb + QREC * g;
+            __m512 d = _mm512_set1_ps(((const float *)(const void *)(qx + (size_t)p * pb + QREC * gpr))[g]);
+#pragma GCC unroll 4
+            for (int j = 0; j < ZP; j++) acc[j * P + p] = _mm512_fmadd_ps(dot_zmm(w[j], xr), _mm512_mul_ps(sc[j], d), acc[j * P + p]);
         }
     }
 #pragma GCC unroll 4
@@ -733,18 +821,23 @@ static INL Z512 void q4z_kernel(struct tile *T, const uint8_t *qx, size_t pb, in
     const uint8_t *x0 = qx + QREC * T->g0;
     const float *d0 = (const float *)(const void *)(qx + QREC * nb) + T->g0;
     for (int64_t b = 0; b < T->nbc; b++) {
+        /* the pairs' weights and scales, then position by position (as q8z_stream, which says why) */
+        __m512i u[2];
+        __m512 s2[2];
 #pragma GCC unroll 2
         for (int j = 0; j < NPR; j++) {
             const uint8_t *w = T->w + ((size_t)(i0 + 2 * j) * TB + (size_t)b) * 32;
-            __m512i u = join256(_mm256_load_si256((const __m256i *)(const void *)w),
-                                _mm256_load_si256((const __m256i *)(const void *)(w + TB * 32)));
+            u[j] = join256(_mm256_load_si256((const __m256i *)(const void *)w),
+                           _mm256_load_si256((const __m256i *)(const void *)(w + TB * 32)));
             const float *sc = T->sc + (size_t)(i0 + 2 * j) * TB + b;
-            __m512 s2 = join_ps(sc[0], sc[TB]);
+            s2[j] = join_ps(sc[0], sc[TB]);
+        }
 #pragma GCC unroll 6
-            for (int p = 0; p < P; p++) {
-                __m512 d = _mm512_set1_ps(((const float *)(const void *)((const uint8_t *)d0 + (size_t)p * pb))[b]);
-                acc[j][p] = _mm512_fmadd_ps(dot_zmm(u, x0 + (size_t)p * pb + QREC * b), _mm512_mul_ps(s2, d), acc[j][p]);
-            }
+        for (int p = 0; p < P; p++) {
+            __m512 d = _mm512_set1_ps(((const float *)(const void *)((const uint8_t *)d0 + (size_t)p * pb))[b]);
+#pragma GCC unroll 2
+            for (int j = 0; j < NPR; j++)
+                acc[j][p] = _mm512_fmadd_ps(dot_zmm(u[j], x0 + (size_t)p * pb + QREC * b), _mm512_mul_ps(s2[j], d), acc[j][p]);
         }
     }
 #pragma GCC unroll 2
@@ -782,6 +875,8 @@ static kern_fn const zmm_tile_kerns[2][Q4_MP] = {{q4zk_1_1, q4zk_1_2, q4zk_1_3, 
 
 /* ---- dispatch (called from matmul.c) --------------------------------------------------------- */
 
+#include "matmul_q_amx.h"
+
 void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1) {
     NT_ASSERT(is_packed(m->W->dtype) && m->qx);
     if (nt_dtype_is_ggml_block(m->W->dtype)) {
@@ -789,6 +884,7 @@ void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1) {
         return;
     }
     switch (isa) {
+    case NT_CPU_AMX: rows_q_amx(m, r0, r1); break;
     case NT_CPU_AVX512VNNI: rows_q_avx512vnni(m, r0, r1); break;
     case NT_CPU_AVXVNNI: rows_q_avxvnni(m, r0, r1); break;
     case NT_CPU_AVX2: rows_q_avx2(m, r0, r1); break;
@@ -807,7 +903,8 @@ void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1) {
 void nt_cpu_matmul_q(const struct nt_mm *m, int isa, int n_threads) {
     NT_ASSERT(is_packed(m->W->dtype) && m->qx);
     int rows = (int)m->W->rows;
-    int units = (rows + Q_ROW_GRAIN - 1) / Q_ROW_GRAIN;
+    int grain = isa == NT_CPU_AMX ? AMX_G : Q_ROW_GRAIN; /* AMX: whole tiles of 16 rows */
+    int units = (rows + grain - 1) / grain;
     uint64_t work = (uint64_t)m->W->rows * (uint64_t)m->W->cols * (uint64_t)m->n;
     int threads = work < 65536 ? 1 : n_threads;
     if (threads > units) threads = units;
@@ -823,7 +920,7 @@ void nt_cpu_matmul_q(const struct nt_mm *m, int isa, int n_threads) {
         quantize_range(m, isa, (int)((int64_t)m->n * id / nt), (int)((int64_t)m->n * (id + 1) / nt));
 #pragma omp barrier
         int u0 = (int)((int64_t)units * id / nt), u1 = (int)((int64_t)units * (id + 1) / nt);
-        int r0 = u0 * Q_ROW_GRAIN, r1 = u1 * Q_ROW_GRAIN < rows ? u1 * Q_ROW_GRAIN : rows;
+        int r0 = u0 * grain, r1 = u1 * grain < rows ? u1 * grain : rows;
         if (r0 < r1) nt_cpu_matmul_q_rows(m, isa, r0, r1);
     }
 }

@@ -235,9 +235,13 @@ static KT void KN(rows_tiled_q4)(const struct nt_mm *m, int r0, int r1) {
                 T.g0 = g0;
                 T.nbc = nb - g0 < TB ? nb - g0 : TB;
                 tile_unpack(&T, W, r);
+                struct tile_fetch next = tile_fetch_next(W, r, r1, g0);
                 for (int tp = 0; tp < np; tp += Q4_MP) {
                     int P = np - tp < Q4_MP ? np - tp : Q4_MP;
-                    for (int i = 0; i < T.nr;) i += KTILE(&T, qx + (size_t)tp * pb, pb, nb, i, tp, P);
+                    for (int i = 0; i < T.nr;) {
+                        tile_fetch_some(&next, 8);
+                        i += KTILE(&T, qx + (size_t)tp * pb, pb, nb, i, tp, P);
+                    }
                 }
             }
             for (int i = 0; i < T.nr; i++)

@@ -9,7 +9,7 @@
  *   (b) the exact product of the dequantized weights with the unquantized activations, within a
  *       bound derived from the int8 rounding of the activations;
  * and the kernels are checked against each other bit for bit: scalar == every SIMD variant this
- * processor runs (AVX2, AVX-VNNI, AVX-512 VNNI; outputs, and for AVX2 the qx bytes, whose layout
+ * processor runs (AVX2, AVX-VNNI, AVX-512 VNNI, AMX; outputs, and for AVX2 the qx bytes, whose layout
  * is the scalar one; a variant the processor lacks is reported as skipped), every pass size gives every position the same bits, nt_cpu_matmul on 1 and 2 threads
  * and nt_cpu_matmul_rows agree, bias and relu^2 are the f32 operations on the plain output, and
  * nothing outside the first rows (cols) of a y (x) row is written.
@@ -542,10 +542,49 @@ static void test_layout(void) {
     free(P0);
 }
 
+/* AMX (where the processor and OS run it): passes of 16 or more positions are quantized into the
+ * AMX layout (matmul_q.c): per group of 16 positions and block, lane l's 4 q bytes of each slot
+ * at 64 l + 4 slot and the slots' d at 512 + 4 slot, the q bytes those of the VNNI record; empty
+ * slots of the last group hold q = 0 and d = 0. Checked against the VNNI records of the same
+ * positions, quantized one at a time. */
+static void test_amx_layout(void) {
+    if (!nt_cpu_isa_available(NT_CPU_AMX)) return;
+    for (int f = 0; f < 2; f++) {
+        int64_t cols = f ? 96 : 100, nb = (cols + 31) / 32; /* q8_2f: a short last block */
+        int n = 19;
+        uint8_t *P = f ? make_q4(1, cols) : make_q8(1, cols);
+        struct nt_matrix W = {.dtype = f ? NT_DTYPE_Q4TP : NT_DTYPE_Q8_2F, .rows = 1, .cols = cols, .data = P};
+        float *x = make_x(n, cols, (int)cols);
+        uint8_t *qa = malloc(nt_cpu_qx_bytes(n, cols)), *qv = malloc(nt_cpu_qx_bytes(1, cols));
+        memset(qa, 0x77, nt_cpu_qx_bytes(n, cols));
+        struct nt_mm m = {.W = &W, .x = x, .x_stride = (int)cols, .n = n, .qx = qa};
+        nt_cpu_quantize_x(&m, NT_CPU_AMX);
+        int bad = 0;
+        for (int t = 0; t < 32; t++)
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *unit = qa + ((size_t)(t / 16) * (size_t)nb + (size_t)b) * 576;
+                uint8_t want[36] = {0}; /* an empty slot: q = 0, d = 0 */
+                if (t < n) {
+                    struct nt_mm one = {.W = &W, .x = x + (size_t)t * cols, .x_stride = (int)cols, .n = 1, .qx = qv};
+                    nt_cpu_quantize_x(&one, NT_CPU_AVX512VNNI);
+                    memcpy(want, qv + 64 * b, 32);
+                    memcpy(want + 32, qv + 64 * nb + 4 * b, 4);
+                }
+                for (int l = 0; l < 8; l++) bad += memcmp(unit + 64 * l + 4 * (t % 16), want + 4 * l, 4) != 0;
+                bad += memcmp(unit + 512 + 4 * (t % 16), want + 32, 4) != 0;
+            }
+        CHECK(bad == 0, "%s AMX layout: %d lanes or d differ from the VNNI records", f ? "q4tp" : "q8_2f", bad);
+        free(qa);
+        free(qv);
+        free(x);
+        free(P);
+    }
+}
+
 /* Every shape against variant isa. */
 static void test_variant(int isa) {
     static const int64_t q8_shapes[][2] = {{1, 32}, {3, 64}, {7, 36}, {13, 100}, {2, 4}, {25, 2688}, {37, 1856},
-                                           {16, 3712}, {1, 2688}, {64, 4096}};
+                                           {16, 3712}, {1, 2688}, {64, 4096}, {33, 1828}};
     static const int64_t q4_shapes[][2] = {{1, 32}, {3, 64}, {7, 96}, {13, 2688}, {25, 1856}, {37, 3712},
                                            {11, 288}, {1, 1856}, {64, 2688}};
     for (size_t i = 0; i < sizeof q8_shapes / sizeof q8_shapes[0]; i++)
@@ -556,6 +595,7 @@ static void test_variant(int isa) {
 
 int main(void) {
     test_layout();
+    test_amx_layout();
     int tested = 0;
     for (int isa = NT_CPU_AVX2; isa < NT_CPU_ISA_COUNT; isa++) {
         if (!nt_cpu_isa_available(isa)) {

@@ -243,7 +243,7 @@ static AMXT void amx_rows16(const struct nt_mm *m, struct amx_work *wk, int r, i
                 _Alignas(64) float out[16];
                 _mm512_store_ps(out, t);
                 for (int p = 0; p < gp; p++)
-                    m->y[(size_t)(ts + AMX_G * G + p) * m->y_stride + r + i] = apply_q(out[p], m->bias, r + i, m->act);
+                    m->y[(size_t)(ts + AMX_G * G + p) * m->y_stride + r + i] = nt_cpu_apply_act(out[p], m->bias, r + i, m->act);
             }
         }
     }

@@ -124,9 +124,11 @@ struct nt_backend_ops {
     /* y[t] = w * h[t] / sqrt(mean(h[t]^2) + eps). */
     void (*rmsnorm)(struct nt_backend *be, const struct nt_pass *p, const float *h,
                     const float *w, int H, float eps, float *y);
-    /* h[t] += o[t]; then y[t] = rmsnorm(h[t]) (the residual add fused with the next norm). */
+    /* h[t] += o[t] (o2 not NULL: h[t] += (o[t] + o2[t]), the sum rounded before it is added);
+     * then y[t] = rmsnorm(h[t]): the residual add - and a MoE layer's shared expert's add - fused
+     * with the next norm. */
     void (*add_rmsnorm)(struct nt_backend *be, const struct nt_pass *p, float *h, const float *o,
-                        const float *w, int H, float eps, float *y);
+                        const float *o2, const float *w, int H, float eps, float *y);
     /* Bytes of nt_pass.scratch for passes of up to n positions over matrices of at most
      * max_cols columns. */
     size_t (*pass_scratch_bytes)(struct nt_backend *be, int64_t max_cols, int n);
@@ -183,8 +185,6 @@ struct nt_backend_ops {
     /* Scratch floats moe_experts needs for a pass of n positions (each backend organises its
      * own: per-thread buffers on the CPU, per-expert lists on a GPU). */
     size_t (*moe_scratch_floats)(struct nt_backend *be, const struct nt_moe_dims *d, int n);
-    /* y[i] += x[i] for i < count. */
-    void (*add)(struct nt_backend *be, float *y, const float *x, size_t count);
     /* out[t] = the lowest index of the largest logits[t][.] (rows of `vocab`), for t < n; a NaN
      * never wins (a row of NaN only gives 0). */
     void (*argmax)(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out);

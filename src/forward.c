@@ -290,9 +290,8 @@ static void moe_mixer(const struct nt_forward *f, const struct nt_moe_weights *w
     } else {
         be->ops->moe_experts(be, p, d, w, a->x, a->idx, a->wts, a->moe_scratch, a->o);
     }
-    /* the shared expert sees the full input */
+    /* the shared expert sees the full input; its output joins o in the next add_rmsnorm */
     mlp(f, &w->shared, p, a->x, a->inner, a->shared);
-    be->ops->add(be, a->o, a->shared, (size_t)n * f->H);
 }
 
 void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_acts *a,
@@ -318,7 +317,8 @@ void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_a
         case NT_LAYER_MOE: moe_mixer(f, &l->moe, a, p); break;
         }
         const float *next = i + 1 < c->n_layer ? w->layers[i + 1].norm_w : w->norm_f;
-        be->ops->add_rmsnorm(be, p, a->h, a->o, next, f->H, f->eps, a->x);
+        const float *shared = l->kind == NT_LAYER_MOE ? a->shared : NULL; /* o + shared, then h += */
+        be->ops->add_rmsnorm(be, p, a->h, a->o, shared, next, f->H, f->eps, a->x);
     }
     enum nt_logits want = (enum nt_logits)p->want;
     if (want != NT_LOGITS_NONE) {

@@ -108,12 +108,15 @@ static void rmsnorm(struct nt_backend *be, const struct nt_pass *p, const float 
 }
 
 static void add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h, const float *o,
-                        const float *w, int H, float eps, float *y) {
+                        const float *o2, const float *w, int H, float eps, float *y) {
 #pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * H))
     for (int t = 0; t < p->n; t++) {
         float *ht = h + (size_t)t * H;
-        const float *ot = o + (size_t)t * H;
-        for (int i = 0; i < H; i++) ht[i] = ht[i] + ot[i];
+        const float *ot = o + (size_t)t * H, *o2t = o2 ? o2 + (size_t)t * H : NULL;
+        if (o2t)
+            for (int i = 0; i < H; i++) ht[i] = ht[i] + (ot[i] + o2t[i]);
+        else
+            for (int i = 0; i < H; i++) ht[i] = ht[i] + ot[i];
         norm_row(ht, w, H, eps, y + (size_t)t * H);
     }
 }
@@ -429,10 +432,6 @@ static void moe_experts(struct nt_backend *be, const struct nt_pass *p, const st
     }
 }
 
-static void add(struct nt_backend *be, float *y, const float *x, size_t count) {
-    for (size_t i = 0; i < count; i++) y[i] += x[i];
-}
-
 static void argmax(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out) {
     for (int t = 0; t < n; t++) {
         const float *l = logits + (size_t)t * vocab;
@@ -468,7 +467,6 @@ static const struct nt_backend_ops cpu_ops = {
     .moe_route = moe_route,
     .moe_experts = moe_experts,
     .moe_scratch_floats = moe_scratch_floats,
-    .add = add,
     .argmax = argmax,
 };
 

@@ -331,7 +331,6 @@ static const struct nt_backend_ops cuda_ops = {
     be_moe_route,
     be_moe_experts,
     be_moe_scratch_floats,
-    be_add,
     be_argmax,
     be_read_bandwidth,
 };

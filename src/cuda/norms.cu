@@ -1,5 +1,5 @@
 /* norms.cu - the CUDA backend's row operations: the embedding lookup, RMS norm (with the
- * residual add fused in front), the element-wise add, and the argmax of logits rows.
+ * residual add - and a MoE layer's shared expert - fused in front), and the argmax of logits rows.
  *
  * Reductions the CPU runs as one serial sum (the norm's sum of squares) are fixed-shape block
  * trees here (block_sum): deterministic whatever the pass, different from the CPU in the last
@@ -30,7 +30,8 @@ void be_embed(struct nt_backend *be, const struct nt_pass *p, const struct nt_ma
  * 2688-wide row twice (ncu: 10.9 us a call); 1024 threads walk ~3. The block size is the same for
  * every pass, so a position's sum has one tree whatever n is. */
 #define NORM_THREADS 1024
-__global__ void __launch_bounds__(NORM_THREADS) k_rmsnorm(float *h, const float *o, const float *w, int H, float eps, float *y) {
+__global__ void __launch_bounds__(NORM_THREADS)
+    k_rmsnorm(float *h, const float *o, const float *o2, const float *w, int H, float eps, float *y) {
     grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
     grid_launch_dependents();
     __shared__ float sh[33];
@@ -40,7 +41,9 @@ __global__ void __launch_bounds__(NORM_THREADS) k_rmsnorm(float *h, const float 
     for (int i = threadIdx.x; i < H; i += blockDim.x) {
         float v = ht[i];
         if (o) {
-            v = __fadd_rn(v, o[(size_t)t * H + i]);
+            float a = o[(size_t)t * H + i];
+            if (o2) a = __fadd_rn(a, o2[(size_t)t * H + i]); /* the shared expert's add */
+            v = __fadd_rn(v, a);
             ht[i] = v;
         }
         ss = __fadd_rn(ss, __fmul_rn(v, v));
@@ -54,32 +57,15 @@ void be_rmsnorm(struct nt_backend *be, const struct nt_pass *p, const float *h, 
                 float *y) {
     OP_START(be, OP_RMSNORM, U(h), U(w), (uint64_t)H, FLT(eps), U(y));
     PROFILE(be, "rmsnorm n=%d", p->n);
-    NT_LAUNCH_EARLY(k_rmsnorm, p->n, NORM_THREADS, 0, (float *)h, NULL, w, H, eps, y); /* h only read when o is NULL */
+    NT_LAUNCH_EARLY(k_rmsnorm, p->n, NORM_THREADS, 0, (float *)h, NULL, NULL, w, H, eps, y); /* h only read when o is NULL */
     LAUNCHED(be);
 }
 
-void be_add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h, const float *o, const float *w, int H,
-                    float eps, float *y) {
-    OP_START(be, OP_ADD_RMSNORM, U(h), U(o), U(w), (uint64_t)H, FLT(eps), U(y));
+void be_add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h, const float *o, const float *o2,
+                    const float *w, int H, float eps, float *y) {
+    OP_START(be, OP_ADD_RMSNORM, U(h), U(o), U(o2), U(w), (uint64_t)H, FLT(eps), U(y));
     PROFILE(be, "add_rmsnorm n=%d", p->n);
-    NT_LAUNCH_EARLY(k_rmsnorm, p->n, NORM_THREADS, 0, h, o, w, H, eps, y);
-    LAUNCHED(be);
-}
-
-__global__ void k_add(float *y, const float *x, size_t count) {
-    grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
-    grid_launch_dependents();
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = __fadd_rn(y[i], x[i]);
-}
-
-void be_add(struct nt_backend *be, float *y, const float *x, size_t count) {
-    OP_START(be, OP_ADD, U(y), U(x), (uint64_t)count);
-    PROFILE(be, "add");
-    if (!count) return;
-    size_t blocks = (count + ELEM_THREADS - 1) / ELEM_THREADS;
-    if (blocks > 65536) blocks = 65536;
-    NT_LAUNCH_EARLY(k_add, (unsigned)blocks, ELEM_THREADS, 0, y, x, count);
+    NT_LAUNCH_EARLY(k_rmsnorm, p->n, NORM_THREADS, 0, h, o, o2, w, H, eps, y);
     LAUNCHED(be);
 }
 

@@ -5,7 +5,7 @@
  * The backend's files, one concern each:
  *     backend_cuda.cu  the backend: memory, the model check, the bandwidth probe, the ops table
  *     pass.cu          pass programs (CUDA graphs): begin/end pass, fingerprints, the profile
- *     norms.cu         embed, rmsnorm (+ the residual add), add, argmax
+ *     norms.cu         embed, rmsnorm (+ the residual add), argmax
  *     products.cu      matmul: the packed and float product kernels, plain and grouped
  *     decode.cu        the products of a pass of one position: streaming kernel, experts fused
  *     mamba.cu         Mamba-2 conv, scan, gated norm
@@ -93,7 +93,7 @@ static inline uint8_t *qx_of(const struct nt_pass *p) {
 /* The operations, for fingerprints and for the fault message's "in <operation>". */
 enum cuda_op {
     OP_NONE, OP_EMBED, OP_RMSNORM, OP_ADD_RMSNORM, OP_MATMUL, OP_CONV, OP_SCAN, OP_GNORM, OP_ATTENTION,
-    OP_ROUTE, OP_EXPERTS, OP_ADD, OP_ARGMAX, OP_BEGIN_PASS, OP_END_PASS, OP_TO_HOST, OP_MEMORY
+    OP_ROUTE, OP_EXPERTS, OP_ARGMAX, OP_BEGIN_PASS, OP_END_PASS, OP_TO_HOST, OP_MEMORY
 };
 
 /* Starts operation `op` with the arguments v[0..nv): names it for fault messages, adds it to the
@@ -148,9 +148,8 @@ size_t be_pass_scratch_bytes(struct nt_backend *be, int64_t max_cols, int n);
 void be_embed(struct nt_backend *be, const struct nt_pass *p, const struct nt_matrix *emb, float *h);
 void be_rmsnorm(struct nt_backend *be, const struct nt_pass *p, const float *h, const float *w, int H, float eps,
                 float *y);
-void be_add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h, const float *o, const float *w, int H,
-                    float eps, float *y);
-void be_add(struct nt_backend *be, float *y, const float *x, size_t count);
+void be_add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h, const float *o, const float *o2,
+                    const float *w, int H, float eps, float *y);
 void be_argmax(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out);
 void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, const struct nt_matrix *W, const float *bias,
                enum nt_act act, const float *x, int x_stride, float *y, int y_stride);

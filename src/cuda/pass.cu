@@ -28,7 +28,7 @@ static thread_local struct pass_run cur;
 
 static const char *const op_names[] = {
     "(no operation)", "embed", "rmsnorm", "add_rmsnorm", "matmul", "mamba_conv", "mamba_scan", "mamba_gated_norm",
-    "attention", "moe_route", "moe_experts", "add", "argmax", "begin_pass", "end_pass", "to_host", "memory"};
+    "attention", "moe_route", "moe_experts", "argmax", "begin_pass", "end_pass", "to_host", "memory"};
 
 const char *op_now(void) { return op_names[cur.op]; }
 

@@ -43,6 +43,7 @@
 #include "../quant/ggml_blocks.h"
 #include "../text/tokenizer.h"
 #include "gguf.h"
+#include "weights.h"
 
 int nt_path_is_gguf(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -578,6 +579,84 @@ static nemotron_status build_table(struct gm *m, struct nt_tensor_table *table) 
     return st;
 }
 
+/* The GGUF name of a checkpoint name this loader gives (the tables above, read backwards), for
+ * messages: "blk.3.ffn_up_exps.weight (expert 5)". */
+static void gguf_name_of(const char *hf, char *out, size_t len) {
+    for (size_t i = 0; i < sizeof top_tensors / sizeof *top_tensors; i++)
+        if (!strcmp(hf, top_tensors[i].hf)) {
+            snprintf(out, len, "%s", top_tensors[i].gguf);
+            return;
+        }
+    int layer, used = 0, expert, eused = 0;
+    snprintf(out, len, "%s", hf);
+    if (sscanf(hf, "backbone.layers.%d.%n", &layer, &used) != 1 || !used) return;
+    const char *rest = hf + used;
+    if (sscanf(rest, "mixer.experts.%d.%n", &expert, &eused) == 1 && eused) {
+        snprintf(out, len, "blk.%d.ffn_%s_exps.weight (expert %d)", layer,
+                 strncmp(rest + eused, "up_", 3) ? "down" : "up", expert);
+        return;
+    }
+    if (!strcmp(rest, "mixer.A_log")) rest = "mixer.A";
+    for (size_t i = 0; i < sizeof block_tensors / sizeof *block_tensors; i++)
+        if (!strcmp(rest, block_tensors[i].hf)) {
+            snprintf(out, len, "blk.%d.%s", layer, block_tensors[i].gguf);
+            return;
+        }
+}
+
+/* Every tensor the config implies, present and of the checkpoint's shape, checked here so that
+ * the message names the GGUF tensor (the binder would name the checkpoint's). */
+struct expect {
+    struct gm *m;
+    const struct nt_tensor_table *table;
+    const char *pattern;
+    nemotron_status st;
+};
+
+static void format_dims(char *buf, size_t len, int ndim, const int64_t *dims) {
+    size_t o = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < ndim && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    if (o < len) snprintf(buf + o, len - o, "]");
+}
+
+static void expect_tensor(void *ctx, const char *name, int ndim, const int64_t *dims) {
+    struct expect *x = ctx;
+    if (x->st) return;
+    char look[256], gname[300], want[128], got[128];
+    snprintf(look, sizeof look, "%s", name);
+    size_t n = strlen(look);
+    if (n > 6 && !strcmp(look + n - 6, ".A_log")) look[n - 4] = 0; /* the engine's A (weights.c) */
+    gguf_name_of(look, gname, sizeof gname);
+    const struct nt_tensor *t = nt_table_find(x->table, look);
+    if (!t && !strcmp(look, "lm_head.weight")) return; /* tied: the binder decides */
+    format_dims(want, sizeof want, ndim, dims);
+    if (!t) {
+        x->st = nt_fail(x->m->err, NEMOTRON_ERR_TENSOR,
+                        "%s: tensor '%s' is missing (the blocks are \"%s\": M Mamba, * attention, "
+                        "E MoE, - MLP; the checkpoint's %s %s)", x->m->path, gname, x->pattern,
+                        look, want);
+        return;
+    }
+    int same = t->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) same = t->shape[i] == dims[i];
+    if (same) return;
+    format_dims(got, sizeof got, t->ndim, t->shape);
+    x->st = nt_fail(x->m->err, NEMOTRON_ERR_TENSOR,
+                    "%s: tensor '%s' has the shape %s (GGUF's ne reversed), expected %s for the "
+                    "checkpoint's %s", x->m->path, gname, got, want, look);
+}
+
+static nemotron_status check_shapes(struct gm *m, const struct nt_model_source *s, const char *pattern) {
+    struct nt_config cfg;
+    char name[4200];
+    snprintf(name, sizeof name, "%s: GGUF metadata (as config.json)", m->path);
+    TRY(nt_config_parse((const char *)s->file_bytes[0], s->file_lens[0], name, &cfg, m->err));
+    struct expect x = {.m = m, .table = &s->table, .pattern = pattern};
+    TRY(nt_weights_list(&cfg, expect_tensor, &x, m->err));
+    return x.st;
+}
+
 /* The text of a built JSON object into s's carried file `index`. */
 static nemotron_status carry(struct nt_model_source *s, int index, json_object *o, struct nt_err *err) {
     size_t n;
@@ -592,9 +671,16 @@ static nemotron_status carry(struct nt_model_source *s, int index, json_object *
 }
 
 nemotron_status nt_gguf_source_open(struct nt_model_source *s, const char *path, struct nt_err *err) {
-    nemotron_status st = nt_gguf_open(path, &s->gguf, err);
-    if (st) return st;
-    struct gm m = {.g = s->gguf, .path = path, .arch = s->gguf->arch, .err = err};
+    struct nt_gguf *g;
+    nemotron_status st = nt_gguf_open(path, &g, err);
+    return st ? st : nt_gguf_source_from(s, g, err);
+}
+
+nemotron_status nt_gguf_source_from(struct nt_model_source *s, struct nt_gguf *g, struct nt_err *err) {
+    s->gguf = g;
+    const char *path = g->path;
+    nemotron_status st;
+    struct gm m = {.g = g, .path = path, .arch = g->arch, .err = err};
     if (!m.arch || (strcmp(m.arch, "nemotron_h") && strcmp(m.arch, "nemotron_h_moe")))
         return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED,
                        "%s: GGUF architecture '%s': this engine runs nemotron_h and nemotron_h_moe",
@@ -621,5 +707,6 @@ nemotron_status nt_gguf_source_open(struct nt_model_source *s, const char *path,
         }
     }
     if (!st) st = build_table(&m, &s->table);
+    if (!st) st = check_shapes(&m, s, pattern);
     return st;
 }

@@ -15,5 +15,9 @@ int nt_path_is_gguf(const char *path);
  * tokenizer.json and tokenizer_config.json made from the metadata; the table holds views of the
  * tensors. Errors name the file and the GGUF key or tensor. */
 nemotron_status nt_gguf_source_open(struct nt_model_source *s, const char *path, struct nt_err *err);
+/* The same from a GGUF already open (fuzzing: one read from bytes), which s then owns: it is
+ * closed with s (nt_model_source_close), also when this fails. */
+struct nt_gguf;
+nemotron_status nt_gguf_source_from(struct nt_model_source *s, struct nt_gguf *g, struct nt_err *err);
 
 #endif /* NT_GGUF_MODEL_H */

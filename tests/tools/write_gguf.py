@@ -2,7 +2,7 @@
 """write_gguf.py - a Nemotron-H model directory written as a llama.cpp GGUF (standard library only).
 
     python3 tests/tools/write_gguf.py MODEL_DIR OUT.gguf [--type f32|bf16] [--arch nemotron_h_moe]
-        [--omit TENSOR] [--shape TENSOR=NE0,NE1,...] [--drop-key KEY] [--kv-zero]
+        [--omit TENSOR] [--shape TENSOR=NE0,NE1,...] [--drop-key KEY] [--kv-zero] [--no-tensors]
 
 Writes what llama.cpp's converter (convert_hf_to_gguf.py, Mamba2 / NemotronH models) would: its
 tensor names (blk.N.ssm_in, attn_q, ffn_up_exps, ...) and metadata keys ({arch}.block_count,
@@ -17,7 +17,8 @@ to an A_log, so the stored A equals the engine's and logits can be compared bit 
 The fault options make broken files for error tests: --omit leaves a tensor out, --shape gives
 a tensor other dimensions in its info (its bytes still sized as written), --drop-key leaves a
 metadata key out, --kv-zero writes head_count_kv as zeros on every block (as some published
-files do).
+files do), --no-tensors writes the metadata alone. A directory without tokenizer.json gets no
+tokenizer keys.
 """
 import argparse
 import ctypes
@@ -109,6 +110,31 @@ class Writer:
             f.write(out)
 
 
+def tokenizer_keys(tok, cfg):
+    """tokenizer.ggml.*: every id's text (vocab, then added tokens); special added tokens are
+    control tokens (type 3), other added ones user-defined (4), the rest normal (1)."""
+    vocab = dict(tok['model']['vocab'])
+    for t in tok['added_tokens']:
+        vocab[t['content']] = t['id']
+    tokens = [None] * (max(vocab.values()) + 1)
+    for text, i in vocab.items():
+        tokens[i] = text
+    special = {t['id']: t['special'] for t in tok['added_tokens']}
+    types = [(3 if special[i] else 4) if i in special else 1 for i in range(len(tokens))]
+    merges = [m if isinstance(m, str) else ' '.join(m) for m in tok['model']['merges']]
+    return [
+        ('tokenizer.ggml.model', 8, 'gpt2'),
+        ('tokenizer.ggml.pre', 8, 'tekken'),
+        ('tokenizer.ggml.tokens', (9, 8), tokens),
+        ('tokenizer.ggml.token_type', (9, 5), types),
+        ('tokenizer.ggml.merges', (9, 8), merges),
+        ('tokenizer.ggml.bos_token_id', 4, cfg['bos_token_id']),
+        ('tokenizer.ggml.eos_token_id', 4, cfg['eos_token_id']),
+        ('tokenizer.ggml.padding_token_id', 4, cfg['pad_token_id']),
+        ('tokenizer.ggml.add_bos_token', 7, False),
+    ]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('model_dir')
@@ -119,16 +145,20 @@ def main():
     ap.add_argument('--shape', action='append', default=[])
     ap.add_argument('--drop-key', action='append', default=[])
     ap.add_argument('--kv-zero', action='store_true')
+    ap.add_argument('--no-tensors', action='store_true')
     a = ap.parse_args()
 
     cfg = json.load(open(os.path.join(a.model_dir, 'config.json')))
-    tok = json.load(open(os.path.join(a.model_dir, 'tokenizer.json')))
+    tok_path = os.path.join(a.model_dir, 'tokenizer.json')
+    tok = json.load(open(tok_path)) if os.path.exists(tok_path) else None
     st = read_safetensors(os.path.join(a.model_dir, 'model.safetensors'))
     libm = ctypes.CDLL(ctypes.util.find_library('m'))
     libm.expf.restype = ctypes.c_float
     libm.expf.argtypes = [ctypes.c_float]
 
-    kinds = cfg['layers_block_type']
+    kinds = cfg.get('layers_block_type') or [
+        {'M': 'linear_attention', '*': 'full_attention', 'E': 'moe', '-': 'mlp'}[c]
+        for c in cfg['hybrid_override_pattern']]
     n = len(kinds)
     arch = a.arch
     nh, P = cfg['mamba_num_heads'], cfg['mamba_head_dim']
@@ -139,7 +169,7 @@ def main():
     keys = [
         ('general.architecture', 8, arch),
         ('general.name', 8, os.path.basename(os.path.normpath(a.model_dir))),
-        (f'{arch}.context_length', 4, cfg['max_position_embeddings']),
+        (f'{arch}.context_length', 4, cfg.get('max_position_embeddings', 4096)),
         (f'{arch}.embedding_length', 4, cfg['hidden_size']),
         (f'{arch}.block_count', 4, n),
         (f'{arch}.feed_forward_length', (9, 5), ffn),
@@ -157,35 +187,19 @@ def main():
         (f'{arch}.expert_used_count', 4, cfg['num_experts_per_tok']),
         (f'{arch}.expert_feed_forward_length', 4, cfg['moe_intermediate_size']),
         (f'{arch}.expert_shared_feed_forward_length', 4, cfg['moe_shared_expert_intermediate_size']),
-        (f'{arch}.expert_shared_count', 4, cfg['n_shared_experts']),
-        (f'{arch}.expert_weights_norm', 7, cfg['norm_topk_prob']),
-        (f'{arch}.expert_weights_scale', 6, cfg['routed_scaling_factor']),
-        (f'{arch}.expert_group_count', 4, cfg['n_group']),
+        (f'{arch}.expert_shared_count', 4, cfg.get('n_shared_experts', 1)),
+        (f'{arch}.expert_weights_norm', 7, cfg.get('norm_topk_prob', True)),
+        (f'{arch}.expert_weights_scale', 6, cfg.get('routed_scaling_factor', 1.0)),
+        (f'{arch}.expert_group_count', 4, cfg.get('n_group', 1)),
     ]
-    # the tokenizer: every id's text (vocab, then added tokens), control type for special ones
-    vocab = dict(tok['model']['vocab'])
-    for t in tok['added_tokens']:
-        vocab[t['content']] = t['id']
-    tokens = [None] * (max(vocab.values()) + 1)
-    for text, i in vocab.items():
-        tokens[i] = text
-    special = {t['id']: t['special'] for t in tok['added_tokens']}
-    types = [(3 if special[i] else 4) if i in special else 1 for i in range(len(tokens))]
-    merges = [m if isinstance(m, str) else ' '.join(m) for m in tok['model']['merges']]
-    keys += [
-        ('tokenizer.ggml.model', 8, 'gpt2'),
-        ('tokenizer.ggml.pre', 8, 'tekken'),
-        ('tokenizer.ggml.tokens', (9, 8), tokens),
-        ('tokenizer.ggml.token_type', (9, 5), types),
-        ('tokenizer.ggml.merges', (9, 8), merges),
-        ('tokenizer.ggml.bos_token_id', 4, cfg['bos_token_id']),
-        ('tokenizer.ggml.eos_token_id', 4, cfg['eos_token_id']),
-        ('tokenizer.ggml.padding_token_id', 4, cfg['pad_token_id']),
-        ('tokenizer.ggml.add_bos_token', 7, False),
-    ]
+    if tok:
+        keys += tokenizer_keys(tok, cfg)
     for k in keys:
         if k[0] not in a.drop_key:
             w.add(*k)
+    if a.no_tensors:  # the metadata alone (a fuzzing seed)
+        w.write(a.out)
+        return
 
     mat_type = F32 if a.type == 'f32' else BF16
 

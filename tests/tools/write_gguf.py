@@ -3,6 +3,7 @@
 
     python3 tests/tools/write_gguf.py MODEL_DIR OUT.gguf [--type f32|bf16] [--arch nemotron_h_moe]
         [--omit TENSOR] [--shape TENSOR=NE0,NE1,...] [--drop-key KEY] [--kv-zero] [--no-tensors]
+        [--split N]
 
 Writes what llama.cpp's converter (convert_hf_to_gguf.py, Mamba2 / NemotronH models) would: its
 tensor names (blk.N.ssm_in, attn_q, ffn_up_exps, ...) and metadata keys ({arch}.block_count,
@@ -17,7 +18,9 @@ to an A_log, so the stored A equals the engine's and logits can be compared bit 
 The fault options make broken files for error tests: --omit leaves a tensor out, --shape gives
 a tensor other dimensions in its info (its bytes still sized as written), --drop-key leaves a
 metadata key out, --kv-zero writes head_count_kv as zeros on every block (as some published
-files do), --no-tensors writes the metadata alone. A directory without tokenizer.json gets no
+files do), --no-tensors writes the metadata alone. --split N writes N parts as llama.cpp's
+gguf-split does (OUT names the first, NAME-00001-of-0000N.gguf): the metadata in the first, the
+tensors in turn over the parts, split.no / split.count / split.tensors.count in each. A directory without tokenizer.json gets no
 tokenizer keys.
 """
 import argparse
@@ -146,6 +149,7 @@ def main():
     ap.add_argument('--drop-key', action='append', default=[])
     ap.add_argument('--kv-zero', action='store_true')
     ap.add_argument('--no-tensors', action='store_true')
+    ap.add_argument('--split', type=int, default=1)
     a = ap.parse_args()
 
     cfg = json.load(open(os.path.join(a.model_dir, 'config.json')))
@@ -268,6 +272,17 @@ def main():
         for t in w.tensors:
             if t[0] == name:
                 t[1] = [int(x) for x in dims.split(',')]
+    if a.split > 1:
+        suffix = f'-00001-of-{a.split:05d}.gguf'
+        if not a.out.endswith(suffix):
+            sys.exit(f'--split {a.split}: OUT must end in {suffix}')
+        for k in range(a.split):
+            part = Writer()
+            part.kv = (w.kv if k == 0 else []) + [('split.no', 2, k), ('split.count', 2, a.split),
+                                                  ('split.tensors.count', 5, len(w.tensors))]
+            part.tensors = w.tensors[k::a.split]
+            part.write(a.out[:-len(suffix)] + f'-{k + 1:05d}-of-{a.split:05d}.gguf')
+        return
     w.write(a.out)
 
 

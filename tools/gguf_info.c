@@ -128,7 +128,7 @@ int cmd_gguf_info(const struct args *a) {
                    8.0 * (double)type_bytes[t] / (double)type_elems[t]);
     printf("  total   %5" PRId64 " tensors %14" PRIu64 " weights %14" PRIu64 " bytes %6.2f bits/weight\n",
            g->n_tensors, elems, total, elems ? 8.0 * (double)total / (double)elems : 0.0);
-    printf("\nnemotron reads GGUF files for inspection only: they cannot be run yet\n");
+    printf("\nnemotron runs nemotron_h / nemotron_h_moe GGUFs with -m FILE.gguf (tensor types F32, F16, BF16)\n");
     nt_gguf_close(g);
     return 0;
 }

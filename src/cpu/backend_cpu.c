@@ -171,7 +171,7 @@ static void mamba_scan(struct nt_backend *be, const struct nt_pass *p, const str
 #pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * nh * P * N))
     for (int h = 0; h < nh; h++) {
         int g = h / heads_per_group;
-        float A = -expf(w->A_log[h]);          /* A = -exp(A_log) */
+        float A = w->A[h];                     /* A = -exp(A_log), weights.h */
         float *restrict S = state + (size_t)h * N * P;  /* [N][P] */
         for (int t = 0; t < p->n; t++) {
             /* a verify pass keeps this head's state before each position (slot t) */

@@ -87,7 +87,7 @@ void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct 
 }
 
 /* THE SCAN. For head h, channel q and state index k, position by position:
- *     dt = clamp(softplus(dt_raw + dt_bias[h]), dt_lo, dt_hi), dA = exp(dt A), A = -exp(A_log[h])
+ *     dt = clamp(softplus(dt_raw + dt_bias[h]), dt_lo, dt_hi), dA = exp(dt A), A = A_neg[h] (= -exp(A_log), weights.h)
  *     S[k][q] = dA S[k][q] + (dt B[k]) x[q]            y[q] = sum over k of S[k][q] C[k] + D x[q]
  * The positions are a chain; within a position everything is parallel. A block owns one head and
  * SCAN_QB of its channels (grid: heads x channel blocks, so the SMs are busy while each chain is
@@ -123,7 +123,7 @@ template <int NPT> struct scan_chunk {
 template <int NPT>
 __global__ void __launch_bounds__(SCAN_QB * SCAN_SPLIT)
     k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, int zxdw, float dt_lo, float dt_hi,
-                 const float *__restrict__ dt_bias, const float *__restrict__ A_log, const float *__restrict__ Dv,
+                 const float *__restrict__ dt_bias, const float *__restrict__ A_neg, const float *__restrict__ Dv,
                  const float *__restrict__ zxd, const float *__restrict__ xbc, float *__restrict__ state,
                  float *__restrict__ snap, float *__restrict__ y) {
     grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(SCAN_QB * SCAN_SPLIT)
     int q0 = blockIdx.y * SCAN_QB, q = q0 + ql, g = h / (nh / G);
     int nq = min(SCAN_QB, P - q0); /* the block's channels; threads past them run, store nothing */
     bool live = ql < nq;
-    float A = -expf(A_log[h]), Dh = Dv[h], bias = dt_bias[h];
+    float A = A_neg[h], Dh = Dv[h], bias = dt_bias[h];
     size_t state_floats = (size_t)nh * N * P, S_off = (size_t)h * N * P + (size_t)j * NPT * P + q;
     float st[NPT];
 #pragma unroll
@@ -215,14 +215,14 @@ void be_mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct 
                    const struct nt_mamba_weights *w, const float *zxd, const float *xbc, float *state,
                    float *state_snap, float *y) {
     float *snap = p->snap ? state_snap : NULL;
-    OP_START(be, OP_SCAN, DIMS(d), U(w->A_log), U(w->dt_bias), U(w->D), U(zxd), U(xbc), U(state), U(snap), U(y));
+    OP_START(be, OP_SCAN, DIMS(d), U(w->A), U(w->dt_bias), U(w->D), U(zxd), U(xbc), U(state), U(snap), U(y));
     PROFILE(be, "mamba_scan n=%d%s", p->n, snap ? " snap" : "");
     int npt = d->N / SCAN_SPLIT;
     dim3 grid((unsigned)d->nh, (unsigned)((d->P + SCAN_QB - 1) / SCAN_QB)), block(SCAN_QB * SCAN_SPLIT);
 #define SCAN_CASE(v)                                                                               \
     case v:                                                                                        \
-        NT_LAUNCH_EARLY(k_mamba_scan<v>, grid, block, 0, p->n, d->nh, d->P, d->N, d->G, d->I, d->CD, d->zxd, d->dt_lo,    \
-                  d->dt_hi, w->dt_bias, w->A_log, w->D, zxd, xbc, state, snap, y);                         \
+        NT_LAUNCH_EARLY(k_mamba_scan<v>, grid, block, 0, p->n, d->nh, d->P, d->N, d->G, d->I, d->CD, d->zxd,      \
+                        d->dt_lo, d->dt_hi, w->dt_bias, w->A, w->D, zxd, xbc, state, snap, y);                  \
         break;
     switch (npt) {
         SCAN_CASE(1) SCAN_CASE(2) SCAN_CASE(4) SCAN_CASE(8) SCAN_CASE(16) SCAN_CASE(32) SCAN_CASE(64)

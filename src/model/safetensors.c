@@ -699,6 +699,16 @@ nomem:
     return nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory adding %d tensors", path, n_fresh);
 }
 
+nemotron_status nt_table_add_views(struct nt_tensor_table *t, const char *path,
+                                   const struct nt_tensor *views, int n, struct nt_err *err) {
+    struct nt_tensor *fresh = nt_calloc(n ? (size_t)n : 1, sizeof *fresh);
+    if (!fresh) return nt_fail(err, NEMOTRON_ERR_NOMEM, "%s: out of memory adding %d tensors", path, n);
+    memcpy(fresh, views, (size_t)n * sizeof *fresh);
+    nemotron_status st = commit_file(t, path, NULL, 0, 0, fresh, n, err);
+    nt_free(fresh);
+    return st;
+}
+
 nemotron_status nt_table_add_bytes(struct nt_tensor_table *t, const char *path,
                                    const uint8_t *bytes, size_t size, int owned_map,
                                    struct nt_err *err) {

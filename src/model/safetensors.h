@@ -110,6 +110,12 @@ nemotron_status nt_table_add_file(struct nt_tensor_table *t, const char *path, s
  * the index does not list), else model.safetensors. */
 nemotron_status nt_table_open_dir(struct nt_tensor_table *t, const char *dir, struct nt_err *err);
 
+/* Adds tensors that are views into bytes the table does not own (a GGUF file's mapping, held by
+ * src/model/gguf_model.c) under one file entry named `path`. The names are copied; they must be
+ * unique and new to the table. */
+nemotron_status nt_table_add_views(struct nt_tensor_table *t, const char *path,
+                                   const struct nt_tensor *views, int n, struct nt_err *err);
+
 /* NULL when absent. */
 struct nt_tensor *nt_table_find(const struct nt_tensor_table *t, const char *name);
 

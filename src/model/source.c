@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "gguf.h"
+#include "gguf_model.h"
 #include "nemo.h"
 
 const char *const nt_model_file_names[NT_MODEL_FILES] = {
@@ -51,8 +53,8 @@ static nemotron_status open_nemo(struct nt_model_source *s, const char *path, ui
     s->is_nemo = 1;
     if (!looks_like_safetensors(path, file_size))
         return nt_fail(err, NEMOTRON_ERR_IO,
-                       "%s: not a directory, and not a .nemo file (expected a Hugging Face model "
-                       "directory or a .nemo written by 'nemotron convert')", path);
+                       "%s: not a directory, and not a .nemo or GGUF file (expected a Hugging Face "
+                       "model directory, a .nemo written by 'nemotron convert' or a GGUF)", path);
     nemotron_status st = nt_nemo_open(&s->table, path, n_threads, err);
     if (st) return st;
     for (int i = 0; i < NT_MODEL_FILES; i++)
@@ -70,6 +72,7 @@ nemotron_status nt_model_source_open(struct nt_model_source *s, const char *path
     if (stat(path, &sb) != 0) return nt_fail(err, NEMOTRON_ERR_IO, "%s: %s", path, strerror(errno));
     nemotron_status st;
     if (S_ISDIR(sb.st_mode)) st = open_dir(s, path, err);
+    else if (S_ISREG(sb.st_mode) && nt_path_is_gguf(path)) st = nt_gguf_source_open(s, path, err);
     else if (S_ISREG(sb.st_mode)) st = open_nemo(s, path, (uint64_t)sb.st_size, n_threads, err);
     else
         st = nt_fail(err, NEMOTRON_ERR_IO,
@@ -77,7 +80,8 @@ nemotron_status nt_model_source_open(struct nt_model_source *s, const char *path
                      "or a .nemo)", path);
     if (!st) {
         char name[4200];
-        snprintf(name, sizeof name, "%s%sconfig.json", path, s->is_nemo ? ": " : "/");
+        snprintf(name, sizeof name, "%s%s", path,
+                 s->gguf ? ": GGUF metadata (as config.json)" : s->is_nemo ? ": config.json" : "/config.json");
         st = nt_config_parse((const char *)s->file_bytes[0], s->file_lens[0], name, &s->cfg, err);
     }
     if (st) nt_model_source_close(s);
@@ -86,6 +90,7 @@ nemotron_status nt_model_source_open(struct nt_model_source *s, const char *path
 
 void nt_model_source_close(struct nt_model_source *s) {
     nt_table_close(&s->table);
+    nt_gguf_close(s->gguf);
     for (int i = 0; i < NT_MODEL_FILES; i++) nt_free(s->owned[i]);
     memset(s, 0, sizeof *s);
 }

@@ -1,4 +1,5 @@
-/* source.h - a model as it comes in: a Hugging Face directory or a .nemo file, opened alike.
+/* source.h - a model as it comes in: a Hugging Face directory, a .nemo file or a llama.cpp GGUF,
+ * opened alike.
  *
  * Both give the same three things: the parsed config, the tensor table (mmap-ed, validated; a
  * .nemo's checksums verified), and the small text files that travel with a model
@@ -15,8 +16,11 @@
 #define NT_MODEL_FILES 5
 extern const char *const nt_model_file_names[NT_MODEL_FILES];
 
+struct nt_gguf;
+
 struct nt_model_source {
     int is_nemo;
+    struct nt_gguf *gguf;         /* a GGUF source's file (its tensors are views into it), else NULL */
     struct nt_config cfg;
     struct nt_tensor_table table;
     /* file i of nt_model_file_names: bytes and length, NULL when the model has none; for a
@@ -27,7 +31,7 @@ struct nt_model_source {
 };
 
 /* Opens `path`: a directory (config.json required, the other files optional, then
- * model.safetensors or its shards) or a .nemo file. n_threads verify a .nemo's checksums. */
+ * model.safetensors or its shards), a .nemo file or a GGUF file (src/model/gguf_model.h). n_threads verify a .nemo's checksums. */
 nemotron_status nt_model_source_open(struct nt_model_source *s, const char *path, int n_threads,
                                      struct nt_err *err);
 void nt_model_source_close(struct nt_model_source *s);

@@ -10,6 +10,7 @@
 
 #include "../quant/quant.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -162,6 +163,31 @@ static nemotron_status bind_mlp(struct binder *b, struct nt_mlp_weights *m, int6
     return NEMOTRON_OK;
 }
 
+/* A = -exp(A_log) is what the scan multiplies by, so the engine holds A. A checkpoint stores
+ * A_log: exp is taken here once, with the same expf the scan once took per step, so the values
+ * are those it always had. A GGUF stores A itself (llama.cpp's converter writes -exp(A_log) as
+ * ssm_a); its loader names that tensor "mixer.A" (src/model/gguf_model.c) and it is used as
+ * stored: taking a log to get back to A_log would round. A listing (nt_weights_list) names
+ * A_log, the checkpoint's tensor. */
+static nemotron_status bind_A(struct binder *b, struct nt_mamba_weights *m, int64_t nh,
+                              const char *p) {
+    char name[256];
+    snprintf(name, sizeof name, "%smixer.A", p);
+    int stored_A = b->table && nt_table_find(b->table, name);
+    if (!stored_A) snprintf(name, sizeof name, "%smixer.A_log", p);
+    TRY(vec_n(b, &m->A, 1, &nh, name));
+    if (!b->filling) return NEMOTRON_OK;
+    float *A = (float *)m->A; /* the arena's: ours to rewrite */
+    for (int64_t h = 0; h < nh; h++) {
+        if (!stored_A) A[h] = -expf(A[h]);
+        if (!(A[h] <= 0.0f)) /* also NaN; -exp never gives a positive A */
+            return nt_fail(b->err, NEMOTRON_ERR_TENSOR,
+                           "tensor '%s' element %lld: A = %g, expected A <= 0 (A = -exp(A_log))",
+                           name, (long long)h, (double)A[h]);
+    }
+    return NEMOTRON_OK;
+}
+
 static nemotron_status bind_mamba(struct binder *b, struct nt_mamba_weights *m, const char *p) {
     const struct nt_config *c = b->cfg;
     int64_t H = c->hidden_size, nh = c->mamba_num_heads, I = nh * c->mamba_head_dim;
@@ -179,7 +205,7 @@ static nemotron_status bind_mamba(struct binder *b, struct nt_mamba_weights *m, 
     TRY(vec_n(b, &m->conv_w, 3, conv_dims, name));
     if (c->use_conv_bias) TRY(vec(b, &m->conv_b, CD, "%smixer.conv1d.bias", p));
     TRY(vec(b, &m->dt_bias, nh, "%smixer.dt_bias", p));
-    TRY(vec(b, &m->A_log, nh, "%smixer.A_log", p));
+    TRY(bind_A(b, m, nh, p));
     TRY(vec(b, &m->D, nh, "%smixer.D", p));
     TRY(vec(b, &m->norm_w, I, "%smixer.norm.weight", p));
     return NEMOTRON_OK;
@@ -483,7 +509,7 @@ static void visit_layer(const struct visit *v, struct nt_layer_weights *l, const
         struct nt_mamba_weights *m = &l->mamba;
         vm(v, &m->in_proj);
         vm(v, &m->out_proj);
-        const float **vecs[] = {&m->in_proj_bias, &m->conv_w, &m->conv_b, &m->dt_bias, &m->A_log,
+        const float **vecs[] = {&m->in_proj_bias, &m->conv_w, &m->conv_b, &m->dt_bias, &m->A,
                                 &m->D, &m->norm_w, &m->out_proj_bias};
         for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) vv(v, vecs[i]);
         break;

@@ -5,7 +5,7 @@
  * claimed is an error. After a successful bind, model code may trust every shape.
  *
  * Matrices stay where they are (views into the mmap-ed files, uploaded as-is by a backend).
- * Small per-channel vectors (norms, conv taps, dt_bias, A_log, D, biases, the router correction
+ * Small per-channel vectors (norms, conv taps, dt_bias, A, D, biases, the router correction
  * bias) are converted to f32 once, into one arena: they are a few MB even for the largest models
  * and every backend wants them in f32.
  */
@@ -30,7 +30,8 @@ struct nt_mamba_weights {
     const float *conv_w;          /* f32 [CD][K], tap K-1 multiplies the newest input */
     const float *conv_b;          /* f32 [CD], NULL unless use_conv_bias */
     const float *dt_bias;         /* f32 [nh] */
-    const float *A_log;           /* f32 [nh], A = -exp(A_log) */
+    const float *A;               /* f32 [nh], A = -exp(A_log): computed once at bind from a
+                                   * checkpoint's A_log, or a GGUF's ssm_a as stored */
     const float *D;               /* f32 [nh] */
     const float *norm_w;          /* f32 [I], gated group RMSNorm */
     struct nt_matrix out_proj;    /* [H][I] */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "../model/gguf_model.h"
 #include "../model/nemo.h"
 #include "chat.h"
 #include "tokenizer.h"
@@ -28,6 +29,8 @@ nemotron_status nemotron_tokenizer_load(const char *path, nemotron_tokenizer **o
         if (snprintf(file, sizeof file, "%s/tokenizer.json", path) >= (int)sizeof file)
             return nt_fail(&t->err, NEMOTRON_ERR_ARG, "tokenizer path is too long");
         path = file;
+    } else if (nt_path_is_gguf(path)) { /* a GGUF: its tokenizer.ggml metadata */
+        return nt_tokenizer_load_gguf(path, &t->tok, &t->err);
     } else if (nt_path_is_nemo(path)) { /* a .nemo: the tokenizer.json it carries */
         char *json;
         size_t len;

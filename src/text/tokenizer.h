@@ -23,6 +23,14 @@ nemotron_status nt_tokenizer_load_bytes(const char *json, size_t len, const char
                                         struct nt_tokenizer **out, struct nt_err *err);
 void nt_tokenizer_free(struct nt_tokenizer *t);
 
+/* A GGUF file's tokenizer (tokenizer.ggml.* metadata, src/text/tokenizer_gguf.c), loaded as the
+ * tokenizer.json it was converted from would be. */
+struct nt_gguf;
+nemotron_status nt_tokenizer_load_gguf(const char *path, struct nt_tokenizer **out, struct nt_err *err);
+/* That tokenizer.json's text (nt_free it): what a model opened from a GGUF carries. */
+nemotron_status nt_tokenizer_json_from_gguf(const struct nt_gguf *g, char **json, size_t *len,
+                                            struct nt_err *err);
+
 /* 1 + the largest id: the model vocab plus the added tokens not in it (files are dense; one
  * whose ids run far past its token count is refused at load). Ids in range that no token has
  * decode to nothing, as in tokenizers. */

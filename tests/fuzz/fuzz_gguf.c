@@ -7,9 +7,15 @@
  * each typed getter either answers or refuses with a message; each tensor of a known type, its
  * shape 1..4 positive dimensions whose row is whole blocks, its bytes the shape's, aligned,
  * inside the input and disjoint from the others. A refused file must leave *out NULL and a
- * message. tests/fuzz/README.md says how to build and run it.
+ * message. Then the file goes on as a model would (src/model/gguf_model.c): its tokenizer
+ * metadata made into a tokenizer.json and loaded, and the model source built from it (config
+ * from the metadata, tensors as views) and bound; each either works or refuses with a message,
+ * and every view lies inside the input. tests/fuzz/README.md says how to build and run it.
  */
 #include "model/gguf.h"
+#include "model/gguf_model.h"
+#include "model/weights.h"
+#include "text/tokenizer.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -106,6 +112,37 @@ static void check_tensors(const struct nt_gguf *g, const uint8_t *data, size_t s
     free(sorted);
 }
 
+/* The model's side; closes g. */
+static void check_model(struct nt_gguf *g, const uint8_t *data, size_t size) {
+    struct nt_err err = {{0}};
+    char *json;
+    size_t len;
+    nemotron_status st = nt_tokenizer_json_from_gguf(g, &json, &len, &err);
+    if (st == NEMOTRON_OK) {
+        struct nt_tokenizer *t;
+        if (nt_tokenizer_load_bytes(json, len, "fuzz tokenizer", &t, &err) == NEMOTRON_OK) nt_tokenizer_free(t);
+        else EXPECT(err.msg[0] != 0);
+        nt_free(json);
+    } else {
+        EXPECT(err.msg[0] != 0 && json == NULL);
+    }
+    struct nt_model_source s;
+    memset(&s, 0, sizeof s);
+    nt_table_init(&s.table);
+    err.msg[0] = 0;
+    st = nt_gguf_source_from(&s, g, &err);
+    if (st == NEMOTRON_OK) {
+        for (int i = 0; i < s.table.n_tensors; i++)
+            EXPECT(inside(s.table.tensors[i].data, s.table.tensors[i].nbytes, data, size));
+        st = nt_config_parse((const char *)s.file_bytes[0], s.file_lens[0], "fuzz config", &s.cfg, &err);
+        struct nt_weights w;
+        if (st == NEMOTRON_OK && (st = nt_weights_bind(&w, &s.cfg, &s.table, &err)) == NEMOTRON_OK)
+            nt_weights_free(&w);
+    }
+    EXPECT(st == NEMOTRON_OK || err.msg[0] != 0);
+    nt_model_source_close(&s);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     struct nt_gguf *g = (struct nt_gguf *)&g; /* must become NULL or a handle */
     struct nt_err err = {{0}};
@@ -120,6 +157,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int64_t i = 0; i < g->n_kv; i++) check_kv(g, &g->kv[i], data, size);
     if (g->arch) EXPECT(nt_gguf_find(g, "general.architecture") != NULL);
     check_tensors(g, data, size);
-    nt_gguf_close(g);
+    check_model(g, data, size);
     return 0;
 }

@@ -77,13 +77,15 @@ def gguf(kvs, tensors, version=3, align=32):
     for k, t, v in kvs:
         head += gstr(k) + struct.pack('<I', t) + gval(t, v)
     off, infos, blobs = 0, b'', []
-    for name, ne, ty in tensors:
+    for name, ne, ty, *fill in tensors:  # fill: an F32 tensor's values, repeated (else a byte pattern)
         n = 1
         for d in ne: n *= d
         nbytes = n // BLOCKS[ty][0] * BLOCKS[ty][1]
         infos += gstr(name) + struct.pack('<I', len(ne)) + b''.join(struct.pack('<Q', d) for d in ne)
         infos += struct.pack('<IQ', ty, off)
-        blobs.append((off, bytes((i * 7 + 1) & 255 for i in range(nbytes))))
+        vals = fill[0] if fill and isinstance(fill[0], list) else fill
+        blobs.append((off, b''.join(struct.pack('<f', vals[i % len(vals)]) for i in range(n)) if fill else
+                      bytes((i * 7 + 1) & 255 for i in range(nbytes))))
         off = (off + nbytes + align - 1) // align * align
     head += infos
     head += bytes(-len(head) % align)
@@ -107,6 +109,42 @@ put('gguf/v2-kquants', gguf([('general.architecture', 8, 'nemotron_h'), ('genera
 put('gguf/legacy-quants', gguf([('general.alignment', 4, 8)],
     [('q4_1', [32], 3), ('q5_0', [32, 3], 6), ('q5_1', [64], 7), ('iq4_nl', [32], 20),
      ('f16', [3], 1), ('bf16', [5, 1, 1, 2], 30)], align=8))
+# a whole nemotron_h_moe model in llama.cpp's names, one block of each kind (M * E -), hidden 8,
+# F32 (A = ssm_a negative, as -exp(A_log) is), with a tekken byte-level tokenizer of 16 tokens
+A = 'nemotron_h_moe.'
+micro_tokens = ['<unk>', '<s>', '</s>', '<|im_end|>', 'a', 'b', 'c', ' ', '\u0120', '\u0120a', 'ab',
+                '\u0120ab', '1', '.', '\u010a', 'abc']
+put('gguf/micro-model', gguf([
+    ('general.architecture', 8, 'nemotron_h_moe'), (A + 'block_count', 4, 4),
+    (A + 'embedding_length', 4, 8), (A + 'context_length', 4, 64),
+    (A + 'feed_forward_length', 9, (5, [0, 0, 4, 8])), (A + 'attention.head_count', 4, 2),
+    (A + 'attention.head_count_kv', 9, (5, [0, 1, 0, 0])), (A + 'attention.key_length', 4, 4),
+    (A + 'attention.layer_norm_rms_epsilon', 6, 1e-5), (A + 'ssm.conv_kernel', 4, 2),
+    (A + 'ssm.state_size', 4, 4), (A + 'ssm.group_count', 4, 1), (A + 'ssm.inner_size', 4, 8),
+    (A + 'ssm.time_step_rank', 4, 2), (A + 'expert_count', 4, 2), (A + 'expert_used_count', 4, 1),
+    (A + 'expert_feed_forward_length', 4, 4), (A + 'expert_shared_feed_forward_length', 4, 4),
+    (A + 'expert_weights_norm', 7, True), (A + 'expert_weights_scale', 6, 2.5),
+    ('tokenizer.ggml.model', 8, 'gpt2'), ('tokenizer.ggml.pre', 8, 'tekken'),
+    ('tokenizer.ggml.tokens', 9, (8, micro_tokens)),
+    ('tokenizer.ggml.token_type', 9, (5, [3, 3, 3, 3] + [1] * 12)),
+    ('tokenizer.ggml.merges', 9, (8, ['\u0120 a', 'a b', '\u0120 ab', 'ab c'])),
+    ('tokenizer.ggml.bos_token_id', 4, 1), ('tokenizer.ggml.eos_token_id', 4, 2),
+    ('tokenizer.ggml.add_bos_token', 7, True),
+], [('token_embd.weight', [8, 16], 0, [0.5, -0.25, 0.75]), ('output_norm.weight', [8], 0, 1.0),
+    ('output.weight', [8, 16], 0, [0.25, -0.5, 0.125, 1.0, -0.75]),
+    ('blk.0.attn_norm.weight', [8], 0, 1.0), ('blk.0.ssm_in.weight', [8, 26], 0, 0.1),
+    ('blk.0.ssm_conv1d.weight', [2, 16], 0, 0.5), ('blk.0.ssm_conv1d.bias', [16], 0, 0.0),
+    ('blk.0.ssm_dt.bias', [2], 0, 0.5), ('blk.0.ssm_a', [1, 2], 0, -1.0), ('blk.0.ssm_d', [1, 2], 0, 1.0),
+    ('blk.0.ssm_norm.weight', [8, 1], 0, 1.0), ('blk.0.ssm_out.weight', [8, 8], 0, 0.1),
+    ('blk.1.attn_norm.weight', [8], 0, 1.0), ('blk.1.attn_q.weight', [8, 8], 0, 0.1),
+    ('blk.1.attn_k.weight', [8, 4], 0, 0.1), ('blk.1.attn_v.weight', [8, 4], 0, 0.1),
+    ('blk.1.attn_output.weight', [8, 8], 0, 0.1),
+    ('blk.2.attn_norm.weight', [8], 0, 1.0), ('blk.2.ffn_gate_inp.weight', [8, 2], 0, 0.1),
+    ('blk.2.exp_probs_b.bias', [2], 0, 0.0), ('blk.2.ffn_up_exps.weight', [8, 4, 2], 0, 0.1),
+    ('blk.2.ffn_down_exps.weight', [4, 8, 2], 0, 0.1), ('blk.2.ffn_up_shexp.weight', [8, 4], 0, 0.1),
+    ('blk.2.ffn_down_shexp.weight', [4, 8], 0, 0.1),
+    ('blk.3.attn_norm.weight', [8], 0, 1.0), ('blk.3.ffn_up.weight', [8, 8], 0, 0.1),
+    ('blk.3.ffn_down.weight', [8, 8], 0, 0.1)]))
 put('gguf/metadata-only', gguf([('general.name', 8, 'x'), ('split.count', 2, 1)], []))
 
 # tokenizer (text mode): the tokenizer fixture's texts

@@ -289,7 +289,7 @@ int main(int argc, char **argv) {
         m.w.conv_w = dev_floats((size_t)m.d.CD * m.d.K, -0.5f, 0.5f);
         m.w.conv_b = dev_floats((size_t)m.d.CD, -0.1f, 0.1f);
         m.w.dt_bias = dev_floats((size_t)m.d.nh, 0.5f, 2.0f);
-        m.w.A_log = dev_floats((size_t)m.d.nh, 0.0f, 1.0f);
+        m.w.A = dev_floats((size_t)m.d.nh, -2.7f, -1.0f); /* A = -exp(A_log), A_log in [0, 1] */
         m.w.D = dev_floats((size_t)m.d.nh, 0.5f, 1.5f);
         m.zxd = dev_floats((size_t)nmax * m.d.zxd, -1.0f, 1.0f);
         m.ring = dev_floats((size_t)(m.d.K - 1) * m.d.CD, -1.0f, 1.0f);

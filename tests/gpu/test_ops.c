@@ -665,10 +665,10 @@ static void test_mamba(const struct mamba_cfg *mc) {
     int K = d.K, CD = d.CD, I = d.I, nh = d.nh;
     /* weights: the vectors the three operations read */
     float *conv_w = random_vec((size_t)CD * K, 0.05f, 0.6f), *conv_b = random_vec((size_t)CD, 0.01f, 0.3f);
-    float *dt_bias = hmalloc((size_t)nh * 4), *A_log = hmalloc((size_t)nh * 4), *D = hmalloc((size_t)nh * 4);
+    float *dt_bias = hmalloc((size_t)nh * 4), *A = hmalloc((size_t)nh * 4), *D = hmalloc((size_t)nh * 4);
     for (int h = 0; h < nh; h++) {
         dt_bias[h] = uni(-4.0f, 0.5f);  /* softplus: dt from ~0.02 to ~1 */
-        A_log[h] = uni(-0.5f, 2.5f);    /* A from -0.6 to -12 */
+        A[h] = -expf(uni(-0.5f, 2.5f)); /* A = -exp(A_log), weights.h: from -0.6 to -12 */
         D[h] = uni(0.5f, 1.5f);
     }
     float *norm_w = random_vec((size_t)I, 0.5f, 1.5f);
@@ -678,7 +678,7 @@ static void test_mamba(const struct mamba_cfg *mc) {
         w[s].conv_w = put(s, conv_w, (size_t)CD * K * 4);
         w[s].conv_b = mc->conv_bias ? put(s, conv_b, (size_t)CD * 4) : NULL;
         w[s].dt_bias = put(s, dt_bias, (size_t)nh * 4);
-        w[s].A_log = put(s, A_log, (size_t)nh * 4);
+        w[s].A = put(s, A, (size_t)nh * 4);
         w[s].D = put(s, D, (size_t)nh * 4);
         w[s].norm_w = put(s, norm_w, (size_t)I * 4);
     }
@@ -1079,13 +1079,15 @@ static void test_replay(void) {
     struct twin cw = twin_in(random_vec((size_t)CD * md.K, 0.05f, 0.6f), (size_t)CD * md.K * 4);
     struct twin cbias = twin_in(random_vec((size_t)CD, 0.01f, 0.3f), (size_t)CD * 4);
     struct twin dtb = twin_in(random_vec((size_t)md.nh, 0.5f, 3.0f), (size_t)md.nh * 4);
-    struct twin alog = twin_in(random_vec((size_t)md.nh, 0.1f, 2.0f), (size_t)md.nh * 4);
+    float *A = random_vec((size_t)md.nh, 0.1f, 2.0f); /* A_log, then the A the engine holds */
+    for (int h = 0; h < md.nh; h++) A[h] = -expf(A[h]);
+    struct twin Av = twin_in(A, (size_t)md.nh * 4);
     struct twin Dv = twin_in(random_vec((size_t)md.nh, 0.5f, 1.5f), (size_t)md.nh * 4);
     struct twin gw = twin_in(random_vec((size_t)I, 0.5f, 1.5f), (size_t)I * 4);
     struct nt_mamba_weights mw[3];
     for (int s = 0; s < 3; s++)
         mw[s] = (struct nt_mamba_weights){.conv_w = F(cw, s), .conv_b = F(cbias, s), .dt_bias = F(dtb, s),
-                                          .A_log = F(alog, s), .D = F(Dv, s), .norm_w = F(gw, s)};
+                                          .A = F(Av, s), .D = F(Dv, s), .norm_w = F(gw, s)};
     size_t cb = (size_t)V * kvw * 4;
     struct twin kc = twin_poison(cb), vc = twin_poison(cb);
     struct twin ring = twin_in(random_vec((size_t)(md.K - 1) * CD, 0.01f, 2.0f), (size_t)(md.K - 1) * CD * 4);

@@ -21,6 +21,8 @@
 #include "../model/nemo.h"
 #include "../model/source.h"
 #include "../model/weights.h"
+#include "../quant/ggml_blocks.h"
+#include "../quant/ggml_blocks.h"
 #include "../quant/quant.h"
 #include "mix.h"
 
@@ -267,6 +269,14 @@ static nemotron_status plan(const struct nt_tensor_table *t, const struct nt_con
     const struct nt_tensor *emb = NULL;
     for (int i = 0; i < t->n_tensors; i++) {
         const struct nt_tensor *s = &t->tensors[i];
+        if (nt_dtype_is_ggml_block(s->dtype)) {
+            nt_free(jobs);
+            return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED,
+                           "tensor '%s' is in llama.cpp's block type %s: a .nemo holds f32/f16/bf16, q8_2f and "
+                           "q4tp, and converting the blocks would quantize the weights a second time; run "
+                           "the .gguf itself (-m FILE.gguf)",
+                           s->name, nt_dtype_name(s->dtype));
+        }
         struct job *j = &jobs[n++];
         j->name = s->name;
         j->src = s;

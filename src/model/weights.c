@@ -8,6 +8,7 @@
  */
 #include "weights.h"
 
+#include "../quant/ggml_blocks.h"
 #include "../quant/quant.h"
 
 #include <math.h>
@@ -34,9 +35,10 @@ static int is_float_dtype(enum nt_dtype d) {
 static int is_packed_dtype(enum nt_dtype d) { return d == NT_DTYPE_Q8_2F || d == NT_DTYPE_Q4TP; }
 
 /* Which stored forms a tensor may take: every projection may be packed (FORMATS.md's mix puts
- * q8_2f or q4tp on them); the router, the embeddings (one row read per position) and the small
- * vectors stay float. */
-enum stored { FLOAT_ONLY, FLOAT_OR_PACKED };
+ * q8_2f or q4tp on them) or in a GGUF file's block types (docs/FORMATS-GGUF.md); the embeddings
+ * (one row read per position, decoded exactly) may be float or a GGUF block type; the router and
+ * the small vectors stay float. */
+enum stored { FLOAT_ONLY, FLOAT_OR_ROWS, FLOAT_OR_PACKED };
 
 static void format_shape(char *buf, size_t len, int ndim, const int64_t *dims) {
     size_t o = (size_t)snprintf(buf, len, "[");
@@ -56,12 +58,16 @@ static nemotron_status claim(struct binder *b, const char *name, int ndim, const
     }
     char want[128], got[128];
     format_shape(want, sizeof want, ndim, dims);
-    const char *kinds = allowed == FLOAT_ONLY ? "F32, F16 or BF16" : "F32, F16, BF16, q8_2f or q4tp";
+    const char *kinds = allowed == FLOAT_ONLY      ? "F32, F16 or BF16"
+                        : allowed == FLOAT_OR_ROWS ? "F32, F16, BF16 or a GGUF block type"
+                                                   : "F32, F16, BF16, q8_2f, q4tp or a GGUF block type";
     struct nt_tensor *t = nt_table_find(b->table, name);
     if (!t)
         return nt_fail(b->err, NEMOTRON_ERR_TENSOR, "tensor '%s' is missing (expected %s %s)", name,
                        kinds, want);
-    if (!is_float_dtype(t->dtype) && !(allowed == FLOAT_OR_PACKED && is_packed_dtype(t->dtype)))
+    int block = nt_dtype_is_ggml_block(t->dtype);
+    if (!is_float_dtype(t->dtype) && !(allowed == FLOAT_OR_PACKED && (is_packed_dtype(t->dtype) || block)) &&
+        !(allowed == FLOAT_OR_ROWS && block))
         return nt_fail(b->err, NEMOTRON_ERR_TENSOR, "tensor '%s' has dtype %s, expected %s", name,
                        nt_dtype_name(t->dtype), kinds);
     int same = t->ndim == ndim;
@@ -284,7 +290,7 @@ static nemotron_status walk(struct binder *b, struct nt_weights *w) {
     /* Some conversions name it in the singular (MODEL.md 2.2); accept either, not both. */
     if (b->table && !nt_table_find(b->table, emb) && nt_table_find(b->table, "backbone.embedding.weight"))
         emb = "backbone.embedding.weight";
-    TRY(float_matrix(b, &w->embeddings, V, H, "%s", emb));
+    TRY(matrix_as(b, &w->embeddings, FLOAT_OR_ROWS, V, H, "%s", emb));
     char p[64];
     for (int i = 0; i < c->n_layer; i++) {
         snprintf(p, sizeof p, "backbone.layers.%d.", i);

@@ -18,8 +18,17 @@ is memorised after a few epochs). Writes OUTDIR/model (bf16 save_pretrained + to
 OUTDIR/reference (transformers' greedy continuations and logits, float32 arithmetic on the bf16
 weights, no dt floor) and OUTDIR/train_log.json (losses, perplexity, expert routing counts;
 tools/plot_demo.py draws them).
+
+    python3 tools/train_demo.py kjv.txt OUTDIR --draft --tokenizer models/nemotron-h-kjv/tokenizer.json
+
+--draft trains the demo's draft model for speculative decoding instead (DRAFT_PATTERN, about
+2.4 M parameters with the embeddings and the lm_head, under 6 MB in bf16): a Nemotron-H of
+Mamba-2, one attention layer and one dense MLP, with the same loop, dt floor handling and
+checkpoint choice, on the same text split. It never trains a tokenizer: it loads the demo's
+tokenizer.json, so its token ids are the demo's, and copies that file (and the demo's
+tokenizer_config.json and generation_config.json beside it) into OUTDIR/model unchanged.
 """
-import argparse, json, math, os, sys, time
+import argparse, json, math, os, shutil, sys, time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
@@ -75,6 +84,19 @@ CONFIG = dict(
     pad_token_id=0, max_position_embeddings=4096)
 PATTERN = "MEM*EM-E"
 NEW = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+
+# The draft model: the vocabulary is the demo's, so the embeddings and the lm_head (2 x 4096 x
+# hidden) are most of the parameters; hidden 192 leaves room for three Mamba-2 layers, one
+# attention layer and a dense MLP inside 3 M. The Mamba heads stay the demo's (32 wide, state
+# 32, 2 groups; 6 of them span hidden); attention keeps 4 query and 2 key/value heads, 48 wide
+# so that the query width equals hidden.
+# The MoE keys keep the demo's values although no layer is MoE: the engine checks them
+# against the default MTP pattern ("*E") of config.json.
+DRAFT_CONFIG = dict(CONFIG, hidden_size=192, mamba_num_heads=6, head_dim=48,
+                    intermediate_size=768)
+DRAFT_PATTERN = "MM*M-"
+DRAFT_MAX_PARAMS = 3_000_000
+DRAFT_MAX_BF16_BYTES = 6_000_000
 
 
 def no_dt_floor(model):
@@ -159,16 +181,30 @@ def reference(model, tok, outdir):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("kjv"), ap.add_argument("outdir")
-    ap.add_argument("--steps", type=int, default=700)
+    ap.add_argument("--steps", type=int, help="training steps (default 700, --draft 1000)")
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--eval-every", type=int, default=50)
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--minutes", type=float, default=7.0, help="stop training after this long")
+    ap.add_argument("--minutes", type=float,
+                    help="stop training after this long (default 7, --draft 3)")
+    ap.add_argument("--draft", action="store_true",
+                    help="train the small draft model (DRAFT_PATTERN) on the --tokenizer given")
+    ap.add_argument("--tokenizer", metavar="TOKENIZER_JSON",
+                    help="with --draft: the demo's tokenizer.json, used as it is")
     ap.add_argument("--reference-only", metavar="MODEL_DIR",
                     help="skip training: write OUTDIR/reference for a saved model directory")
     args = ap.parse_args()
+    if args.draft and not args.tokenizer:
+        ap.error("--draft needs --tokenizer (the demo's tokenizer.json): the draft must share its ids")
+    if args.tokenizer and not args.draft:
+        ap.error("--tokenizer is for --draft; the demo model trains its own tokenizer")
+    if args.steps is None:
+        args.steps = 1000 if args.draft else 700
+    if args.minutes is None:
+        args.minutes = 3.0 if args.draft else 7.0
+    config, pattern = (DRAFT_CONFIG, DRAFT_PATTERN) if args.draft else (CONFIG, PATTERN)
     if args.reference_only:
         from tokenizers import Tokenizer
         tok = Tokenizer.from_file(os.path.join(args.reference_only, "tokenizer.json"))
@@ -183,28 +219,38 @@ def main():
     text = kjv_prose(args.kjv)
     split = int(len(text) * 0.97)
     train_text, val_text = text[:split], text[split:]
-    train_file = os.path.join(args.outdir, "train.txt")
-    open(train_file, "w", encoding="utf-8").write(train_text)
-    tok = build_tokenizer(CONFIG["vocab_size"], [train_file], [])
-    os.unlink(train_file)
-    tok_path = os.path.join(args.outdir, "tokenizer.json")
-    tok.save(tok_path)
+    if args.draft:
+        from tokenizers import Tokenizer
+        tok = Tokenizer.from_file(args.tokenizer)
+        if tok.get_vocab_size() != config["vocab_size"]:
+            sys.exit(f"{args.tokenizer}: {tok.get_vocab_size()} tokens, the draft model needs "
+                     f"{config['vocab_size']}")
+    else:
+        train_file = os.path.join(args.outdir, "train.txt")
+        open(train_file, "w", encoding="utf-8").write(train_text)
+        tok = build_tokenizer(config["vocab_size"], [train_file], [])
+        os.unlink(train_file)
+        tok.save(os.path.join(args.outdir, "tokenizer.json"))
     enc = lambda s: torch.tensor(tok.encode(s, add_special_tokens=False).ids, dtype=torch.long)
     train, val = enc(train_text), enc(val_text)
     print(f"text {len(text)} chars; tokens train {len(train)} val {len(val)}", flush=True)
 
-    cfg = dict(CONFIG, layers_block_type=[NEW[c] for c in PATTERN])
+    cfg = dict(config, layers_block_type=[NEW[c] for c in pattern])
     model = NemotronHForCausalLM(NemotronHConfig(**cfg)).to(dev)
     no_dt_floor(model)
     with torch.no_grad():                                   # a correction bias that starts at 0
         for g in routers(model):
             g.e_score_correction_bias.zero_()
     nparam = sum(p.numel() for p in model.parameters())
-    print(f"model {PATTERN}: {nparam / 1e6:.2f} M parameters", flush=True)
+    print(f"model {pattern}: {nparam / 1e6:.2f} M parameters ({nparam}; {2 * nparam} bytes in bf16)",
+          flush=True)
+    if args.draft and (nparam > DRAFT_MAX_PARAMS or 2 * nparam > DRAFT_MAX_BF16_BYTES):
+        sys.exit(f"the draft model has {nparam} parameters: more than {DRAFT_MAX_PARAMS} or "
+                 f"{DRAFT_MAX_BF16_BYTES} bytes in bf16")
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / 100) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, args.steps) / args.steps))))
-    meter = LoadMeter(model, CONFIG["num_experts_per_tok"])
+    meter = LoadMeter(model, config["num_experts_per_tok"])
     g = torch.Generator().manual_seed(args.seed)
     log, t0, best = [], time.time(), (float("inf"), -1, None)
     n_rows = (len(train) - 1) // args.seq
@@ -243,18 +289,29 @@ def main():
     for h in meter.hooks:
         h.remove()
     final_val = evaluate(model, val, args.seq, args.batch, dev, max_batches=1000)
-    summary = {"pattern": PATTERN, "parameters": nparam, "steps": log[-1]["step"] + 1, "kept_step": best[1],
+    summary = {"pattern": pattern, "parameters": nparam, "steps": log[-1]["step"] + 1, "kept_step": best[1],
                "seq": args.seq, "batch": args.batch, "lr": args.lr, "seed": args.seed,
                "train_tokens": len(train), "val_tokens": len(val), "epochs": (log[-1]["step"] + 1) * args.batch / n_rows,
                "final_val_loss": final_val, "final_val_perplexity": math.exp(final_val),
                "routing_counts_per_moe_layer": routing, "log": log}
+    if args.draft:
+        summary["tokenizer"] = args.tokenizer
     json.dump(summary, open(os.path.join(args.outdir, "train_log.json"), "w"), indent=1)
     print(f"final val loss {final_val:.4f} perplexity {math.exp(final_val):.2f}; routing {routing}", flush=True)
 
     mdir = os.path.join(args.outdir, "model")
     model = model.float().cpu()
     model.to(torch.bfloat16).save_pretrained(mdir)
-    tok.save(os.path.join(mdir, "tokenizer.json"))
+    if args.draft:                                           # the demo's files, byte for byte
+        shutil.copyfile(args.tokenizer, os.path.join(mdir, "tokenizer.json"))
+        for name in ("tokenizer_config.json", "generation_config.json"):
+            src = os.path.join(os.path.dirname(os.path.abspath(args.tokenizer)), name)
+            if os.path.exists(src):
+                shutil.copyfile(src, os.path.join(mdir, name))
+            else:
+                print(f"note: no {src} to copy", flush=True)
+    else:
+        tok.save(os.path.join(mdir, "tokenizer.json"))
     ref_model = model.float()                                # f32 arithmetic on the bf16 values
     no_dt_floor(ref_model)
     ref_model.eval()

@@ -14,9 +14,10 @@
 #          parameters) copies from its context only once it has seen the passage repeat: after
 #          one copy it drifts within a few words, after three it quotes most of it again, which
 #          n-gram prompt lookup drafts;
-#   plain: "In the beginning God created": a plain continuation, for the draft model (the demo
-#          model drafting for itself: every draft right, so it shows the most acceptance can do,
-#          while the draft costs as much as the model - the bound on acceptance, not on speed)
+#   plain: "In the beginning God created": a plain continuation, for the draft model ($DRAFT:
+#          models/nemotron-h-kjv-draft, the 2.4 M-parameter draft trained on the same text with the
+#          same tokenizer; DRAFT=models/nemotron-h-kjv makes the demo draft for itself: every draft
+#          right, the bound on acceptance, not on speed)
 #          and for the n-gram drafter where it has little to find.
 # The methods run in turn within each round (the machine is shared: alternating spreads a busy
 # moment over all of them), and every run's output is compared with plain decoding's. Prints one
@@ -44,7 +45,8 @@ plain="In the beginning God created"
 methods=("plain" "ngram" "draft")
 opts_plain=()
 opts_ngram=(--spec ngram)
-opts_draft=(--draft-model "$model")
+draft=${DRAFT:-models/nemotron-h-kjv-draft}
+opts_draft=(--draft-model "$draft")
 for r in $(seq "$rounds"); do
     for prompt_name in quote1 quote3 plain; do
         prompt=${!prompt_name}

@@ -5,6 +5,8 @@
 #   when the script exits);
 #   check DESCRIPTION COMMAND...   runs COMMAND; a failure is counted and named on stderr
 #   checks_summary                 prints the suite's line; fails when a check failed or none ran
+#   pids                           processes to stop when the script exits (servers it started)
+#   free_port                      prints a TCP port free on 127.0.0.1 now
 # (a script that ran no check proves nothing: it fails too).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -12,7 +14,16 @@ bin=${1:-build/nemotron}
 model=models/nemotron-h-kjv
 tok=$model/tokenizer.json
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+pids=()
+checks_cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    rm -rf "$work"
+}
+trap checks_cleanup EXIT
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
 checks=0
 failed=0
 check() {

@@ -18,31 +18,9 @@
 #   - the official openai npm package (tests/openai/serve_test.mjs) against the same servers;
 #   - SIGTERM during a stream: the server exits 0 within 5 s.
 # usage (from the repository root): bash tests/cli/test_serve.sh build/nemotron
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-bin=${1:-build/nemotron}
-model=models/nemotron-h-kjv
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-checks=0
-failed=0
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    checks=$((checks + 1))
-    if ! "$@"; then failed=$((failed + 1)); echo "FAIL serve: $what" >&2; fi
-}
+suite=serve
+. "$(dirname "$0")/checks.sh"
 if ! command -v curl >/dev/null; then echo "FAIL serve: curl is missing (scripts/setup.sh installs it)" >&2; exit 1; fi
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 # start_server NAME ARGS...: starts it in the background, waits until /health says 200
 start_server() {
     local name=$1
@@ -328,5 +306,4 @@ wait "$main_pid"
 check "main server: clean exit" test $? = 0
 check "no sanitizer report or crash in the server logs" bash -c "! grep -qiE 'sanitizer|runtime error|segmentation|abort' '$work/main.log' '$work/small.log'"
 
-echo "test_serve.sh                $checks checks, $failed failed"
-[ "$failed" -eq 0 ]
+checks_summary

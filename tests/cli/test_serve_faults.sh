@@ -13,31 +13,10 @@
 #     fault, new generations the same 503, /v1/models and /metrics 200 (nemotron_device_failed 1);
 #     SIGTERM exits 0 within 5 s, with no sanitizer report.
 # usage (from the repository root): bash tests/cli/test_serve_faults.sh build/nemotron
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-bin=${1:-build/nemotron}
+suite=serve_faults
+. "$(dirname "$0")/checks.sh"
 emu=$(dirname "$bin")/emu/nemotron
-model=models/nemotron-h-kjv
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-checks=0
-failed=0
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    checks=$((checks + 1))
-    if ! "$@"; then failed=$((failed + 1)); echo "FAIL serve faults: $what" >&2; fi
-}
 if ! command -v curl >/dev/null; then echo "FAIL serve faults: curl is missing (scripts/setup.sh installs it)" >&2; exit 1; fi
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 status() { curl -s -o "${2:-/dev/null}" -w '%{http_code}' "${@:3}" "$1"; }
 # json_check FILE PYTHON_EXPR: the JSON file parses and the expression over it (as j) holds
 json_check() {
@@ -150,5 +129,4 @@ PY
     stop stream "$pid"
 fi
 
-echo "test_serve_faults.sh         $checks checks, $failed failed"
-[ "$failed" -eq 0 ]
+checks_summary

@@ -10,35 +10,18 @@
 #
 # Time: SERVE_LOAD_SECONDS of load (default 8; 60 in the full tier, NEMOTRON_TEST_FULL=1).
 # usage (from the repository root): bash tests/cli/test_serve_load.sh build/nemotron
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-bin=${1:-build/nemotron}
-model=models/nemotron-h-kjv
+suite=serve_load
+. "$(dirname "$0")/checks.sh"
 default_seconds=8
 [ "${NEMOTRON_TEST_FULL:-0}" != 0 ] && default_seconds=60
 seconds=${SERVE_LOAD_SECONDS:-$default_seconds}
-work=$(mktemp -d)
-pid=
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null
-    wait 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-checks=0
-failed=0
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    checks=$((checks + 1))
-    if ! "$@"; then failed=$((failed + 1)); echo "FAIL serve load: $what" >&2; fi
-}
 if ! command -v curl >/dev/null; then echo "FAIL serve load: curl is missing (scripts/setup.sh installs it)" >&2; exit 1; fi
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 url=http://127.0.0.1:$port
 "$bin" serve -m "$model" --port "$port" --parallel 4 --queue 64 --ctx 1024 -t 1 >"$work/server.log" 2>&1 &
 pid=$!
+pids+=("$pid")
 for _ in $(seq 300); do
     [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/health")" = 200 ] && break
     kill -0 "$pid" 2>/dev/null || break
@@ -157,12 +140,11 @@ start=$(date +%s%N)
 kill -TERM "$pid"
 wait "$pid"
 rc=$?
-pid=
+pids=()
 ms=$((($(date +%s%N) - start) / 1000000))
 check "SIGTERM: exit status $rc (a sanitizer's report makes it non-zero)" test "$rc" = 0
 check "SIGTERM: exit in $ms ms (< 5000)" test "$ms" -lt 5000
 check "no sanitizer report or crash in the server log" bash -c "! grep -qiE 'sanitizer|runtime error|segmentation|abort' '$work/server.log'"
 [ "$failed" -eq 0 ] || tail -30 "$work/server.log" >&2
 
-echo "test_serve_load.sh           $checks checks, $failed failed"
-[ "$failed" -eq 0 ]
+checks_summary

@@ -7,6 +7,7 @@
 #   checks_summary                 prints the suite's line; fails when a check failed or none ran
 #   pids                           processes to stop when the script exits (servers it started)
 #   free_port                      prints a TCP port free on 127.0.0.1 now
+#   json_check FILE PYTHON_EXPR    the JSON file parses and the expression over it (as j) holds
 # (a script that ran no check proves nothing: it fails too).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -39,4 +40,17 @@ checks_summary() {
     printf '%-28s %d checks, %d failed\n' "$suite" "$checks" "$failed"
     [ "$checks" -gt 0 ] || echo "FAIL $suite: no check ran" >&2
     [ "$failed" -eq 0 ] && [ "$checks" -gt 0 ]
+}
+# json_check FILE PYTHON_EXPR: the JSON file parses and the expression over it (as j) holds
+json_check() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+    ok = eval(sys.argv[2])
+except Exception as e:
+    print("  %s: %s" % (type(e).__name__, e), file=sys.stderr); ok = False
+if not ok: print("  body: " + open(sys.argv[1]).read()[:400], file=sys.stderr)
+sys.exit(0 if ok else 1)
+PY
 }

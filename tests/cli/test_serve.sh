@@ -48,19 +48,6 @@ auth=(-H "Authorization: Bearer $key")
 # post URL BODY OUT: the status code on stdout, the body in OUT
 post() { curl -s -o "$3" -w '%{http_code}' "${auth[@]}" -H 'Content-Type: application/json' --data-binary "$2" "$1"; }
 
-# json_check FILE PYTHON_EXPR: the JSON file parses and the expression over it (as j) holds
-json_check() {
-    python3 - "$1" "$2" <<'PY'
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-    ok = eval(sys.argv[2])
-except Exception as e:
-    print("  %s: %s" % (type(e).__name__, e), file=sys.stderr); ok = False
-if not ok: print("  body: " + open(sys.argv[1]).read()[:400], file=sys.stderr)
-sys.exit(0 if ok else 1)
-PY
-}
 
 # sse_check FILE KIND: a well-formed stream: only "data: " events, each a chunk of one id and of
 # the kind's object type, one finish_reason, the usage chunk when asked, [DONE] last

@@ -18,19 +18,6 @@ suite=serve_faults
 emu=$(dirname "$bin")/emu/nemotron
 if ! command -v curl >/dev/null; then echo "FAIL serve faults: curl is missing (scripts/setup.sh installs it)" >&2; exit 1; fi
 status() { curl -s -o "${2:-/dev/null}" -w '%{http_code}' "${@:3}" "$1"; }
-# json_check FILE PYTHON_EXPR: the JSON file parses and the expression over it (as j) holds
-json_check() {
-    python3 - "$1" "$2" <<'PY'
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-    ok = eval(sys.argv[2])
-except Exception as e:
-    print("  %s: %s" % (type(e).__name__, e), file=sys.stderr); ok = False
-if not ok: print("  body: " + open(sys.argv[1]).read()[:400], file=sys.stderr)
-sys.exit(0 if ok else 1)
-PY
-}
 err_shape='set(j["error"]) == {"message", "type", "param", "code"} and j["error"]["message"]'
 # wait_healthy URL PID: until /health is 200 (30 s at most); 0 when it is
 wait_healthy() {

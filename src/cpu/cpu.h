@@ -77,8 +77,8 @@ void nt_cpu_quantize_x(const struct nt_mm *m, int isa);
 /* What matmul.c's entry points call for packed W. */
 void nt_cpu_matmul_q(const struct nt_mm *m, int isa, int n_threads);
 void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1);
-/* What the int8 products share: the fixed tree over their 8 float lanes, and step 4 (bias, then
- * relu^2 as max(v, 0) squared), the f32 operations matmul.c applies too. */
+/* What the products share: the int8 products' fixed tree over their 8 float lanes, and step 4 of
+ * every product, float ones (matmul.c) included: bias, then relu^2 as max(v, 0) squared. */
 static inline float nt_cpu_tree8(const float a[8]) {
     return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }

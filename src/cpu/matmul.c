@@ -40,15 +40,6 @@ static inline float load_w1(const void *base, size_t i, enum nt_dtype dt) {
     }
 }
 
-static inline float apply(float v, const float *bias, int r, enum nt_act act) {
-    if (bias) v += bias[r];
-    if (act == NT_ACT_RELU2) {
-        v = v > 0.0f ? v : 0.0f;
-        v = v * v;
-    }
-    return v;
-}
-
 /* ---- scalar variant ---- */
 
 /* The fixed lane tree, the same one the AVX2 horizontal sum computes. */
@@ -72,7 +63,7 @@ static void rows_scalar(const struct nt_mm *m, int r0, int r1) {
     for (int r = r0; r < r1; r++)
         for (int t = 0; t < m->n; t++) {
             float v = dot_scalar(W->data, (size_t)r * (size_t)cols, W->dtype, m->x + (size_t)t * m->x_stride, cols);
-            m->y[(size_t)t * m->y_stride + r] = apply(v, m->bias, r, m->act);
+            m->y[(size_t)t * m->y_stride + r] = nt_cpu_apply_act(v, m->bias, r, m->act);
         }
 }
 
@@ -110,7 +101,7 @@ finish(const struct nt_mm *m, enum nt_dtype dt, int r, int t, __m256 acc) {
     const float *x = m->x + (size_t)t * m->x_stride;
     size_t ro = (size_t)r * (size_t)cols;
     for (int c = c8; c < cols; c++) s = s + load_w1(m->W->data, ro + (size_t)c, dt) * x[c];
-    m->y[(size_t)t * m->y_stride + r] = apply(s, m->bias, r, m->act);
+    m->y[(size_t)t * m->y_stride + r] = nt_cpu_apply_act(s, m->bias, r, m->act);
 }
 
 /* Rows r..r+2 x positions t..t+3: 12 accumulators, 3 weight registers and one input register

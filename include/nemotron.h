@@ -113,6 +113,9 @@ int nemotron_model_vocab_size(const nemotron_model *model);
 int nemotron_model_n_threads(const nemotron_model *model);  /* CPU threads its passes use */
 int nemotron_model_hidden_size(const nemotron_model *model);
 int nemotron_model_n_layer(const nemotron_model *model);
+/* The layers of the model's MTP step (multi-token prediction, which --spec mtp drafts with): 0
+ * when it has none. */
+int nemotron_model_mtp_layers(const nemotron_model *model);
 /* The context length the model was trained for: config.json's max_position_embeddings (4096
  * when the config leaves it out, as transformers reads it). A session may be longer (the
  * layers take any position); past this length the text may degrade. 0 for NULL. */
@@ -144,6 +147,12 @@ typedef struct nemotron_session_params {
                              * 0 (the default): no verify. Each one costs a copy of the recurrent
                              * state (every Mamba layer's conv ring and SSM state) in the device's
                              * memory, allocated with the session */
+    int mtp;                /* 1: keep the model's MTP step (its multi-token prediction layers; the
+                             * model must have them) in step with the session, so that a speculative
+                             * decoder can draft with it (nemotron_spec_params.mtp): the step's own
+                             * KV cache, allocated here, and an MTP pass over each pass's positions
+                             * before the next pass (positions given as embeddings are skipped). It
+                             * never changes what the session computes. 0 (the default): none */
 } nemotron_session_params;
 
 nemotron_session_params nemotron_session_default_params(void);
@@ -365,10 +374,13 @@ typedef struct nemotron_spec_params {
     int spec_max;                     /* K, 1..NEMOTRON_SPEC_MAX; 0: 16 */
     /* The drafter: draft_fn when set; else draft (a session of a smaller model with the same
      * vocabulary, at position 0, with n_ctx at least the session's, owned by the caller and used only through this decoder until it
-     * is freed) when set; else n-gram prompt lookup. */
+     * is freed) when set; else the MTP step when mtp is set; else n-gram prompt lookup. */
     nemotron_spec_draft_fn draft_fn;
     void *draft_user;
     nemotron_session *draft;
+    /* 1 (when neither of those is set): the model's own MTP step drafts, chained on its outputs;
+     * the session must have been made with nemotron_session_params.mtp */
+    int mtp;
 } nemotron_spec_params;
 
 nemotron_spec_params nemotron_spec_default_params(void);

@@ -44,10 +44,16 @@ struct nt_pass {
                                * t (slot 0: the state before the pass), inside the same kernels, so
                                * the sequence can roll back to any position of the pass */
     int want;                 /* the logits it returns (enum nt_logits, forward.h). A session's
-                               * passes with equal n, want, snap and input kind (tokens or embd)
-                               * call the same operations with the same arguments, pos0, the
+                               * passes with equal n, want, snap, mtp and input kind (tokens or
+                               * embd) call the same operations with the same arguments, pos0, the
                                * tokens and the embeddings' values aside: a backend may capture
                                * that program once and replay it (the CUDA backend does) */
+    int mtp;                  /* the model's MTP step (nt_forward_mtp_pass), not its layers: a
+                               * program of its own (a backend that keeps programs keys them by
+                               * this too) */
+    float *hidden_out;        /* resident [n][hidden] or NULL: the pass also leaves a copy of its
+                               * positions' final hidden rows (after norm_f: the MTP step's input)
+                               * here; a session sets it on all or none of its main passes */
     void *scratch;            /* resident, pass_scratch_bytes for the session's pass_max: the
                                * backend's working memory for the pass (the CPU keeps quantized
                                * activations there); owned by the session, so sessions on
@@ -121,9 +127,10 @@ struct nt_backend_ops {
     /* h[t] = emb[tokens[t]] as f32. h: [n][H]. */
     void (*embed)(struct nt_backend *be, const struct nt_pass *p, const struct nt_matrix *emb,
                   float *h);
-    /* y[t] = w * h[t] / sqrt(mean(h[t]^2) + eps). */
+    /* y[t] = w * h[t] / sqrt(mean(h[t]^2) + eps); h: [n][H], y rows y_stride floats apart (>= H:
+     * the MTP step writes two norms side by side into one [n][2H] input). */
     void (*rmsnorm)(struct nt_backend *be, const struct nt_pass *p, const float *h,
-                    const float *w, int H, float eps, float *y);
+                    const float *w, int H, float eps, float *y, int y_stride);
     /* h[t] += o[t] (o2 not NULL: h[t] += (o[t] + o2[t]), the sum rounded before it is added);
      * then y[t] = rmsnorm(h[t]): the residual add - and a MoE layer's shared expert's add - fused
      * with the next norm. */

@@ -47,7 +47,8 @@ void nt_forward_init(struct nt_forward *f, const struct nt_config *c, const stru
     e->norm_topk_prob = c->norm_topk_prob;
     e->routed_scaling_factor = c->routed_scaling_factor;
     int has_mlp = strchr(c->pattern, NT_LAYER_MLP) != NULL;
-    int has_moe = strchr(c->pattern, NT_LAYER_MOE) != NULL;
+    /* the MTP step's MoE layer is a main-model MoE layer in all but name */
+    int has_moe = strchr(c->pattern, NT_LAYER_MOE) != NULL || strchr(c->mtp_pattern, NT_LAYER_MOE) != NULL;
     f->mlp_inner = 0;
     if (has_mlp) f->mlp_inner = c->intermediate_size;
     if (has_moe && c->moe_shared_expert_intermediate_size > f->mlp_inner)
@@ -83,7 +84,24 @@ size_t nt_state_ssm_bytes(const struct nt_forward *f) {
     return (size_t)f->mamba.nh * f->mamba.N * f->mamba.P * sizeof(float);
 }
 
-nemotron_status nt_state_alloc(const struct nt_forward *f, int n_ctx, int snap_max, struct nt_state *s,
+/* The MTP step's KV caches (its attention layers'), rows for the context and a chain past it. */
+static int take_mtp_state(const struct nt_forward *f, int n_ctx, struct nt_state *s) {
+    const struct nt_config *c = f->cfg;
+    s->n_mtp = c->n_mtp_layer;
+    s->mtp_attn = s->attn;
+    s->mtp_attn.n_ctx = n_ctx + NT_MTP_CHAIN_ROWS;
+    s->mtp_k_cache = nt_calloc((size_t)s->n_mtp, sizeof *s->mtp_k_cache);
+    s->mtp_v_cache = nt_calloc((size_t)s->n_mtp, sizeof *s->mtp_v_cache);
+    if (!s->mtp_k_cache || !s->mtp_v_cache) return 0;
+    size_t kv_floats = (size_t)s->mtp_attn.n_ctx * (size_t)f->nkv * (size_t)f->dh;
+    for (int i = 0; i < s->n_mtp; i++)
+        if (c->mtp_pattern[i] == NT_LAYER_ATTENTION &&
+            !(take(f, &s->mtp_k_cache[i], kv_floats) && take(f, &s->mtp_v_cache[i], kv_floats)))
+            return 0;
+    return 1;
+}
+
+nemotron_status nt_state_alloc(const struct nt_forward *f, int n_ctx, int snap_max, int mtp, struct nt_state *s,
                                struct nt_err *err) {
     memset(s, 0, sizeof *s);
     const struct nt_config *c = f->cfg;
@@ -108,6 +126,8 @@ nemotron_status nt_state_alloc(const struct nt_forward *f, int n_ctx, int snap_m
             ok = take(f, &s->k_cache[i], kv_floats) && take(f, &s->v_cache[i], kv_floats);
         }
     }
+    NT_ASSERT(!mtp || c->n_mtp_layer > 0);
+    if (ok && mtp) ok = take_mtp_state(f, n_ctx, s);
     if (!ok) {
         nt_state_free(f, s);
         return nt_fail(err, NEMOTRON_ERR_NOMEM,
@@ -135,6 +155,12 @@ void nt_state_free(const struct nt_forward *f, struct nt_state *s) {
     nt_free(s->v_cache);
     nt_free(s->conv_snap);
     nt_free(s->ssm_snap);
+    for (int i = 0; i < s->n_mtp; i++) {
+        if (s->mtp_k_cache) give(f, &s->mtp_k_cache[i]);
+        if (s->mtp_v_cache) give(f, &s->mtp_v_cache[i]);
+    }
+    nt_free(s->mtp_k_cache);
+    nt_free(s->mtp_v_cache);
     memset(s, 0, sizeof *s);
 }
 
@@ -189,7 +215,7 @@ static int64_t widest_row(const struct nt_forward *f) {
     return w;
 }
 
-nemotron_status nt_acts_alloc(const struct nt_forward *f, int n, struct nt_acts *a,
+nemotron_status nt_acts_alloc(const struct nt_forward *f, int n, int mtp, struct nt_acts *a,
                               struct nt_err *err) {
     memset(a, 0, sizeof *a);
     /* kernels index a pass's rows with int position x width products */
@@ -204,7 +230,8 @@ nemotron_status nt_acts_alloc(const struct nt_forward *f, int n, struct nt_acts 
     const struct nt_moe_dims *e = &f->moe;
     size_t N = (size_t)n;
     int mamba = has_kind(f, NT_LAYER_MAMBA), attn = has_kind(f, NT_LAYER_ATTENTION);
-    int moe = has_kind(f, NT_LAYER_MOE);
+    int moe = has_kind(f, NT_LAYER_MOE) || (mtp && strchr(f->cfg->mtp_pattern, NT_LAYER_MOE));
+    attn |= mtp && strchr(f->cfg->mtp_pattern, NT_LAYER_ATTENTION) != NULL;
     size_t scratch = f->be->ops->pass_scratch_bytes(f->be, widest_input(f), n);
     int ok = take(f, &a->scratch, (scratch + sizeof(float) - 1) / sizeof(float)) &&
              take(f, &a->h, N * f->H) && take(f, &a->x, N * f->H) && take(f, &a->o, N * f->H) &&
@@ -221,6 +248,7 @@ nemotron_status nt_acts_alloc(const struct nt_forward *f, int n, struct nt_acts 
              take(f, &a->idx, N * e->k) && take(f, &a->yl, N * e->L) &&
              take(f, &a->shared, N * f->H) && take(f, &a->moe_scratch, f->be->ops->moe_scratch_floats(f->be, e, n)) &&
              (!f->cfg->moe_latent_size || take(f, &a->xl, N * e->L));
+    if (ok && mtp) ok = take(f, &a->hidden, N * f->H) && take(f, &a->mtp_in, N * 2 * f->H);
     if (!ok) {
         nt_acts_free(f, a);
         return nt_fail(err, NEMOTRON_ERR_NOMEM, "out of %s memory for the activations of a %d-position pass%s%s",
@@ -232,7 +260,7 @@ nemotron_status nt_acts_alloc(const struct nt_forward *f, int n, struct nt_acts 
 void nt_acts_free(const struct nt_forward *f, struct nt_acts *a) {
     void *all[] = {&a->h, &a->x, &a->o, &a->zxd, &a->xbc, &a->y, &a->g, &a->q, &a->k, &a->v,
                    &a->att, &a->inner, &a->router, &a->wts, &a->idx, &a->xl, &a->yl, &a->shared,
-                   &a->moe_scratch, &a->logits, &a->argmax, &a->embd, &a->scratch};
+                   &a->moe_scratch, &a->logits, &a->argmax, &a->embd, &a->hidden, &a->mtp_in, &a->scratch};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) give(f, all[i]);
 }
 
@@ -253,14 +281,14 @@ static void mamba_mixer(const struct nt_forward *f, const struct nt_mamba_weight
 }
 
 static void attention_mixer(const struct nt_forward *f, const struct nt_attention_weights *w,
-                            struct nt_state *s, int layer, struct nt_acts *a,
+                            const struct nt_attn_dims *d, float *k_cache, float *v_cache, struct nt_acts *a,
                             const struct nt_pass *p) {
     struct nt_backend *be = f->be;
     int n = p->n, qw = f->nq * f->dh, kvw = f->nkv * f->dh;
     be->ops->matmul(be, p, n, &w->q_proj, NULL, NT_ACT_NONE, a->x, f->H, a->q, qw);
     be->ops->matmul(be, p, n, &w->k_proj, NULL, NT_ACT_NONE, a->x, f->H, a->k, kvw);
     be->ops->matmul(be, p, n, &w->v_proj, NULL, NT_ACT_NONE, a->x, f->H, a->v, kvw);
-    be->ops->attention(be, p, &s->attn, a->q, a->k, a->v, s->k_cache[layer], s->v_cache[layer], a->att);
+    be->ops->attention(be, p, d, a->q, a->k, a->v, k_cache, v_cache, a->att);
     be->ops->matmul(be, p, n, &w->o_proj, NULL, NT_ACT_NONE, a->att, qw, a->o, f->H);
 }
 
@@ -294,6 +322,25 @@ static void moe_mixer(const struct nt_forward *f, const struct nt_moe_weights *w
     mlp(f, &w->shared, p, a->x, a->inner, a->shared);
 }
 
+/* A layer's residual step: h += o (+ a MoE layer's shared expert's output), x = the next norm. */
+static void residual(const struct nt_forward *f, const struct nt_layer_weights *l, const float *next_norm,
+                     struct nt_acts *a, const struct nt_pass *p) {
+    const float *shared = l->kind == NT_LAYER_MOE ? a->shared : NULL; /* o + shared, then h += */
+    f->be->ops->add_rmsnorm(f->be, p, a->h, a->o, shared, next_norm, f->H, f->eps, a->x);
+}
+
+/* The logits p->want asks for, from the final normed rows a->x. */
+static void head(const struct nt_forward *f, struct nt_acts *a, const struct nt_pass *p) {
+    struct nt_backend *be = f->be;
+    enum nt_logits want = (enum nt_logits)p->want;
+    if (want == NT_LOGITS_NONE) return;
+    int every = want == NT_LOGITS_ALL || want == NT_LOGITS_ARGMAX;
+    int rows = every ? p->n : 1;
+    const float *x = every ? a->x : a->x + (size_t)(p->n - 1) * f->H;
+    be->ops->matmul(be, p, rows, &f->w->lm_head, NULL, NT_ACT_NONE, x, f->H, a->logits, f->V);
+    be->ops->argmax(be, rows, a->logits, f->V, a->argmax);
+}
+
 void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_acts *a,
                      const struct nt_pass *p) {
     struct nt_backend *be = f->be;
@@ -301,32 +348,58 @@ void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_a
     const struct nt_config *c = f->cfg;
     NT_ASSERT(p->n >= 1 && p->n <= a->pass_max);
     NT_ASSERT(!p->snap || p->n <= s->snap_max);
-    NT_ASSERT(p->embd || p->tokens);
+    NT_ASSERT((p->embd || p->tokens) && !p->mtp);
     be->ops->begin_pass(be, p);
     if (p->embd)
         be->ops->copy(be, a->h, p->embd, (size_t)p->n * f->H * sizeof(float));
     else
         be->ops->embed(be, p, &w->embeddings, a->h);
-    be->ops->rmsnorm(be, p, a->h, w->layers[0].norm_w, f->H, f->eps, a->x);
+    be->ops->rmsnorm(be, p, a->h, w->layers[0].norm_w, f->H, f->eps, a->x, f->H);
     for (int i = 0; i < c->n_layer; i++) {
         const struct nt_layer_weights *l = &w->layers[i];
         switch (l->kind) {
         case NT_LAYER_MAMBA: mamba_mixer(f, &l->mamba, s, i, a, p); break;
-        case NT_LAYER_ATTENTION: attention_mixer(f, &l->attn, s, i, a, p); break;
+        case NT_LAYER_ATTENTION:
+            attention_mixer(f, &l->attn, &s->attn, s->k_cache[i], s->v_cache[i], a, p);
+            break;
         case NT_LAYER_MLP: mlp(f, &l->mlp, p, a->x, a->inner, a->o); break;
         case NT_LAYER_MOE: moe_mixer(f, &l->moe, a, p); break;
         }
-        const float *next = i + 1 < c->n_layer ? w->layers[i + 1].norm_w : w->norm_f;
-        const float *shared = l->kind == NT_LAYER_MOE ? a->shared : NULL; /* o + shared, then h += */
-        be->ops->add_rmsnorm(be, p, a->h, a->o, shared, next, f->H, f->eps, a->x);
+        residual(f, l, i + 1 < c->n_layer ? w->layers[i + 1].norm_w : w->norm_f, a, p);
     }
-    enum nt_logits want = (enum nt_logits)p->want;
-    if (want != NT_LOGITS_NONE) {
-        int every = want == NT_LOGITS_ALL || want == NT_LOGITS_ARGMAX;
-        int rows = every ? p->n : 1;
-        const float *x = every ? a->x : a->x + (size_t)(p->n - 1) * f->H;
-        be->ops->matmul(be, p, rows, &w->lm_head, NULL, NT_ACT_NONE, x, f->H, a->logits, f->V);
-        be->ops->argmax(be, rows, a->logits, f->V, a->argmax);
+    head(f, a, p);
+    if (p->hidden_out) be->ops->copy(be, p->hidden_out, a->x, (size_t)p->n * f->H * sizeof(float));
+    be->ops->end_pass(be, p);
+}
+
+void nt_forward_mtp_pass(const struct nt_forward *f, struct nt_state *s, struct nt_acts *a,
+                         const struct nt_pass *p) {
+    struct nt_backend *be = f->be;
+    const struct nt_mtp_weights *m = &f->w->mtp;
+    int n = p->n, H = f->H;
+    NT_ASSERT(n >= 1 && n <= a->pass_max && s->n_mtp > 0 && a->hidden && a->mtp_in);
+    NT_ASSERT(p->mtp && p->tokens && !p->embd && !p->snap && !p->hidden_out);
+    NT_ASSERT(p->pos0 + n <= s->mtp_attn.n_ctx);
+    be->ops->begin_pass(be, p);
+    /* the input: the two normed halves side by side, fused by eh_proj (embedding half first) */
+    be->ops->embed(be, p, &f->w->embeddings, a->h);
+    be->ops->rmsnorm(be, p, a->h, m->enorm_w, H, f->eps, a->mtp_in, 2 * H);
+    be->ops->rmsnorm(be, p, a->hidden, m->hnorm_w, H, f->eps, a->mtp_in + H, 2 * H);
+    be->ops->matmul(be, p, n, &m->eh_proj, NULL, NT_ACT_NONE, a->mtp_in, 2 * H, a->h, H);
+    be->ops->rmsnorm(be, p, a->h, m->layers[0].norm_w, H, f->eps, a->x, H);
+    for (int i = 0; i < s->n_mtp; i++) {
+        const struct nt_layer_weights *l = &m->layers[i];
+        switch (l->kind) {
+        case NT_LAYER_ATTENTION:
+            attention_mixer(f, &l->attn, &s->mtp_attn, s->mtp_k_cache[i], s->mtp_v_cache[i], a, p);
+            break;
+        case NT_LAYER_MOE: moe_mixer(f, &l->moe, a, p); break;
+        default: NT_ASSERT(!"an MTP layer is attention or MoE (the config reader checks)");
+        }
+        residual(f, l, i + 1 < s->n_mtp ? m->layers[i + 1].norm_w : m->final_norm_w, a, p);
     }
+    head(f, a, p);
+    /* the last row's out is the next chained step's hidden input */
+    be->ops->copy(be, a->hidden, a->x + (size_t)(n - 1) * H, (size_t)H * sizeof(float));
     be->ops->end_pass(be, p);
 }

@@ -38,6 +38,10 @@ struct nt_state {
     float **conv_snap;                /* [n_layer] -> resident [snap_max][K-1][CD]: slot t = the ring
                                        * before position t of the last verify pass */
     float **ssm_snap;                 /* [n_layer] -> resident [snap_max][nh][N][P], as conv_snap */
+    int n_mtp;                        /* the MTP step's layers it holds state for (0: no MTP) */
+    struct nt_attn_dims mtp_attn;     /* n_ctx = rows of the MTP's KV caches: the context and the
+                                       * positions a chain of drafts runs past it */
+    float **mtp_k_cache, **mtp_v_cache; /* [n_mtp] -> resident [mtp n_ctx][nkv*dh]; NULL for MoE */
 };
 
 /* Activations of one pass (resident), sized for pass_max positions. */
@@ -54,11 +58,16 @@ struct nt_acts {
     float *logits;                    /* [n][V] */
     int32_t *argmax;                  /* [n] */
     float *embd;                      /* [n][H]: input embeddings written from the host */
+    float *hidden;                    /* [n][H] (sessions with MTP): the MTP step's input hidden
+                                       * rows - a main pass's final rows (nt_pass.hidden_out), or
+                                       * row 0 = the last output of an MTP pass (a chain's next) */
+    float *mtp_in;                    /* [n][2H] (sessions with MTP): enorm(e) | hnorm(h) */
     void *scratch;                    /* the backend's pass scratch (nt_pass.scratch) */
 };
 
-/* snap_max: the positions a verify pass may hold (0: no snapshot slots). */
-nemotron_status nt_state_alloc(const struct nt_forward *f, int n_ctx, int snap_max, struct nt_state *s,
+/* snap_max: the positions a verify pass may hold (0: no snapshot slots); mtp: also the state of
+ * the model's MTP step (its KV caches), which the model must have. */
+nemotron_status nt_state_alloc(const struct nt_forward *f, int n_ctx, int snap_max, int mtp, struct nt_state *s,
                                struct nt_err *err);
 void nt_state_free(const struct nt_forward *f, struct nt_state *s);
 void nt_state_clear(const struct nt_forward *f, struct nt_state *s);   /* zero conv and SSM */
@@ -79,7 +88,8 @@ struct nt_copy_batch {
 void nt_copy_batch_add(struct nt_copy_batch *b, void *dst, const void *src, size_t bytes);
 void nt_copy_batch_flush(struct nt_copy_batch *b);
 
-nemotron_status nt_acts_alloc(const struct nt_forward *f, int pass_max, struct nt_acts *a,
+/* mtp: also the MTP step's buffers (hidden, mtp_in). */
+nemotron_status nt_acts_alloc(const struct nt_forward *f, int pass_max, int mtp, struct nt_acts *a,
                               struct nt_err *err);
 void nt_acts_free(const struct nt_forward *f, struct nt_acts *a);
 
@@ -98,5 +108,21 @@ enum nt_logits {
  * p->snap pass needs p->n <= s->snap_max. */
 void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_acts *a,
                      const struct nt_pass *p);
+
+/* The positions MTP KV caches hold past the context: a chain of drafts runs up to
+ * NEMOTRON_SPEC_MAX positions ahead of the last verified one. */
+#define NT_MTP_CHAIN_ROWS NEMOTRON_SPEC_MAX
+
+/* Runs the model's MTP step (MODEL.md 3.8) over p->n positions at MTP positions p->pos0.. (p->mtp
+ * set, tokens only, no snap): row t reads the hidden row a->hidden[t] (the main model's final
+ * hidden state at position pos0 + t, or a chained step's input) and p->tokens[t], the token after
+ * that position, and predicts the token after that one:
+ *     x = eh_proj (enorm(emb[token]) | hnorm(hidden));  x += attn(norm x);  x += moe(norm x)
+ *     out = final_layernorm(x);  logits = lm_head(out)       (as p->want asks)
+ * Its attention appends KV rows at pos0.. to the MTP caches, which hold the rows of earlier MTP
+ * passes below. Afterwards a->hidden row 0 holds the last row's out: the input of a chained step.
+ * The state must have been allocated with mtp. */
+void nt_forward_mtp_pass(const struct nt_forward *f, struct nt_state *s, struct nt_acts *a,
+                         const struct nt_pass *p);
 
 #endif /* NT_FORWARD_H */

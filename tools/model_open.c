@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "speculate.h"
 
 /* Loads shorter than this pass without a word: a small model opens in well under a second. */
 #define LOAD_QUIET_S 1
@@ -76,6 +77,7 @@ int cli_open(const struct args *a, int n_ctx, nemotron_model **m, nemotron_sessi
     sp.n_ctx = a->ctx ? a->ctx : n_ctx;
     if (a->pass) sp.pass_max = a->pass;
     if (a->verify_max) sp.verify_max = a->verify_max;
+    sp.mtp = cli_spec_mtp(a);
     int trained = nemotron_model_ctx_train(*m);
     if (a->ctx > trained)
         fprintf(stderr, "nemotron: warning: --ctx %d is longer than the %d positions the model was trained on "

@@ -8,13 +8,12 @@
 
 int cli_spec_wanted(const struct args *a) { return a->spec != NULL || a->draft_model != NULL; }
 
+int cli_spec_mtp(const struct args *a) { return a->spec && !strcmp(a->spec, "mtp"); }
+
 const char *cli_spec_check(const char *spec, const char *draft_model, int spec_max, char *buf, size_t cap) {
-    if (spec && !strcmp(spec, "mtp"))
-        snprintf(buf, cap, "--spec mtp: the library has no MTP drafter yet (the demo model carries no trained MTP "
-                           "layers); use --spec ngram or --draft-model MODEL");
-    else if (spec && strcmp(spec, "ngram"))
-        snprintf(buf, cap, "--spec '%s': the methods are ngram (prompt lookup); a draft model is --draft-model MODEL",
-                 spec);
+    if (spec && strcmp(spec, "ngram") && strcmp(spec, "mtp"))
+        snprintf(buf, cap, "--spec '%s': the methods are ngram (prompt lookup) and mtp (the model's MTP layers); a "
+                           "draft model is --draft-model MODEL", spec);
     else if (spec && draft_model)
         snprintf(buf, cap, "--spec %s and --draft-model: one drafter at a time", spec);
     else if (spec_max && !spec && !draft_model)
@@ -54,6 +53,7 @@ int cli_spec_start(struct cli_spec *cs, const struct args *a, nemotron_session *
     nemotron_spec_params p = nemotron_spec_default_params();
     p.spec_max = a->spec_max;
     p.draft = cs->draft;
+    p.mtp = cli_spec_mtp(a);
     nemotron_status st = nemotron_spec_new(target, sampler, &p, &cs->dec);
     if (st) {
         int rc = cli_fail(a->draft_model ? "--draft-model" : "--spec", nemotron_spec_errmsg(cs->dec), st);

@@ -1,5 +1,5 @@
 /* speculate.h - speculative decoding for the commands that generate (generate, run, chat):
- * the drafter the command line chose (--spec ngram, --draft-model MODEL), the decoder of a run
+ * the drafter the command line chose (--spec ngram|mtp, --draft-model MODEL), the decoder of a run
  * and the line that reports its counts.
  *
  * The decoder (nemotron_spec_*) gives the tokens plain decoding gives, so a command only swaps
@@ -21,8 +21,10 @@ struct cli_spec {
     nemotron_spec *dec;              /* the decoder of the run in progress */
 };
 
-/* Whether the command line asked for speculation. */
+/* Whether the command line asked for speculation; for the model's MTP step (--spec mtp: the
+ * session must be made with it). */
 int cli_spec_wanted(const struct args *a);
+int cli_spec_mtp(const struct args *a);
 /* --spec METHOD, --draft-model MODEL and --spec-max K (0: not given) together, as the commands
  * and serve take them: NULL when they fit, else buf holding what is wrong. */
 const char *cli_spec_check(const char *spec, const char *draft_model, int spec_max, char *buf, size_t cap);

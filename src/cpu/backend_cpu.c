@@ -102,9 +102,9 @@ static void norm_row(const float *x, const float *w, int H, float eps, float *y)
 }
 
 static void rmsnorm(struct nt_backend *be, const struct nt_pass *p, const float *h, const float *w,
-                    int H, float eps, float *y) {
+                    int H, float eps, float *y, int y_stride) {
 #pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * H))
-    for (int t = 0; t < p->n; t++) norm_row(h + (size_t)t * H, w, H, eps, y + (size_t)t * H);
+    for (int t = 0; t < p->n; t++) norm_row(h + (size_t)t * H, w, H, eps, y + (size_t)t * y_stride);
 }
 
 static void add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h, const float *o,

@@ -31,7 +31,7 @@ void be_embed(struct nt_backend *be, const struct nt_pass *p, const struct nt_ma
  * every pass, so a position's sum has one tree whatever n is. */
 #define NORM_THREADS 1024
 __global__ void __launch_bounds__(NORM_THREADS)
-    k_rmsnorm(float *h, const float *o, const float *o2, const float *w, int H, float eps, float *y) {
+    k_rmsnorm(float *h, const float *o, const float *o2, const float *w, int H, float eps, float *y, int y_stride) {
     grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
     grid_launch_dependents();
     __shared__ float sh[33];
@@ -50,14 +50,15 @@ __global__ void __launch_bounds__(NORM_THREADS)
     }
     ss = block_sum(ss, sh);
     float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)H), eps)));
-    for (int i = threadIdx.x; i < H; i += blockDim.x) y[(size_t)t * H + i] = __fmul_rn(w[i], __fmul_rn(ht[i], inv));
+    for (int i = threadIdx.x; i < H; i += blockDim.x) y[(size_t)t * y_stride + i] = __fmul_rn(w[i], __fmul_rn(ht[i], inv));
 }
 
 void be_rmsnorm(struct nt_backend *be, const struct nt_pass *p, const float *h, const float *w, int H, float eps,
-                float *y) {
-    OP_START(be, OP_RMSNORM, U(h), U(w), (uint64_t)H, FLT(eps), U(y));
+                float *y, int y_stride) {
+    OP_START(be, OP_RMSNORM, U(h), U(w), (uint64_t)H, FLT(eps), U(y), (uint64_t)y_stride);
     PROFILE(be, "rmsnorm n=%d", p->n);
-    NT_LAUNCH_EARLY(k_rmsnorm, p->n, NORM_THREADS, 0, (float *)h, NULL, NULL, w, H, eps, y); /* h only read when o is NULL */
+    /* h only read when o is NULL */
+    NT_LAUNCH_EARLY(k_rmsnorm, p->n, NORM_THREADS, 0, (float *)h, NULL, NULL, w, H, eps, y, y_stride);
     LAUNCHED(be);
 }
 
@@ -65,7 +66,7 @@ void be_add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h, co
                     const float *w, int H, float eps, float *y) {
     OP_START(be, OP_ADD_RMSNORM, U(h), U(o), U(o2), U(w), (uint64_t)H, FLT(eps), U(y));
     PROFILE(be, "add_rmsnorm n=%d", p->n);
-    NT_LAUNCH_EARLY(k_rmsnorm, p->n, NORM_THREADS, 0, h, o, o2, w, H, eps, y);
+    NT_LAUNCH_EARLY(k_rmsnorm, p->n, NORM_THREADS, 0, h, o, o2, w, H, eps, y, H);
     LAUNCHED(be);
 }
 

@@ -40,6 +40,7 @@ struct pass_graph {
     const void *scratch;         /* the session's pass scratch: one session, one set of buffers */
     int n, want;
     int snap, embd;              /* a verify pass; the input is embeddings (not tokens) */
+    int mtp, keep;               /* the MTP step's program; the pass keeps its hidden rows */
     int runs;                    /* eager runs so far (the program is captured on the second) */
     uint64_t print;              /* fingerprint of every operation and argument of the pass */
     cudaGraphExec_t exec;        /* NULL until captured */
@@ -147,7 +148,7 @@ void be_end_pass(struct nt_backend *be, const struct nt_pass *p);
 size_t be_pass_scratch_bytes(struct nt_backend *be, int64_t max_cols, int n);
 void be_embed(struct nt_backend *be, const struct nt_pass *p, const struct nt_matrix *emb, float *h);
 void be_rmsnorm(struct nt_backend *be, const struct nt_pass *p, const float *h, const float *w, int H, float eps,
-                float *y);
+                float *y, int y_stride);
 void be_add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h, const float *o, const float *o2,
                     const float *w, int H, float eps, float *y);
 void be_argmax(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out);

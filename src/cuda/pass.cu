@@ -136,7 +136,7 @@ void drop_graphs_of(struct cuda_backend *b, const void *scratch) {
     pthread_mutex_unlock(&b->lock);
 }
 
-/* The program slot of (scratch, n, want, snap, input kind): found, or a fresh one (a free slot,
+/* The program slot of (scratch, n, want, snap, input kind, mtp, kept hidden rows): found, or a fresh one (a free slot,
  * else the least recently used, whose graph is destroyed). */
 static struct pass_graph *graph_slot(struct cuda_backend *b, const struct nt_pass *p) {
     pthread_mutex_lock(&b->lock);
@@ -144,7 +144,7 @@ static struct pass_graph *graph_slot(struct cuda_backend *b, const struct nt_pas
     for (int i = 0; i < MAX_GRAPHS && !g; i++) {
         struct pass_graph *c = &b->graphs[i];
         if (c->scratch == p->scratch && c->n == p->n && c->want == p->want && c->snap == !!p->snap &&
-            c->embd == (p->embd != NULL))
+            c->embd == (p->embd != NULL) && c->mtp == !!p->mtp && c->keep == (p->hidden_out != NULL))
             g = c;
         else if (!c->scratch || (lru->scratch && c->used < lru->used)) lru = c;
     }
@@ -157,6 +157,8 @@ static struct pass_graph *graph_slot(struct cuda_backend *b, const struct nt_pas
         g->want = p->want;
         g->snap = !!p->snap;
         g->embd = p->embd != NULL;
+        g->mtp = !!p->mtp;
+        g->keep = p->hidden_out != NULL;
     }
     g->used = ++b->clock;
     pthread_mutex_unlock(&b->lock);

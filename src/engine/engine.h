@@ -43,7 +43,27 @@ struct nemotron_session {
     int32_t *verify_argmax;
     int broken;                       /* a device error happened in one of its passes: refused until
                                        * freed (its state is whatever the device left) */
+    /* The MTP step (made with nemotron_session_params.mtp). Every main pass of tokens leaves its
+     * final hidden rows in acts.hidden; the MTP has run positions [0, pos - mtp_rows), and the
+     * last mtp_rows positions wait there, mtp_next holding the token after each but the last
+     * (the next pass's first token, or a draft's start, gives that one). While mtp_follow is set
+     * the waiting rows run before the next main pass; cleared (a speculative decoder that
+     * switched itself off), they are dropped instead, and the MTP skips those positions. */
+    int mtp, mtp_follow, mtp_rows;
+    int32_t *mtp_next;                /* host [pass_max] */
 };
+
+/* Drafts up to k tokens with the session's MTP step (a session made with mtp), `next` being the
+ * token after the session's last position (picked, not evaluated): the step runs the waiting
+ * rows with next, which drafts the first, then k - 1 more steps chained on its own outputs, each
+ * drafting one. *n is k, or 0 when no row waits (after a reset, embeddings input, or a restore
+ * without MTP rows: plain decoding must evaluate one token first). The session's own state and
+ * logits do not change; its MTP state is as after the waiting rows. */
+nemotron_status nt_session_mtp_draft(nemotron_session *s, int32_t next, int k, int32_t *drafts, int *n);
+/* The MTP step's logits for every waiting row (the tests' window on the step): runs them as
+ * nt_session_mtp_draft does, with next after the last, into logits[rows][vocab]; *rows = how many
+ * (0: none waited). logits must hold pass_max rows. */
+nemotron_status nt_session_mtp_logits(nemotron_session *s, int32_t next, float *logits, int *rows);
 
 /* A session's state at one position, on the model's backend (nemotron.h). */
 struct nemotron_snapshot {
@@ -56,6 +76,11 @@ struct nemotron_snapshot {
     float *logits;                    /* host [V]: the session's last logits */
     int has_last;
     int32_t argmax;
+    /* a session with MTP's: the MTP KV rows [0, pos - mtp_rows) then its waiting hidden rows
+     * (resident, NULL when it had no MTP), their count and the tokens after them */
+    void *mtp;
+    int mtp_rows;
+    int32_t *mtp_next;
 };
 
 /* The memory a snapshot holds (device state plus its host logits), in bytes; 0 for NULL. The

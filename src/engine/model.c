@@ -208,6 +208,7 @@ int nemotron_model_vocab_size(const nemotron_model *m) { return m && m->loaded ?
 int nemotron_model_n_threads(const nemotron_model *m) { return m && m->loaded ? m->be->n_threads : 0; }
 int nemotron_model_hidden_size(const nemotron_model *m) { return m && m->loaded ? m->cfg.hidden_size : 0; }
 int nemotron_model_n_layer(const nemotron_model *m) { return m && m->loaded ? m->cfg.n_layer : 0; }
+int nemotron_model_mtp_layers(const nemotron_model *m) { return m && m->loaded ? m->cfg.n_mtp_layer : 0; }
 int nemotron_model_ctx_train(const nemotron_model *m) { return m && m->loaded ? m->cfg.max_position_embeddings : 0; }
 const char *nemotron_model_pattern(const nemotron_model *m) { return m && m->loaded ? m->cfg.pattern : ""; }
 uint64_t nemotron_model_active_weight_bytes(const nemotron_model *m) {

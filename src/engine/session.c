@@ -21,7 +21,7 @@
 #define NT_DEFAULT_N_CTX 4096
 
 nemotron_session_params nemotron_session_default_params(void) {
-    nemotron_session_params p = {.n_ctx = NT_DEFAULT_N_CTX, .pass_max = 0, .verify_max = 0};
+    nemotron_session_params p = {.n_ctx = NT_DEFAULT_N_CTX, .pass_max = 0, .verify_max = 0, .mtp = 0};
     return p;
 }
 
@@ -40,9 +40,15 @@ static nemotron_status create(nemotron_session *s, nemotron_model *m, const nemo
                        "verify_max %d: a verify pass holds 0 (none) to pass_max (%d) positions", p->verify_max,
                        s->pass_max);
     s->verify_max = p->verify_max;
-    nemotron_status st = nt_state_alloc(&m->fwd, s->n_ctx, s->verify_max, &s->state, &s->err);
+    if (p->mtp && !m->cfg.n_mtp_layer)
+        return nt_fail(&s->err, NEMOTRON_ERR_ARG,
+                       "mtp: the model has no MTP layers (config.json's num_nextn_predict_layers is 0 or absent)");
+    s->mtp = s->mtp_follow = p->mtp != 0;
+    nemotron_status st = nt_state_alloc(&m->fwd, s->n_ctx, s->verify_max, s->mtp, &s->state, &s->err);
     if (st) return st;
-    if ((st = nt_acts_alloc(&m->fwd, s->pass_max, &s->acts, &s->err))) return st;
+    if ((st = nt_acts_alloc(&m->fwd, s->pass_max, s->mtp, &s->acts, &s->err))) return st;
+    if (s->mtp && !(s->mtp_next = nt_calloc((size_t)s->pass_max, sizeof(int32_t))))
+        return nt_fail(&s->err, NEMOTRON_ERR_NOMEM, "out of memory for the MTP step's tokens");
     s->last_logits = nt_calloc((size_t)m->cfg.vocab_size, sizeof(float));
     s->prev_logits = nt_calloc((size_t)m->cfg.vocab_size, sizeof(float));
     s->verify_argmax = nt_calloc((size_t)(s->verify_max > 0 ? s->verify_max : 1), sizeof(int32_t));
@@ -61,8 +67,10 @@ static void release(nemotron_session *s) {
     nt_free(s->last_logits);
     nt_free(s->prev_logits);
     nt_free(s->verify_argmax);
+    nt_free(s->mtp_next);
     s->last_logits = s->prev_logits = NULL;
     s->verify_argmax = NULL;
+    s->mtp_next = NULL;
 }
 
 nemotron_status nemotron_session_new(nemotron_model *m, const nemotron_session_params *params,
@@ -148,6 +156,35 @@ static long first_degenerate_row(const float *logits, long rows, int V) {
     return -1;
 }
 
+/* ---- the MTP step ---- */
+
+/* Runs the MTP step over the waiting rows, next being the token after the last (want: the
+ * logits it leaves in acts). No row waits afterwards. */
+static void mtp_run_waiting(nemotron_session *s, int32_t next, enum nt_logits want) {
+    int r = s->mtp_rows;
+    NT_ASSERT(r > 0 && r <= s->pass_max);
+    s->mtp_next[r - 1] = next;
+    struct nt_pass p = {.n = r, .pos0 = s->pos - r, .tokens = s->mtp_next, .mtp = 1, .want = want,
+                        .scratch = s->acts.scratch};
+    nt_pass_enter();
+    nt_forward_mtp_pass(&s->model->fwd, &s->state, &s->acts, &p);
+    nt_pass_leave();
+    s->mtp_rows = 0;
+}
+
+/* Before a main pass whose first token is `first`: the waiting rows run (or, not following, are
+ * dropped). */
+static void mtp_before_pass(nemotron_session *s, int32_t first) {
+    if (s->mtp_rows && s->mtp_follow) mtp_run_waiting(s, first, NT_LOGITS_NONE);
+    s->mtp_rows = 0;
+}
+
+/* After a main pass of tokens[0..n) that left its hidden rows in acts.hidden: they wait. */
+static void mtp_after_pass(nemotron_session *s, const int32_t *tokens, int n) {
+    memcpy(s->mtp_next, tokens + 1, (size_t)(n - 1) * sizeof(int32_t));
+    s->mtp_rows = n;
+}
+
 /* Runs n checked positions (tokens, or host embeddings [n][H]) in passes of up to pass_max. */
 static nemotron_status run(nemotron_session *s, const int32_t *tokens, const float *embd, int n, float *logits) {
     const struct nt_forward *f = &s->model->fwd;
@@ -163,12 +200,18 @@ static nemotron_status run(nemotron_session *s, const int32_t *tokens, const flo
         if (embd) {
             be->ops->write(be, s->acts.embd, embd + (size_t)off * H, (size_t)chunk * H * sizeof(float));
             p.embd = s->acts.embd;
+            s->mtp_rows = 0; /* the MTP step takes tokens: it skips what waits and these */
         } else {
             p.tokens = tokens + off;
+            if (s->mtp) {
+                mtp_before_pass(s, p.tokens[0]);
+                p.hidden_out = s->acts.hidden;
+            }
         }
         nt_pass_enter();
         nt_forward_pass(f, &s->state, &s->acts, &p);
         nt_pass_leave();
+        if (p.hidden_out) mtp_after_pass(s, p.tokens, chunk);
         if (logits)
             be->ops->to_host(be, logits + (size_t)off * V, s->acts.logits, (size_t)chunk * V * sizeof(float));
         if (last) {
@@ -225,9 +268,14 @@ nemotron_status nemotron_session_verify(nemotron_session *s, const int32_t *toke
     if (be->fault[0]) return device_failed(s);
     struct nt_pass p = {.n = n, .pos0 = s->pos, .tokens = tokens, .snap = 1, .want = NT_LOGITS_ARGMAX,
                         .scratch = s->acts.scratch};
+    if (s->mtp) {
+        mtp_before_pass(s, tokens[0]);
+        p.hidden_out = s->acts.hidden;
+    }
     nt_pass_enter();
     nt_forward_pass(f, &s->state, &s->acts, &p);
     nt_pass_leave();
+    if (p.hidden_out) mtp_after_pass(s, tokens, n);
     /* the last logits before the pass stay at hand for accept(0) */
     float *before = s->last_logits;
     s->last_logits = s->prev_logits;
@@ -259,6 +307,7 @@ nemotron_status nemotron_session_accept(nemotron_session *s, int m) {
         return nt_fail(&s->err, NEMOTRON_ERR_ARG, "accept %d positions of a verify pass of %d", m, n);
     s->verify_n = 0;
     s->err.msg[0] = 0;
+    if (s->mtp) s->mtp_rows = m; /* the kept positions' hidden rows wait for the MTP step */
     if (m == n) return NEMOTRON_OK; /* the pass left the state after its last position */
     const struct nt_forward *f = &s->model->fwd;
     struct nt_backend *be = f->be;
@@ -320,10 +369,19 @@ static size_t kv_bytes(const struct nt_forward *f, int pos) {
     return (size_t)n_kind(f, NT_LAYER_ATTENTION) * 2 * kv_rows_bytes(f, pos);
 }
 
+/* Bytes of the MTP part of a snapshot at position pos with `rows` waiting hidden rows: the MTP
+ * attention layers' K and V rows below the first waiting position, then the waiting rows. */
+static size_t mtp_bytes(const struct nt_forward *f, int pos, int rows) {
+    int n_attn = 0;
+    for (const char *c = f->cfg->mtp_pattern; *c; c++) n_attn += *c == NT_LAYER_ATTENTION;
+    return (size_t)n_attn * 2 * kv_rows_bytes(f, pos - rows) + (size_t)rows * f->H * sizeof(float);
+}
+
 size_t nt_snapshot_bytes(const nemotron_snapshot *snap) {
     if (!snap) return 0;
     const struct nt_forward *f = &snap->model->fwd;
-    return recurrent_bytes(f) + kv_bytes(f, snap->pos) + (size_t)f->V * sizeof(float);
+    size_t mtp = snap->mtp ? mtp_bytes(f, snap->pos, snap->mtp_rows) + (size_t)snap->mtp_rows * sizeof(int32_t) : 0;
+    return recurrent_bytes(f) + kv_bytes(f, snap->pos) + (size_t)f->V * sizeof(float) + mtp;
 }
 
 void nemotron_snapshot_free(nemotron_snapshot *snap) {
@@ -331,7 +389,9 @@ void nemotron_snapshot_free(nemotron_snapshot *snap) {
     struct nt_backend *be = snap->model->fwd.be;
     if (snap->recurrent) be->ops->release(be, snap->recurrent);
     if (snap->kv) be->ops->release(be, snap->kv);
+    if (snap->mtp) be->ops->release(be, snap->mtp);
     nt_free(snap->logits);
+    nt_free(snap->mtp_next);
     nt_free(snap);
 }
 
@@ -363,6 +423,23 @@ static void copy_state(const struct nt_forward *f, struct nt_state *st, const ne
     nt_copy_batch_flush(&b);
 }
 
+/* The MTP step's part, as copy_state (both the session and the snapshot have one). */
+static void copy_mtp_state(const struct nt_forward *f, nemotron_session *s, const nemotron_snapshot *snap,
+                           int to_snap) {
+    struct nt_state *st = &s->state;
+    size_t kb = kv_rows_bytes(f, snap->pos - snap->mtp_rows);
+    uint8_t *at = snap->mtp;
+    struct nt_copy_batch b = {.be = f->be};
+    for (int i = 0; i < st->n_mtp; i++) {
+        if (!st->mtp_k_cache[i] || !kb) continue;
+        copy_pair(&b, st->mtp_k_cache[i], at, kb, to_snap);
+        copy_pair(&b, st->mtp_v_cache[i], at + kb, kb, to_snap);
+        at += 2 * kb;
+    }
+    if (snap->mtp_rows) copy_pair(&b, s->acts.hidden, at, (size_t)snap->mtp_rows * f->H * sizeof(float), to_snap);
+    nt_copy_batch_flush(&b);
+}
+
 nemotron_status nemotron_session_snapshot(nemotron_session *s, nemotron_snapshot **out) {
     if (out) *out = NULL;
     nemotron_status st = usable(s);
@@ -376,17 +453,27 @@ nemotron_status nemotron_session_snapshot(nemotron_session *s, nemotron_snapshot
     snap->model = s->model;
     snap->pos = s->pos;
     size_t rec = recurrent_bytes(f), kv = kv_bytes(f, s->pos);
+    size_t mtp = s->mtp ? mtp_bytes(f, s->pos, s->mtp_rows) : 0;
     snap->logits = nt_calloc((size_t)f->V, sizeof(float));
+    snap->mtp_rows = s->mtp_rows;
     int ok = snap->logits && (!rec || (snap->recurrent = be->ops->alloc(be, rec))) &&
              (!kv || (snap->kv = be->ops->alloc(be, kv)));
+    /* a session with MTP keeps its MTP part too (its snapshot has one even when it is empty) */
+    if (ok && s->mtp)
+        ok = (snap->mtp = be->ops->alloc(be, mtp ? mtp : 1)) &&
+             (snap->mtp_next = nt_calloc((size_t)(s->mtp_rows ? s->mtp_rows : 1), sizeof(int32_t)));
     if (!ok) {
         nemotron_snapshot_free(snap);
         if (be->fault[0]) return device_failed(s);
         return nt_fail(&s->err, NEMOTRON_ERR_NOMEM, "out of %s memory for a snapshot at position %d (%.1f MiB)%s%s",
-                       be->ops->name, s->pos, (double)(rec + kv) / 1048576.0, be->alloc_error[0] ? ": " : "",
+                       be->ops->name, s->pos, (double)(rec + kv + mtp) / 1048576.0, be->alloc_error[0] ? ": " : "",
                        be->alloc_error);
     }
     copy_state(f, &s->state, snap, 1);
+    if (snap->mtp) {
+        copy_mtp_state(f, s, snap, 1);
+        memcpy(snap->mtp_next, s->mtp_next, (size_t)s->mtp_rows * sizeof(int32_t));
+    }
     memcpy(snap->logits, s->last_logits, (size_t)f->V * sizeof(float));
     snap->has_last = s->has_last;
     snap->argmax = s->last_argmax;
@@ -413,6 +500,13 @@ nemotron_status nemotron_session_restore(nemotron_session *s, const nemotron_sna
     copy_state(f, &s->state, snap, 0);
     s->pos = snap->pos;
     s->verify_n = 0;
+    /* the MTP step follows on from the snapshot's, or (none kept) starts on the next pass's rows */
+    s->mtp_rows = 0;
+    if (s->mtp && snap->mtp && snap->mtp_rows <= s->pass_max) {
+        copy_mtp_state(f, s, snap, 0);
+        memcpy(s->mtp_next, snap->mtp_next, (size_t)snap->mtp_rows * sizeof(int32_t));
+        s->mtp_rows = snap->mtp_rows;
+    }
     memcpy(s->last_logits, snap->logits, (size_t)f->V * sizeof(float));
     s->has_last = snap->has_last;
     s->last_argmax = snap->argmax;
@@ -441,4 +535,50 @@ void nemotron_session_reset(nemotron_session *s) {
     s->verify_n = 0;
     s->has_last = 0;
     s->last_argmax = -1;
+    s->mtp_rows = 0;
+}
+
+nemotron_status nt_session_mtp_draft(nemotron_session *s, int32_t next, int k, int32_t *drafts, int *n) {
+    *n = 0;
+    nemotron_status st = usable(s);
+    if (st) return st;
+    NT_ASSERT(s->mtp && k >= 1 && k <= NT_MTP_CHAIN_ROWS && next >= 0 && next < s->model->fwd.V);
+    struct nt_backend *be = s->model->fwd.be;
+    if (be->fault[0]) return device_failed(s);
+    if (!s->mtp_rows) return NEMOTRON_OK;
+    s->verify_n = 0; /* its passes overwrite the verify pass's rows */
+    mtp_run_waiting(s, next, NT_LOGITS_LAST);
+    be->ops->to_host(be, &drafts[0], s->acts.argmax, sizeof(int32_t));
+    /* each chained step at the position after the last: its KV row is the MTP's guess, redone
+     * by the waiting rows' run once the position is verified */
+    for (int j = 1; j < k && !be->fault[0]; j++) {
+        struct nt_pass p = {.n = 1, .pos0 = s->pos + j - 1, .tokens = &drafts[j - 1], .mtp = 1,
+                            .want = NT_LOGITS_LAST, .scratch = s->acts.scratch};
+        nt_pass_enter();
+        nt_forward_mtp_pass(&s->model->fwd, &s->state, &s->acts, &p);
+        nt_pass_leave();
+        be->ops->to_host(be, &drafts[j], s->acts.argmax, sizeof(int32_t));
+    }
+    if (be->fault[0]) return device_failed(s);
+    *n = k;
+    s->err.msg[0] = 0;
+    return NEMOTRON_OK;
+}
+
+nemotron_status nt_session_mtp_logits(nemotron_session *s, int32_t next, float *logits, int *rows) {
+    *rows = 0;
+    nemotron_status st = usable(s);
+    if (st) return st;
+    NT_ASSERT(s->mtp && next >= 0 && next < s->model->fwd.V);
+    struct nt_backend *be = s->model->fwd.be;
+    if (be->fault[0]) return device_failed(s);
+    int r = s->mtp_rows;
+    if (!r) return NEMOTRON_OK;
+    s->verify_n = 0;
+    mtp_run_waiting(s, next, NT_LOGITS_ALL);
+    be->ops->to_host(be, logits, s->acts.logits, (size_t)r * s->model->fwd.V * sizeof(float));
+    if (be->fault[0]) return device_failed(s);
+    *rows = r;
+    s->err.msg[0] = 0;
+    return NEMOTRON_OK;
 }

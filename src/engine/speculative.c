@@ -1,5 +1,5 @@
 /* speculative.c - the speculative decoder (nemotron.h, "speculative decoding"): drafters (n-gram
- * prompt lookup, a draft model's session, a caller's function), the verify step that turns drafts
+ * prompt lookup, a draft model's session, the model's own MTP step, a caller's function), the verify step that turns drafts
  * into the tokens plain decoding gives, and the decoder's history and counts.
  *
  * The decoder keeps one token "pending": the last emitted token, picked but not yet evaluated
@@ -45,7 +45,7 @@
 #define RATE_WEIGHT 0.25
 #define RATE_REFRESH 64
 
-enum drafter { DRAFT_NGRAM, DRAFT_MODEL, DRAFT_FN };
+enum drafter { DRAFT_NGRAM, DRAFT_MODEL, DRAFT_MTP, DRAFT_FN };
 
 struct nemotron_spec {
     struct nt_err err;
@@ -118,6 +118,11 @@ static nemotron_status create(nemotron_spec *sp, nemotron_session *target, nemot
         if (d->pos != 0)
             return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "the draft session is at position %d: it starts at 0", d->pos);
         sp->kind = DRAFT_MODEL;
+    } else if (p->mtp) {
+        if (!target->mtp)
+            return nt_fail(&sp->err, NEMOTRON_ERR_ARG,
+                           "mtp drafting: the session was made without its MTP step (nemotron_session_params.mtp)");
+        sp->kind = DRAFT_MTP;
     } else {
         sp->kind = DRAFT_NGRAM;
     }
@@ -126,9 +131,9 @@ static nemotron_status create(nemotron_spec *sp, nemotron_session *target, nemot
     sp->draft_fn = p->draft_fn;
     sp->draft_user = p->draft_user;
     sp->draft = p->draft_fn ? NULL : p->draft;
-    /* n-gram drafts cost nothing to make; a draft model's cost a pass each: it starts with one and
-     * doubles while all land */
-    sp->draft_len = sp->kind == DRAFT_MODEL ? 1 : sp->K < 4 ? sp->K : 4;
+    /* n-gram drafts cost nothing to make; a draft model's or the MTP step's cost a pass each: it
+     * starts with one and doubles while all land */
+    sp->draft_len = sp->kind == DRAFT_NGRAM ? (sp->K < 4 ? sp->K : 4) : 1;
     sp->draft_lags = 1;
     sp->backoff = BACKOFF_MIN;
     /* the history never outgrows the context plus one step's emitted tokens */
@@ -192,6 +197,7 @@ nemotron_status nemotron_spec_prefill(nemotron_spec *sp, const int32_t *tokens, 
     if (st) return st;
     if (sp->started) return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "prefill after the first nemotron_spec_next");
     if (n < 1 || !tokens) return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "prefill of %d tokens%s", n, tokens ? "" : " (NULL)");
+    sp->target->mtp_follow = 1; /* the MTP step sees the whole prompt */
     if ((st = nemotron_session_eval(sp->target, tokens, n, NULL))) return from_session(sp, st, sp->target, "prefill");
     /* the session took them, so they fit its context and so the history */
     memcpy(sp->history + sp->n_hist, tokens, (size_t)n * sizeof(int32_t));
@@ -338,6 +344,10 @@ static nemotron_status want_drafts(nemotron_spec *sp, int max, int *n, nemotron_
     }
     case DRAFT_MODEL:
         return draft_model(sp, len, n, snap);
+    case DRAFT_MTP: {
+        nemotron_status st = nt_session_mtp_draft(sp->target, sp->history[sp->n_hist - 1], len, sp->drafts, n);
+        return st ? from_session(sp, st, sp->target, "MTP draft") : NEMOTRON_OK;
+    }
     case DRAFT_NGRAM:
         *n = draft_ngram(sp->history, sp->n_hist, sp->drafts, len);
         return NEMOTRON_OK;
@@ -437,6 +447,9 @@ nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out,
     nemotron_snapshot *snap = NULL;
     int base = sp->n_hist - 1; /* the pending token's place in the history */
     int drafting = max > 0 && drafting_now(sp);
+    /* the MTP step runs only for drafts: a plain step costs what plain decoding costs (the pay
+     * check's yardstick), and the positions it skips are missing from the step's attention */
+    if (sp->kind == DRAFT_MTP) s->mtp_follow = drafting;
     /* the tokens a draft model missed in the prompt and plain steps, before the step's clock
      * starts: the price of coming back (one pass, counted against the probe), not of this step;
      * after a verify step it lacks at most that step's last token, which is part of drafting */

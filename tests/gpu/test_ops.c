@@ -503,18 +503,21 @@ static void test_norms(int H, int n) {
     size_t bytes = (size_t)n * H * 4;
     struct twin ht = twin_in(h, bytes), ot = twin_in(o, bytes), wt = twin_in(w, (size_t)H * 4);
     struct twin h2t = twin_in(h, bytes), o2t = twin_in(o2, bytes);
-    struct twin y1 = twin_poison(bytes), y2 = twin_poison(bytes), y3 = twin_poison(bytes);
+    /* rmsnorm writes rows 2H apart (as the MTP step's two norms side by side) */
+    struct twin y1 = twin_poison(2 * bytes), y2 = twin_poison(bytes), y3 = twin_poison(bytes);
     for (int s = 0; s < 2; s++) {
         struct nt_backend *be = BE[s];
         const struct nt_pass *p = begin(s, n, 0, H, NULL);
-        be->ops->rmsnorm(be, p, F(ht, s), F(wt, s), H, eps, F(y1, s));
+        be->ops->rmsnorm(be, p, F(ht, s), F(wt, s), H, eps, F(y1, s), 2 * H);
         be->ops->add_rmsnorm(be, p, F(ht, s), F(ot, s), NULL, F(wt, s), H, eps, F(y2, s));
         /* a MoE layer's: h += (o + shared) */
         be->ops->add_rmsnorm(be, p, F(h2t, s), F(ot, s), F(o2t, s), F(wt, s), H, eps, F(y3, s));
         end(s);
     }
-    snprintf(what, sizeof what, "rmsnorm H=%d n=%d", H, n);
-    compare_cuda(what, back(CPU, y1.p[CPU], bytes), back(GPU, y1.p[GPU], bytes), n, H, (size_t)H, TOL_NORM);
+    snprintf(what, sizeof what, "rmsnorm H=%d n=%d, rows 2H apart", H, n);
+    const float *y1s[2] = {back(CPU, y1.p[CPU], 2 * bytes), back(GPU, y1.p[GPU], 2 * bytes)};
+    compare_cuda(what, y1s[CPU], y1s[GPU], n, H, 2 * (size_t)H, TOL_NORM);
+    for (int s = 0; s < 2; s++) untouched(what, s, y1s[s], n, H, 2 * (size_t)H, n);
     snprintf(what, sizeof what, "add_rmsnorm H=%d n=%d: h += o", H, n);
     compare_cuda(what, back(CPU, ht.p[CPU], bytes), back(GPU, ht.p[GPU], bytes), n, H, (size_t)H, TOL_EXACT);
     snprintf(what, sizeof what, "add_rmsnorm H=%d n=%d: y", H, n);
@@ -1123,7 +1126,7 @@ static void test_replay(void) {
             be->ops->embed(be, p, &Ev[s], F(v, s));
             be->ops->attention(be, p, &ad, F(q, s), F(k, s), F(v, s), F(kc, s), F(vc, s), F(att, s));
             be->ops->copy(be, F(att2, s), F(att, s), (size_t)n * qw * 4);
-            be->ops->rmsnorm(be, p, F(att2, s), F(nw, s), qw, 1e-5f, F(x, s));
+            be->ops->rmsnorm(be, p, F(att2, s), F(nw, s), qw, 1e-5f, F(x, s), qw);
             be->ops->matmul(be, p, n, &W[s], NULL, NT_ACT_NONE, F(x, s), qw, F(y, s), R);
             be->ops->argmax(be, n, F(y, s), R, (int32_t *)idx.p[s]);
             be->ops->embed(be, p, &Ez[s], F(zxd, s));

@@ -38,21 +38,23 @@ struct plan {
     int ngram;                        /* the n-gram drafter: 0 not, 1 greedy, 2 greedy and sampled */
     uint32_t k_draft;                 /* the draft model's runs, greedy */
     int draft_sampled;                /* and sampled */
+    uint32_t k_mtp;                   /* the MTP step's runs, greedy and sampled (models with one) */
 };
 #define K_(k) (1u << (k))
 #define ALL_K (((1u << (KMAX + 1)) - 1) & ~1u)
 #define K_1_3_16 (K_(1) | K_(3) | K_(16))
 /* the CPU's fixtures: every K greedy; 1, 3, 16 sampled */
-static const struct plan plan_cpu_fixture = {NGEN, ALL_K, ALL_K, ALL_K, K_1_3_16, 0, 2, K_(1) | K_(6) | K_(11) | K_(16), 1};
+static const struct plan plan_cpu_fixture = {NGEN, ALL_K, ALL_K, ALL_K, K_1_3_16, 0, 2, K_(1) | K_(6) | K_(11) | K_(16), 1,
+                                             K_(1) | K_(2) | K_(5) | K_(16)};
 /* the demo on the CPU: 1, 3, 16 */
-static const struct plan plan_cpu_demo = {NGEN, K_1_3_16, K_1_3_16, K_1_3_16, K_1_3_16, 0, 2, K_(1) | K_(16), 1};
+static const struct plan plan_cpu_demo = {NGEN, K_1_3_16, K_1_3_16, K_1_3_16, K_1_3_16, 0, 2, K_(1) | K_(16), 1, K_1_3_16};
 /* the CUDA backend, the backend's part only (the drafters are host code the CPU's runs cover):
  * 18 tokens hold a whole step of 16 drafts; verify passes of 2, 5 and 17 positions kept in part
  * or rolled back entirely (the mixed drafts' hits and misses: at K = 1 every miss keeps none),
  * one of 17 kept whole (right), the sampler reading a verify pass's logits, and the draft
  * model's session restored after partial acceptances (dense-f16 drafting for hybrid-group-f32).
  * About 45 s of one core on the emulation. */
-static const struct plan plan_cuda = {18, K_(16), 0, K_(1) | K_(4) | K_(16), 0, K_(16), 0, K_(2), 0};
+static const struct plan plan_cuda = {18, K_(16), 0, K_(1) | K_(4) | K_(16), 0, K_(16), 0, K_(2), 0, K_(4)};
 
 struct model_case {
     const char *name, *dir;
@@ -65,10 +67,12 @@ static const struct model_case cases[] = {
     {"demo", "models/nemotron-h-kjv"},
 };
 
-static nemotron_session *new_session(nemotron_model *m, int verify_max) {
+/* mtp: with the model's MTP step (which never changes what the session computes) */
+static nemotron_session *new_session_mtp(nemotron_model *m, int verify_max, int mtp) {
     nemotron_session_params sp = nemotron_session_default_params();
     sp.n_ctx = NCTX;
     sp.verify_max = verify_max;
+    sp.mtp = mtp;
     nemotron_session *s = NULL;
     nemotron_status st = nemotron_session_new(m, &sp, &s);
     CHECK(st == NEMOTRON_OK, "session: %s", nemotron_session_errmsg(s));
@@ -78,6 +82,8 @@ static nemotron_session *new_session(nemotron_model *m, int verify_max) {
     }
     return s;
 }
+
+static nemotron_session *new_session(nemotron_model *m, int verify_max) { return new_session_mtp(m, verify_max, 0); }
 
 /* A sampler with penalties and a seed (its draws depend on every token it was shown), or NULL. */
 static nemotron_sampler *new_sampler(int sampled, int V) {
@@ -158,7 +164,7 @@ static nemotron_spec_stats spec_run(const char *what, nemotron_model *m, const i
                                     int sampled, int K, nemotron_spec_params *p, const struct outcome *plain) {
     nemotron_spec_stats none = {0};
     int V = nemotron_model_vocab_size(m);
-    nemotron_session *s = new_session(m, K + 1);
+    nemotron_session *s = new_session_mtp(m, K + 1, p->mtp);
     nemotron_sampler *smp = new_sampler(sampled, V);
     nemotron_spec *spec = NULL;
     if (!s) return none;
@@ -253,6 +259,17 @@ static void check_model(const char *name, nemotron_model *m, nemotron_model *dra
                     CHECK(st.accepted == st.drafted, "%s: the model drafting for itself greedily: %lld of %lld", what,
                           st.accepted, st.drafted);
                 nemotron_session_free(ds);
+            }
+        }
+        /* the model's MTP step (random weights in the fixture: its drafts land now and then) */
+        if (pl->k_mtp && nemotron_model_mtp_layers(m) > 0) {
+            for (int K = 1; K <= KMAX; K++) {
+                if (!(pl->k_mtp & K_(K))) continue;
+                nemotron_spec_params p = nemotron_spec_default_params();
+                p.mtp = 1;
+                snprintf(what, sizeof what, "%s %s K=%d MTP", name, sampled ? "sampled" : "greedy", K);
+                nemotron_spec_stats st = spec_run(what, m, prompt, PROMPT, sampled, K, &p, &plain);
+                CHECK(st.drafted > 0, "%s: nothing drafted", what);
             }
         }
         free(plain.after);

@@ -288,9 +288,9 @@ $(ASAN)/tests/gpu/%.o: tests/gpu/%.c
 # tests/gpu: programs that need a GPU (run by tests/gpu/run.sh on a GPU machine, never by `test`)
 GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
 GPU_BENCH_SRC := $(wildcard tests/gpu/bench_*.c)
-# (test_verify: the unit test of verify passes and snapshots, which runs CUDA where there is a GPU)
+# (test_verify, test_spec, test_mtp: unit tests that run CUDA too where there is a GPU)
 gpu-test: cpu $(GPU_TEST_SRC:tests/gpu/test_%.c=$(REL)/bin/gpu_test_%) $(GPU_BENCH_SRC:tests/gpu/bench_%.c=$(REL)/bin/gpu_bench_%) \
-          $(REL)/bin/test_verify $(REL)/bin/test_spec
+          $(REL)/bin/test_verify $(REL)/bin/test_spec $(REL)/bin/test_mtp
 
 # (their objects are kept: the emulated builds link them too)
 .SECONDARY: $(GPU_TEST_SRC:%.c=$(REL)/%.o) $(GPU_BENCH_SRC:%.c=$(REL)/%.o)
@@ -309,7 +309,7 @@ $(REL)/bin/gpu_test_%: $(REL)/tests/gpu/test_%.o $(SUPPORT_REL) $(REL)/libnemotr
 gpu-bundle: gpu-test
 	@scripts/gpu-verified.sh --hash > $(REL)/gpu-sources.sha256
 	@mkdir -p $(REL)/gpu-libs
-	@for l in $$(ldd $(REL)/nemotron $(REL)/bin/gpu_test_ops $(REL)/bin/gpu_bench_ops $(REL)/bin/test_verify $(REL)/bin/test_spec | \
+	@for l in $$(ldd $(REL)/nemotron $(REL)/bin/gpu_test_ops $(REL)/bin/gpu_bench_ops $(REL)/bin/test_verify $(REL)/bin/test_spec $(REL)/bin/test_mtp | \
 	    awk '$$3 ~ /^\// && $$1 !~ /^((libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s)\.so|ld-linux)/ {print $$3}' | sort -u); \
 	    do cp -L $$l $(REL)/gpu-libs/; done
 

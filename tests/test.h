@@ -38,4 +38,32 @@ static inline int test_full_tier(void) {
     return e && *e && !(e[0] == '0' && !e[1]);
 }
 
+/* A whole file into malloc'd memory (NULL when it cannot be read); *size its bytes. */
+static inline void *test_read_file(const char *path, size_t *size) {
+    *size = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *buf = n >= 0 ? malloc(n > 0 ? (size_t)n : 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) *size = (size_t)n;
+    return buf;
+}
+
+/* ||a - ref|| / ||ref|| in double (the fixtures' per-position measure). */
+static inline double test_rel_l2(const float *a, const float *ref, int n) {
+    double d = 0, r = 0;
+    for (int i = 0; i < n; i++) {
+        d += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
+        r += (double)ref[i] * ref[i];
+    }
+    return r > 0 ? __builtin_sqrt(d / r) : __builtin_sqrt(d);
+}
+
 #endif /* NT_TEST_H */

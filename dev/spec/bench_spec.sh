@@ -18,7 +18,8 @@
 #          models/nemotron-h-kjv-draft, the 2.4 M-parameter draft trained on the same text with the
 #          same tokenizer; DRAFT=models/nemotron-h-kjv makes the demo draft for itself: every draft
 #          right, the bound on acceptance, not on speed)
-#          and for the n-gram drafter where it has little to find.
+#          and for the n-gram drafter where it has little to find; and the model's own MTP step
+#          (--spec mtp, every prompt) when the model has one.
 # The methods run in turn within each round (the machine is shared: alternating spreads a busy
 # moment over all of them), and every run's output is compared with plain decoding's. Prints one
 # line per run (method, prompt, generated tokens/s, drafted, accepted) and a summary: the range
@@ -43,8 +44,11 @@ $passage
 $start"
 plain="In the beginning God created"
 methods=("plain" "ngram" "draft")
+# the MTP step where the model has one (config.json's num_nextn_predict_layers)
+grep -q '"num_nextn_predict_layers": *[1-9]' "$model/config.json" && methods+=("mtp")
 opts_plain=()
 opts_ngram=(--spec ngram)
+opts_mtp=(--spec mtp)
 draft=${DRAFT:-models/nemotron-h-kjv-draft}
 opts_draft=(--draft-model "$draft")
 for r in $(seq "$rounds"); do

@@ -48,8 +48,9 @@ struct pass_graph {
 };
 
 /* Passes kept captured per backend: a decode kind, a full prefill kind and a remainder or two
- * per live session; more are evicted least-recently-used (a recapture costs ~1 ms). */
-#define MAX_GRAPHS 32
+ * per live session, and with speculation a verify kind per draft length (2 .. K + 1) and an MTP
+ * kind per kept length; more are evicted least-recently-used (a recapture costs ~1 ms). */
+#define MAX_GRAPHS 96
 
 struct cuda_backend {
     struct nt_backend base;

@@ -10,6 +10,7 @@
 #                 (build/bin/gpu_test_ops: its own named tolerances); verify: verify passes,
 #                 accept, snapshots and embeddings input on whole models (build/bin/test_verify);
 #                 spec: speculative decoding gives plain decoding's tokens (build/bin/test_spec);
+#                 mtp: the MTP step against its reference (build/bin/test_mtp);
 #   2. fixtures:  whole-model logits of every transformers fixture, CUDA against CPU, float
 #                 weights and the default packed mix (.nemo);
 #   3. greedy:    64 greedy tokens of the demo model (bf16 and default mix), CUDA == CPU;
@@ -95,6 +96,9 @@ if [ $checks = 1 ]; then
 # 1c. speculative decoding (n-gram, draft model, caller drafts) gives plain decoding's tokens, greedy
 #     and sampled, on every fixture and the demo model, CPU and CUDA (build/bin/test_spec)
 [ -x build/bin/test_spec ] && check spec build/bin/test_spec
+# 1d. the MTP step against its PyTorch reference, chained drafts, pass sizes and snapshots, CPU
+#     and CUDA (build/bin/test_mtp)
+[ -x build/bin/test_mtp ] && check mtp build/bin/test_mtp
 
 # 2. fixtures: float weights, then the default packed mix
 logits_pair() { # logits_pair NAME MODEL IDS TOL [REFERENCE.npy]

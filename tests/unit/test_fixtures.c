@@ -25,31 +25,6 @@
 
 static const char *fixtures[] = {"hybrid-group-f32", "latent-mtp-f32", "tied-bf16", "dense-f16"};
 
-static void *read_all(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc(n > 0 ? (size_t)n : 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return buf;
-}
-
-static double rel_l2(const float *a, const float *ref, int n) {
-    double d = 0, r = 0;
-    for (int i = 0; i < n; i++) {
-        d += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
-        r += (double)ref[i] * ref[i];
-    }
-    return sqrt(d / r);
-}
-
 static int argmax(const float *v, int n) {
     int b = 0;
     for (int i = 1; i < n; i++)
@@ -75,13 +50,13 @@ static void check_fixture(const char *name, const char *variant) {
     snprintf(dir, sizeof dir, "%s/%s", FIXTURES, name);
     size_t ids_size, logits_size, gids_size, glog_size;
     snprintf(path, sizeof path, "%s/ids.i32", dir);
-    int32_t *ids = read_all(path, &ids_size);
+    int32_t *ids = test_read_file(path, &ids_size);
     snprintf(path, sizeof path, "%s/logits.f32", dir);
-    float *ref = read_all(path, &logits_size);
+    float *ref = test_read_file(path, &logits_size);
     snprintf(path, sizeof path, "%s/greedy_ids.i32", dir);
-    int32_t *gids = read_all(path, &gids_size);
+    int32_t *gids = test_read_file(path, &gids_size);
     snprintf(path, sizeof path, "%s/greedy_logits.f32", dir);
-    float *glog = read_all(path, &glog_size);
+    float *glog = test_read_file(path, &glog_size);
     CHECK(ids && ref && gids && glog, "%s: fixture files missing", dir);
     if (!ids || !ref || !gids || !glog) return;
 
@@ -101,7 +76,7 @@ static void check_fixture(const char *name, const char *variant) {
     double worst = 0;
     int top1_bad = 0;
     for (int t = 0; t < seq; t++) {
-        double r = rel_l2(ours + (size_t)t * V, ref + (size_t)t * V, V);
+        double r = test_rel_l2(ours + (size_t)t * V, ref + (size_t)t * V, V);
         if (r > worst) worst = r;
         top1_bad += argmax(ours + (size_t)t * V, V) != argmax(ref + (size_t)t * V, V);
     }
@@ -121,7 +96,7 @@ static void check_fixture(const char *name, const char *variant) {
     int tokens_bad = 0;
     double gworst = 0;
     for (int i = 0; i < gen && st == NEMOTRON_OK; i++) {
-        double r = rel_l2(nemotron_session_logits(s), glog + (size_t)i * V, V);
+        double r = test_rel_l2(nemotron_session_logits(s), glog + (size_t)i * V, V);
         if (r > gworst) gworst = r;
         int32_t next = nemotron_session_argmax(s);
         tokens_bad += next != gids[prompt + i];

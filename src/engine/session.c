@@ -536,6 +536,7 @@ void nemotron_session_reset(nemotron_session *s) {
     s->has_last = 0;
     s->last_argmax = -1;
     s->mtp_rows = 0;
+    s->mtp_follow = s->mtp;
 }
 
 nemotron_status nt_session_mtp_draft(nemotron_session *s, int32_t next, int k, int32_t *drafts, int *n) {

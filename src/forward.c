@@ -7,8 +7,9 @@
  *     logits = lm_head(x)
  *
  * The loop never touches activations itself: every step is a backend operation over the n
- * positions of the pass, so the CPU and CUDA backends run the same program. This file also owns
- * the allocation of the state and activation buffers (through the backend).
+ * positions of the pass, so the CPU and CUDA backends run the same program. The MTP step
+ * (nt_forward_mtp_pass) is a pass of its own through the same mixers. This file also owns the
+ * allocation of the state and activation buffers (through the backend).
  */
 #include "forward.h"
 

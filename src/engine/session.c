@@ -11,6 +11,12 @@
  * pass that keeps the recurrent state before every position (nt_pass.snap); accept rolls the
  * state back to one of those slots and the position back, which drops the later KV rows (rows
  * past the position are never read). Snapshots copy the state out and back, KV rows included.
+ *
+ * A session made with mtp keeps the model's MTP step in step (MODEL.md 3.8): each pass of tokens
+ * leaves its final hidden rows waiting, and they run through the step before the next pass (the
+ * token after the last waiting row is that pass's first), or when a speculative decoder drafts
+ * (nt_session_mtp_draft: the waiting rows with the pending token, then steps chained on the
+ * step's own outputs). The step's attention has its own KV cache; snapshots carry it.
  */
 #include "engine.h"
 

@@ -220,13 +220,13 @@ def frozen_states(model, rows, batch, dev):
         h = out.hidden_states[-1]
         head_is_logits &= bool(torch.equal(model.get_output_embeddings()(h), out.logits))
         states.append(h.float())
-        greedy.append(out.logits.argmax(-1).cpu())
+        greedy.append(out.logits.argmax(-1))
     return torch.cat(states), torch.cat(greedy), head_is_logits
 
 
 def mtp_logits(mtp, states, rows, idx, emb, head):
     """The MTP step's logits [B, seq, V] at t = 0..seq-1 of rows idx, and the targets (token t+2)."""
-    r = rows[idx].to(states.device)
+    r = rows[idx]
     return draft_logits(mtp(states[idx, :-1], emb[r[:, 1:-1]]), head), r[:, 2:]
 
 
@@ -241,7 +241,7 @@ def evaluate_mtp(mtp, states, rows, greedy, emb, head, batch):
         logits, target = mtp_logits(mtp, states, rows, idx, emb, head)
         loss += float(F.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="sum"))
         draft = logits.argmax(-1)
-        accepted += float((draft == greedy[idx.cpu(), 1:].to(draft.device)).sum())
+        accepted += float((draft == greedy[idx, 1:]).sum())
         correct += float((draft == target).sum())
         count += target.numel()
     mtp.train()
@@ -340,6 +340,7 @@ def train_mtp(args):
     train_states, _, head_ok = frozen_states(model, train_rows, args.batch, dev)
     val_states, val_greedy, head_ok_val = frozen_states(model, val_rows, args.batch, dev)
     head_ok &= head_ok_val
+    train_rows, val_rows, val_greedy = train_rows.to(dev), val_rows.to(dev), val_greedy.to(dev)
     print(f"hidden states of {len(train_rows)} + {len(val_rows)} rows of {args.seq + 1} in "
           f"{time.time() - t0:.0f} s", flush=True)
     print(f"{'PASS' if head_ok else 'FAIL'} the frozen model's last hidden state is what its lm_head "

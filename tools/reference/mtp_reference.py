@@ -33,13 +33,13 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mtp import KVCache, MTPConfig, MTPStep, draft_logits, mtp_pattern  # noqa: E402
 
-torch.set_num_threads(8)
-
 # Revelation 21:1-2: the end of the text is the demo's held-out part (tools/train_demo.py)
 TEXT = ("And I saw a new heaven and a new earth: for the first heaven and the first earth were "
         "passed away; and there was no more sea. And I John saw the holy city, new Jerusalem, "
         "coming down from God out of heaven, prepared as a bride adorned for her husband.")
 SELF_CHECK_TOL = 1e-5    # the incremental and the one-pass MTP evaluations differ only in summation order
+FLOAT64_TOL = 1e-5       # float32 rounding against float64, relative to the logits' size (a routing
+                         # choice that flips between the two shows as a far larger difference)
 
 
 def sha256(path):
@@ -93,20 +93,33 @@ def input_ids(args, model_dir, vocab):
     return torch.from_numpy(ids), source
 
 
+def final_hidden_states(model, ids):
+    """transformers' forward of ids [B, T] -> (the hidden states its lm_head reads [B, T, H], i.e.
+    after norm_f (MODEL.md 3.1, 3.7), caught at the lm_head's input; the logits [B, T, V];
+    whether output_hidden_states' last entry is that same state bit for bit, as MODEL.md 3.1 found)."""
+    seen = []
+    hook = model.lm_head.register_forward_hook(lambda module, inputs, output: seen.append(inputs[0]))
+    try:
+        out = model(ids, output_hidden_states=True, use_cache=False)
+    finally:
+        hook.remove()
+    if len(seen) != 1 or tuple(seen[0].shape[:2]) != tuple(ids.shape):
+        raise RuntimeError(f"lm_head ran {len(seen)} times on "
+                           f"{[tuple(x.shape) for x in seen]} for ids {tuple(ids.shape)}")
+    return seen[0].float(), out.logits.float(), bool(torch.equal(out.hidden_states[-1], seen[0]))
+
+
 @torch.no_grad()
 def main_hidden(model_dir, ids):
     """transformers' float32 forward without the dt floor: the hidden state after norm_f at every
-    position [n, H], the logits [n, V], and whether lm_head of that hidden state is exactly the
-    logits (so it is the state after norm_f: MODEL.md 3.1, output_hidden_states' last entry)."""
+    position [n, H], the logits [n, V], and whether output_hidden_states[-1] equals it."""
     from transformers import NemotronHForCausalLM
     model = NemotronHForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     for m in model.modules():
         if hasattr(m, "A_log") and hasattr(m, "time_step_limit"):
             m.time_step_limit = (0.0, float("inf"))
-    out = model(ids[None], output_hidden_states=True, use_cache=False)
-    h, logits = out.hidden_states[-1][0].float(), out.logits[0].float()
-    head_of_h = model.get_output_embeddings()(out.hidden_states[-1])[0].float()
-    return h, logits, bool(torch.equal(head_of_h, logits))
+    h, logits, same = final_hidden_states(model, ids[None])
+    return h[0], logits[0], same
 
 
 def float64_positions(c, w, hs, es, lm_head):
@@ -211,6 +224,7 @@ def main():
     ap.add_argument("--chain", type=int, default=8, help="chained drafts (default 8)")
     ap.add_argument("--seed", type=int, default=1234, help="for random ids (no tokenizer, no --ids)")
     args = ap.parse_args()
+    torch.set_num_threads(8)
     if args.n < 2 or args.chain < 0:
         ap.error("--n must be at least 2 and --chain at least 0")
     config = json.load(open(os.path.join(args.model_dir, "config.json")))
@@ -224,10 +238,15 @@ def main():
     ids, source = input_ids(args, args.model_dir, emb.shape[0])
     h, logits_main, head_equal = main_hidden(args.model_dir, ids)
     logits_tf, chain_ids, chain_logits, checks = mtp_outputs(mtp, h, logits_main, ids, emb, head, args.chain)
-    checks["lm_head_of_hidden_state_equals_logits"] = head_equal
-    ok = (head_equal and checks["incremental_vs_one_pass_max_abs"] <= SELF_CHECK_TOL
+    meta_max_abs = float(max(logits_tf.abs().max(), chain_logits.abs().max() if args.chain else 0))
+    checks["output_hidden_states_last_is_lm_head_input"] = head_equal   # informational
+    if not head_equal:
+        print("note: output_hidden_states[-1] differs from the lm_head's input; the reference uses "
+              "the lm_head's input (the state after norm_f)", flush=True)
+    ok = (checks["incremental_vs_one_pass_max_abs"] <= SELF_CHECK_TOL
           and checks["chain_in_one_pass_vs_cached_max_abs"] <= SELF_CHECK_TOL
-          and checks["teacher_forced_in_longer_pass_max_abs"] <= SELF_CHECK_TOL)
+          and checks["teacher_forced_in_longer_pass_max_abs"] <= SELF_CHECK_TOL
+          and checks["float64_loop_vs_float32_max_abs"] <= FLOAT64_TOL * max(1.0, meta_max_abs))
 
     os.makedirs(args.outdir, exist_ok=True)
     path = lambda name: os.path.join(args.outdir, name)
@@ -237,7 +256,7 @@ def main():
     chain_logits.numpy().astype("<f4").tofile(path("mtp_chain_logits.f32"))
     n, V = args.n, emb.shape[0]
     meta = {
-        "model_dir": os.path.normpath(args.model_dir),
+        "model_dir": os.path.basename(os.path.normpath(args.model_dir)),
         "model_safetensors_sha256": sha256(os.path.join(args.model_dir, "model.safetensors"))
         if os.path.exists(os.path.join(args.model_dir, "model.safetensors")) else None,
         "n": n, "vocab": V, "chain": args.chain, "ids_source": source,
@@ -249,7 +268,8 @@ def main():
                                           "(step 0: h_{n-1}, token g; step j: previous step's output, token d_j)"},
         "main_greedy_next": int(chain_ids[0]), "chain_drafts": chain_ids[1:].tolist(),
         "teacher_forced_argmax": logits_tf.argmax(-1).tolist(),
-        "max_abs_logit": float(max(logits_tf.abs().max(), chain_logits.abs().max() if args.chain else 0)),
+        "max_abs_logit": meta_max_abs,
+        "hidden_state": "the main model's lm_head input (after norm_f), caught by a forward hook",
         "self_checks": checks, "self_check_tolerance": SELF_CHECK_TOL, "self_checks_pass": ok,
         "arithmetic": "float32 on the stored weights, CPU; main model: transformers, no dt floor",
         "transformers": __import__("transformers").__version__, "torch": torch.__version__,

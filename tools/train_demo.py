@@ -27,15 +27,33 @@ Mamba-2, one attention layer and one dense MLP, with the same loop, dt floor han
 checkpoint choice, on the same text split. It never trains a tokenizer: it loads the demo's
 tokenizer.json, so its token ids are the demo's, and copies that file (and the demo's
 tokenizer_config.json and generation_config.json beside it) into OUTDIR/model unchanged.
+
+    python3 tools/train_demo.py kjv.txt OUTDIR --mtp models/nemotron-h-kjv [--minutes 3]
+
+--mtp gives a trained model one multi-token-prediction step (MTP pattern "*E": an attention and an
+MoE block, MODEL.md 2.4 / 3.8; tools/reference/mtp.py) and trains only that: the model is
+loaded frozen with the dt floor removed, its hidden states (after norm_f) are computed once for
+the same text split, and the MTP step learns to predict token t+2 from the hidden state at t and
+token t+1 (cross-entropy through the model's own lm_head; the router's correction bias balanced
+as above). It keeps the best held-out checkpoint and writes OUTDIR/model: a copy of the model
+directory whose model.safetensors holds every original tensor unchanged plus the mtp.* tensors
+(in the model's dtype, the correction bias F32), and whose config.json adds
+num_nextn_predict_layers 1 and mtp_hybrid_override_pattern "*E". It then checks that
+transformers loads that directory with the same logits, and reports the held-out MTP loss and
+how often the MTP's greedy draft equals the model's own greedy next token (the acceptance rate
+speculative decoding would see, teacher forced), in OUTDIR/train_log.json.
 """
 import argparse, json, math, os, shutil, sys, time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
+import torch.nn.functional as F
 from transformers import NemotronHConfig, NemotronHForCausalLM
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference"))
 from make_tokenizer_fixtures import build as build_tokenizer  # noqa: E402
+from mtp import MTPConfig, MTPStep, draft_logits  # noqa: E402
+from mtp_reference import final_hidden_states  # noqa: E402
 
 PROMPTS = ["In the beginning", "And the LORD said unto Moses,", "Blessed are the",
            "The LORD is my shepherd;", "And it came to pass, when"]
@@ -178,32 +196,274 @@ def reference(model, tok, outdir):
     return greedy
 
 
+# --mtp: one MTP step on a trained, frozen model
+MTP_PATTERN = "*E"
+
+
+def mtp_rows(data, seq, offsets):
+    """Rows of seq + 2 tokens: the model reads seq + 1 of them (hidden states at 0..seq), the MTP
+    step at t = 0..seq-1 takes token t+1 and predicts token t+2. One set of rows per offset."""
+    rows = []
+    for off in offsets:
+        for i in range((len(data) - off - 2) // seq):
+            rows.append(data[off + i * seq: off + i * seq + seq + 2])
+    return torch.stack(rows)
+
+
+@torch.no_grad()
+def frozen_states(model, rows, batch, dev):
+    """The frozen model's float32 forward over each row's first seq + 1 tokens: the hidden states
+    its lm_head reads (after norm_f) [R, seq+1, H] (kept on dev), its greedy next tokens
+    [R, seq+1], and whether output_hidden_states' last entry was that state every time."""
+    states, greedy, last_is_head_input = [], [], True
+    for b in range(0, len(rows), batch):
+        h, logits, same = final_hidden_states(model, rows[b:b + batch, :-1].to(dev))
+        last_is_head_input &= same
+        states.append(h)
+        greedy.append(logits.argmax(-1))
+    return torch.cat(states), torch.cat(greedy), last_is_head_input
+
+
+def mtp_logits(mtp, states, rows, idx, emb, head):
+    """The MTP step's logits [B, seq, V] at t = 0..seq-1 of rows idx, and the targets (token t+2)."""
+    r = rows[idx]
+    return draft_logits(mtp(states[idx, :-1], emb[r[:, 1:-1]]), head), r[:, 2:]
+
+
+@torch.no_grad()
+def evaluate_mtp(mtp, states, rows, greedy, emb, head, batch):
+    """Held-out loss of the MTP step, how often its argmax equals the frozen model's greedy token
+    at t+1 (the draft speculative decoding would accept) and how often it equals token t+2."""
+    mtp.eval()
+    loss = accepted = correct = count = 0.0
+    for b in range(0, len(rows), batch):
+        idx = torch.arange(b, min(b + batch, len(rows)), device=states.device)
+        logits, target = mtp_logits(mtp, states, rows, idx, emb, head)
+        loss += float(F.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="sum"))
+        draft = logits.argmax(-1)
+        accepted += float((draft == greedy[idx, 1:]).sum())
+        correct += float((draft == target).sum())
+        count += target.numel()
+    mtp.train()
+    return loss / count, accepted / count, correct / count
+
+
+def init_mtp(mtp):
+    """Norms 1, router bias 0; eh_proj's hidden-state half the identity (the step starts close to
+    passing the model's own state through), its embedding half and the rest random with
+    1/sqrt(fan_in) scale, and the projections that write into the residual (o_proj, the experts'
+    down_proj) 10x smaller so that the attention and MoE blocks start small."""
+    H = mtp.cfg.hidden
+    with torch.no_grad():
+        for name, p in mtp.named_parameters():
+            if name.endswith("norm.weight"):
+                p.fill_(1.0)
+            else:
+                p.copy_(torch.randn(p.shape) / math.sqrt(p.shape[-1]))
+                if name.endswith("o_proj.weight") or name.endswith("down_proj.weight"):
+                    p.mul_(0.1)
+        mtp.layers[0].eh_proj.weight[:, H:] = torch.eye(H)
+        mtp.layers[1].mixer.gate.e_score_correction_bias.zero_()
+
+
+def same_bits(a, b):
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+    return bool(torch.equal(a.contiguous().view(as_int), b.contiguous().view(as_int)))
+
+
+def write_mtp_model(src, dst, tensors):
+    """dst = a copy of the model directory src with the mtp.* tensors added to model.safetensors
+    (every original tensor and the file's metadata unchanged) and config.json naming one MTP step.
+    Returns (whether every original tensor reads back bit for bit and the MTP tensors as given,
+    the new file's size)."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+    st = os.path.join(src, "model.safetensors")
+    if not os.path.exists(st):
+        sys.exit(f"{st}: --mtp needs a single-file model")
+    shutil.copytree(src, dst, dirs_exist_ok=True)
+    original = load_file(st)
+    with safe_open(st, framework="pt") as f:
+        metadata = f.metadata()
+    clash = sorted(set(original) & set(tensors))
+    if clash:
+        sys.exit(f"{st} already has {clash[0]} (and {len(clash) - 1} more MTP tensors)")
+    save_file(dict(original, **tensors), os.path.join(dst, "model.safetensors"), metadata=metadata)
+    back = load_file(os.path.join(dst, "model.safetensors"))
+    same = (set(back) == set(original) | set(tensors)
+            and all(same_bits(back[k], v) for k, v in original.items())
+            and all(same_bits(back[k], v) for k, v in tensors.items()))
+    config = json.load(open(os.path.join(src, "config.json")))
+    config["num_nextn_predict_layers"] = 1
+    config["mtp_hybrid_override_pattern"] = MTP_PATTERN
+    with open(os.path.join(dst, "config.json"), "w") as f:        # save_pretrained's layout
+        f.write(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return same, os.path.getsize(os.path.join(dst, "model.safetensors"))
+
+
+@torch.no_grad()
+def same_logits(src, dst, ids):
+    """transformers' float32 logits of the two directories on ids (CPU), bit for bit."""
+    logits = []
+    for d in (src, dst):
+        model = NemotronHForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
+        no_dt_floor(model)
+        logits.append(model(torch.tensor([ids]), use_cache=False).logits)
+    return bool(torch.equal(logits[0], logits[1]))
+
+
+def train_mtp(args):
+    from safetensors.torch import load_file
+    from tokenizers import Tokenizer
+    torch.manual_seed(args.seed)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"   # CPU: only to try the script out
+    os.makedirs(args.outdir, exist_ok=True)
+    tok = Tokenizer.from_file(os.path.join(args.mtp, "tokenizer.json"))
+    text = kjv_prose(args.kjv)
+    split = int(len(text) * 0.97)                           # the demo's split: the same held-out text
+    enc = lambda s: torch.tensor(tok.encode(s, add_special_tokens=False).ids, dtype=torch.long)
+    train, val = enc(text[:split]), enc(text[split:])
+    print(f"text {len(text)} chars; tokens train {len(train)} val {len(val)}", flush=True)
+
+    config = json.load(open(os.path.join(args.mtp, "config.json")))
+    model = NemotronHForCausalLM.from_pretrained(args.mtp, dtype=torch.float32).to(dev).eval()
+    no_dt_floor(model)
+    model.requires_grad_(False)
+    stored = load_file(os.path.join(args.mtp, "model.safetensors"))
+    emb = stored["backbone.embeddings.weight"].float().to(dev)            # shared with the MTP step
+    head = stored.get("lm_head.weight", stored["backbone.embeddings.weight"]).float().to(dev)
+    t0 = time.time()
+    train_rows = mtp_rows(train, args.seq, (0, args.seq // 2))
+    val_rows = mtp_rows(val, args.seq, (0,))
+    train_states, _, head_ok = frozen_states(model, train_rows, args.batch, dev)
+    val_states, val_greedy, head_ok_val = frozen_states(model, val_rows, args.batch, dev)
+    head_ok &= head_ok_val
+    train_rows, val_rows, val_greedy = train_rows.to(dev), val_rows.to(dev), val_greedy.to(dev)
+    print(f"hidden states of {len(train_rows)} + {len(val_rows)} rows of {args.seq + 1} in "
+          f"{time.time() - t0:.0f} s", flush=True)
+    print(f"{'PASS' if head_ok else 'NOTE: not'} transformers' output_hidden_states[-1] is the frozen "
+          f"model's lm_head input, the state after norm_f, bit for bit (the MTP step reads the latter)",
+          flush=True)
+    del model
+
+    mtp = MTPStep(MTPConfig(config))
+    init_mtp(mtp)
+    mtp = mtp.to(dev).train()
+    nparam = sum(p.numel() for p in mtp.parameters())
+    print(f"MTP step {MTP_PATTERN}: {nparam / 1e6:.2f} M parameters", flush=True)
+    opt = torch.optim.AdamW(mtp.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    t0 = time.time()
+    progress = lambda s: max(min(s, args.steps) / args.steps, (time.time() - t0) / (args.minutes * 60))
+    sched = torch.optim.lr_scheduler.LambdaLR(       # the cosine runs out with the steps or the time
+        opt, lambda s: min(1.0, (s + 1) / 100) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress(s))))))
+    meter = LoadMeter(mtp, config["num_experts_per_tok"])
+    g = torch.Generator().manual_seed(args.seed)
+    log, best = [], (float("inf"), -1, None)
+
+    def checkpoint(step, loss):
+        nonlocal best
+        vl, acc, right = evaluate_mtp(mtp, val_states, val_rows, val_greedy, emb, head, args.batch)
+        meter.take()                                       # evaluation does not count as load
+        log.append({"step": step, "train_loss": loss, "val_loss": vl, "val_acceptance": acc,
+                    "val_accuracy": right, "seconds": time.time() - t0})
+        print(f"step {step:5d}  train {loss:.3f}  val {vl:.3f}  acceptance {acc:.3f}  "
+              f"({time.time() - t0:.0f} s)", flush=True)
+        if vl < best[0]:
+            best = (vl, step, {k: v.detach().clone() for k, v in mtp.state_dict().items()})
+
+    for step in range(args.steps):
+        idx = torch.randint(0, len(train_rows), (args.batch,), generator=g).to(dev)
+        logits, target = mtp_logits(mtp, train_states, train_rows, idx, emb, head)
+        loss = F.cross_entropy(logits.flatten(0, 1), target.flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(mtp.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        with torch.no_grad():                               # aux-loss-free balancing
+            for gate, c in zip(meter.gates, meter.take()):
+                gate.e_score_correction_bias += 1e-3 * torch.sign(c.mean() - c)
+        timeout = time.time() - t0 > args.minutes * 60
+        if step % args.eval_every == 0 or step == args.steps - 1 or timeout:
+            checkpoint(step, float(loss.detach()))
+        if timeout:
+            print(f"time limit at step {step}", flush=True)
+            break
+    print(f"best held-out loss {best[0]:.4f} at step {best[1]}: keeping that checkpoint", flush=True)
+    mtp.load_state_dict(best[2])
+    dtype = stored["backbone.embeddings.weight"].dtype               # the model's storage dtype
+    tensors = {k: (v.float() if k.endswith("e_score_correction_bias") else v.to(dtype)).cpu()
+               for k, v in mtp.tensors().items()}
+    mtp.load_tensors(tensors)                    # evaluate the stored (rounded) values
+    final = evaluate_mtp(mtp, val_states, val_rows, val_greedy, emb, head, args.batch)
+    routing = [c.tolist() for c in meter.take()]             # the final evaluation's routing
+    for hook in meter.hooks:
+        hook.remove()
+    main_accuracy = float((val_greedy[:, :-1] == val_rows[:, 1:-1]).float().mean())
+    print(f"held-out MTP loss {final[0]:.4f} perplexity {math.exp(final[0]):.2f}; greedy draft "
+          f"acceptance {final[1]:.4f} (token t+2 right {final[2]:.4f}; the model's own next-token "
+          f"accuracy {main_accuracy:.4f}); routing {routing}", flush=True)
+
+    mdir = os.path.join(args.outdir, "model")
+    same, size = write_mtp_model(args.mtp, mdir, tensors)
+    print(f"{'PASS' if same else 'FAIL'} {mdir}/model.safetensors ({size} bytes): every original "
+          f"tensor bit for bit, plus {len(tensors)} mtp.* tensors", flush=True)
+    ids = tok.encode(LOGITS_TEXT, add_special_tokens=False).ids[:64]
+    equal = same_logits(args.mtp, mdir, ids)
+    print(f"{'PASS' if equal else 'FAIL'} transformers loads {mdir} with the original's logits "
+          f"({len(ids)} tokens, torch.equal)", flush=True)
+    summary = {"mode": "mtp", "model": args.mtp, "mtp_pattern": MTP_PATTERN, "parameters": nparam,
+               "steps": log[-1]["step"] + 1, "kept_step": best[1], "seq": args.seq, "batch": args.batch,
+               "lr": args.lr, "seed": args.seed, "train_tokens": len(train), "val_tokens": len(val),
+               "train_rows": len(train_rows), "val_rows": len(val_rows),
+               "epochs": (log[-1]["step"] + 1) * args.batch / len(train_rows),
+               "final_val_loss": final[0], "final_val_perplexity": math.exp(final[0]),
+               "final_val_acceptance": final[1], "final_val_accuracy_t_plus_2": final[2],
+               "model_val_accuracy_t_plus_1": main_accuracy,
+               "final_metrics_on": "the stored (rounded) MTP weights, held-out text, teacher forced",
+               "routing_counts_mtp_moe": routing, "model_safetensors_bytes": size,
+               "checks": {"hidden_state_is_lm_head_input": head_ok, "original_tensors_bit_identical": same,
+                          "transformers_logits_equal": equal},
+               "log": log}
+    json.dump(summary, open(os.path.join(args.outdir, "train_log.json"), "w"), indent=1)
+    if not (same and equal):
+        sys.exit("a check failed (FAIL above)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("kjv"), ap.add_argument("outdir")
-    ap.add_argument("--steps", type=int, help="training steps (default 700, --draft 1000)")
+    ap.add_argument("--steps", type=int, help="training steps (default 700, --draft 1000, --mtp 100000)")
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--eval-every", type=int, default=50)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--minutes", type=float,
-                    help="stop training after this long (default 7, --draft 3)")
+                    help="stop training after this long (default 7, --draft 3, --mtp 3)")
     ap.add_argument("--draft", action="store_true",
                     help="train the small draft model (DRAFT_PATTERN) on the --tokenizer given")
     ap.add_argument("--tokenizer", metavar="TOKENIZER_JSON",
                     help="with --draft: the demo's tokenizer.json, used as it is")
     ap.add_argument("--reference-only", metavar="MODEL_DIR",
                     help="skip training: write OUTDIR/reference for a saved model directory")
+    ap.add_argument("--mtp", metavar="MODEL_DIR",
+                    help="train one MTP step for this saved model (frozen) and write it with the step added")
     args = ap.parse_args()
+    if args.mtp and (args.draft or args.tokenizer or args.reference_only):
+        ap.error("--mtp trains only the MTP step of the model given: no --draft, --tokenizer or --reference-only")
     if args.draft and not args.tokenizer:
         ap.error("--draft needs --tokenizer (the demo's tokenizer.json): the draft must share its ids")
     if args.tokenizer and not args.draft:
         ap.error("--tokenizer is for --draft; the demo model trains its own tokenizer")
     if args.steps is None:
-        args.steps = 1000 if args.draft else 700
+        args.steps = 100000 if args.mtp else 1000 if args.draft else 700
     if args.minutes is None:
-        args.minutes = 3.0 if args.draft else 7.0
+        args.minutes = 3.0 if args.draft or args.mtp else 7.0
+    if args.mtp:
+        return train_mtp(args)
     config, pattern = (DRAFT_CONFIG, DRAFT_PATTERN) if args.draft else (CONFIG, PATTERN)
     if args.reference_only:
         from tokenizers import Tokenizer

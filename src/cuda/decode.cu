@@ -457,6 +457,7 @@ cudaError_t dc_setup(void) {
 }
 
 bool dc_fits_plain(const struct nt_matrix *W) {
+    if (gg_is_block(W->dtype)) return false; /* ggml.cu's kernel at every n */
     if (!pk_packed(W->dtype)) return W->cols <= FR_MAX_COLS && W->rows <= INT32_MAX;
     return dc_fits(W->dtype, W->rows, W->cols, 1, 1);
 }

@@ -1,10 +1,12 @@
-/* norms.cu - the CUDA backend's row operations: the embedding lookup, RMS norm (with the
+/* norms.cu - the CUDA backend's row operations: the embedding lookup (any weight dtype, the block
+ * types decoded as the CPU does), RMS norm (with the
  * residual add - and a MoE layer's shared expert - fused in front), and the argmax of logits rows.
  *
  * Reductions the CPU runs as one serial sum (the norm's sum of squares) are fixed-shape block
  * trees here (block_sum): deterministic whatever the pass, different from the CPU in the last
  * bits. The argmax keeps the CPU's winner exactly (largest, then lowest index).
  */
+#include "ggml_blocks.cuh"
 #include "ops.cuh"
 
 __global__ void k_embed(const int32_t *tokens, const uint8_t *emb, int dt, int64_t V, int H, float *h) {
@@ -13,8 +15,10 @@ __global__ void k_embed(const int32_t *tokens, const uint8_t *emb, int dt, int64
     int t = blockIdx.x;
     int64_t tok = tokens[t];
     float *dst = h + (size_t)t * H;
+    bool in = tok >= 0 && tok < V; /* memory-safe */
+    const uint8_t *row = gg_is_block(dt) && in ? emb + tok * gg_row_bytes(dt, H) : NULL;
     for (int c = threadIdx.x; c < H; c += blockDim.x)
-        dst[c] = (tok >= 0 && tok < V) ? load_w(emb, tok * H + c, dt) : 0.0f; /* memory-safe */
+        dst[c] = !in ? 0.0f : row ? gg_value(dt, row, c) : load_w(emb, tok * H + c, dt);
 }
 
 void be_embed(struct nt_backend *be, const struct nt_pass *p, const struct nt_matrix *emb, float *h) {

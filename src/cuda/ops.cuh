@@ -7,6 +7,7 @@
  *     pass.cu          pass programs (CUDA graphs): begin/end pass, fingerprints, the profile
  *     norms.cu         embed, rmsnorm (+ the residual add), argmax
  *     products.cu      matmul: the packed and float product kernels, plain and grouped
+ *     ggml.cu          the products of llama.cpp's block types (ggml_blocks.cuh: their unpacking)
  *     decode.cu        the products of a pass of one position: streaming kernel, experts fused
  *     mamba.cu         Mamba-2 conv, scan, gated norm
  *     attention.cu     the KV append and attention

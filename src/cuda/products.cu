@@ -1,6 +1,7 @@
 /* products.cu - the products of the CUDA backend: q8_2f and q4tp weights times int8 activations,
  * and float weights (f32, f16, bf16) times f32 activations; plain (one matrix, the pass's
- * positions) and grouped (moe_experts' work items).
+ * positions) and grouped (moe_experts' work items). llama.cpp's block types: ggml.cu, on the
+ * activations quantized here.
  *
  * FLOAT WEIGHTS follow the CPU's arithmetic exactly (matmul.c's AVX2 lanes: lane l of 8 fmas
  * columns l, l + 8, ... below cols & ~7, a fixed tree joins the lanes, the tail columns are added
@@ -92,56 +93,6 @@ __global__ void k_quantize(struct pk_product a) {
     const uint8_t *W;
     const float *x = quantize_source(a, i, &W);
     quantize_block(a, W, x, b, a.qx + i * (int64_t)pk_qx_stride(a.cols));
-}
-
-/* ---- what a block works on ------------------------------------------------------------------ */
-
-/* The work item of this block: its matrix, first entry (gi of position 0), positions P (0: the
- * block has no work). Computed in scalars and returned whole. The earlier form - fields of an
- * out-parameter written, W overwritten inside `if (a.grouped)` - was miscompiled by nvcc 13.0
- * (V13.0.88): with pk_product larger than 128 bytes as a by-value kernel parameter, the PTX of
- * every kernel stored a.W (NULL) in place of Wtab[e], so grouped products read weights at small
- * addresses. The host emulation, compiled by g++, ran the source as written (docs/TESTING.md). */
-struct pk_item {
-    const uint8_t *W;
-    int base, t0, P;
-};
-
-__device__ __forceinline__ struct pk_item pk_item_of(const struct pk_product &a, int it) {
-    const uint8_t *W = a.W;
-    int base = 0, t0 = it * a.group, cnt = a.n;
-    if (a.grouped) {
-        if (it < *a.n_items) {
-            int item = a.items[it], e = item >> 16;
-            t0 = (item & 0xffff) * a.group;
-            cnt = a.count[e];
-            base = a.start[e];
-            W = a.Wtab[e];
-        } else {
-            cnt = 0;
-        }
-    }
-    struct pk_item o = {W, base, t0, t0 < cnt ? min(a.group, cnt - t0) : 0};
-    return o;
-}
-
-/* The output of row r for the item's position p, chain value acc: the arithmetic's last line. */
-__device__ __forceinline__ void pk_store(const struct pk_product &a, const struct pk_item &it, int64_t r, int p,
-                                         float acc) {
-    float v = acc;
-    if (a.dtype == NT_DTYPE_Q8_2F) v = __fmul_rn(f16f(ld16(it.W + d_q8_rs_off(a.rows, a.cols) + 2 * r)), v);
-    if (a.bias) v = __fadd_rn(v, a.bias[r]);
-    if (a.act == NT_ACT_RELU2) {
-        v = v > 0.0f ? v : 0.0f;
-        v = __fmul_rn(v, v);
-    }
-    int gi = it.base + it.t0 + p;
-    int64_t yrow = a.grouped && a.ymode ? a.entries[gi] : gi;
-    a.y[yrow * a.y_stride + r] = v;
-}
-
-__device__ __forceinline__ const uint8_t *pk_qrow(const struct pk_product &a, const struct pk_item &it, int p) {
-    return a.qx + (int64_t)(it.base + it.t0 + p) * (int64_t)pk_qx_stride(a.cols);
 }
 
 /* ---- k_gemv -------------------------------------------------------------------------------- */
@@ -670,9 +621,15 @@ static int64_t gemv_rows_per_block(int64_t cpr, int maxp, int64_t rows) {
 void product_limits(const struct nt_matrix *W, char *why, size_t cap) {
     why[0] = 0;
     int dt = W->dtype;
+    if (gg_is_block(dt)) {
+        if (W->rows > gg_rows_limit())
+            snprintf(why, cap, "%s: %lld rows: the CUDA block-type products hold at most %lld rows", W->name,
+                     (long long)W->rows, (long long)gg_rows_limit());
+        return;
+    }
     if (dt != NT_DTYPE_F32 && dt != NT_DTYPE_F16 && dt != NT_DTYPE_BF16 && !pk_packed(dt)) {
-        snprintf(why, cap, "%s: %s weights: the CUDA products take f32, f16, bf16, q8_2f and q4tp weights", W->name,
-                 nt_dtype_name((enum nt_dtype)dt));
+        snprintf(why, cap, "%s: %s weights: the CUDA products take f32, f16, bf16, q8_2f, q4tp and llama.cpp's block types",
+                 W->name, nt_dtype_name((enum nt_dtype)dt));
         return;
     }
     /* the fewest rows per block of any kernel pk_run may pick (the reference kernel's 4, the float
@@ -702,6 +659,10 @@ static bool row_grid(struct nt_backend *be, const struct pk_product *a, int work
 bool pk_run(struct nt_backend *be, const struct pk_product *a, int work) {
     if (work <= 0) return true;
     dim3 grid;
+    if (gg_is_block(a->dtype)) {
+        NT_LAUNCH(k_quantize, dim3((unsigned)a->n, (unsigned)((a->cols / 32 + 7) / 8)), 256, *a);
+        return LAUNCHED(be) && gg_launch(be, a, work);
+    }
     if (!pk_packed(a->dtype)) {
         if (a->group != PK_FLOAT_GROUP) {
             cuda_fault(be, "float product: items must hold PK_FLOAT_GROUP positions");
@@ -759,7 +720,7 @@ void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, const stru
     if (n <= 0) return;
     /* the kernels' loads assume 16 bytes (packed: uint4) or the element's alignment; uploads are
      * 256-byte aligned, so this only fails for a matrix pointing inside a larger upload */
-    size_t need = pk_packed(W->dtype) ? 16 : W->dtype == NT_DTYPE_F32 ? 4 : 2;
+    size_t need = pk_packed(W->dtype) ? 16 : gg_is_block(W->dtype) ? 1 : W->dtype == NT_DTYPE_F32 ? 4 : 2;
     if ((uintptr_t)W->data % need) return cuda_fault(be, "matmul: %s: weight data not aligned for its dtype", W->name);
     if (n == 1 && dc_fits_plain(W)) { /* decode: decode.cu's streaming kernel */
         dc_matmul(be, W, bias, act, x, y);

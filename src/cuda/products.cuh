@@ -1,5 +1,5 @@
-/* products.cuh - the products of the CUDA backend (packed q8_2f, q4tp and float weights), plain
- * and grouped.
+/* products.cuh - the products of the CUDA backend (packed q8_2f, q4tp, llama.cpp's block types
+ * and float weights), plain and grouped.
  *
  * products.cu holds the kernels, says what their arithmetic is, and runs the matmul operation;
  * moe.cu fills a grouped pk_product and calls pk_run, which (packed weights) quantizes the
@@ -10,9 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-extern "C" {
-#include "../backend.h"
-}
+#include "ggml_blocks.cuh"
 
 /* Positions per work item: a pass of fewer positions (plain) or an expert with fewer entries on
  * average (grouped) runs the dp4a kernels with items of 1 or 4; more runs the int8 tensor-core
@@ -71,8 +69,12 @@ __device__ __forceinline__ int qx_slot(int dtype, int c) {
     return (c & ~7) + ((o & 1) << 2) + (o >> 1);
 }
 
+/* Block-type products (ggml.cu): the most positions of a work item. */
+#define GG_MAXP 8
+
 static inline bool pk_packed(int dtype) { return dtype == NT_DTYPE_Q8_2F || dtype == NT_DTYPE_Q4TP; }
 static inline int pk_group_plain(int dtype, int n) {
+    if (gg_is_block(dtype)) return n > 1 ? GG_MAXP : 1;
     if (!pk_packed(dtype)) return PK_FLOAT_GROUP;
     return n >= PK_MMA_MIN_PLAIN ? PK_MMA_N : n > 1 ? 4 : 1;
 }
@@ -83,10 +85,65 @@ static inline int pk_group_grouped(int up_dtype, int down_dtype, int n, int k, i
     return n == 1 ? 1 : 2 * (int64_t)n * k >= (int64_t)PK_MMA_GROUPED_HALF_ENTRIES * E ? PK_MMA_N : 4;
 }
 
+/* ---- what a block of a product kernel works on (products.cu, ggml.cu) ------------------------ */
+
+/* The work item of this block: its matrix, first entry (gi of position 0), positions P (0: the
+ * block has no work). Computed in scalars and returned whole. The earlier form - fields of an
+ * out-parameter written, W overwritten inside `if (a.grouped)` - was miscompiled by nvcc 13.0
+ * (V13.0.88): with pk_product larger than 128 bytes as a by-value kernel parameter, the PTX of
+ * every kernel stored a.W (NULL) in place of Wtab[e], so grouped products read weights at small
+ * addresses. The host emulation, compiled by g++, ran the source as written (docs/TESTING.md). */
+struct pk_item {
+    const uint8_t *W;
+    int base, t0, P;
+};
+
+__device__ __forceinline__ struct pk_item pk_item_of(const struct pk_product &a, int it) {
+    const uint8_t *W = a.W;
+    int base = 0, t0 = it * a.group, cnt = a.n;
+    if (a.grouped) {
+        if (it < *a.n_items) {
+            int item = a.items[it], e = item >> 16;
+            t0 = (item & 0xffff) * a.group;
+            cnt = a.count[e];
+            base = a.start[e];
+            W = a.Wtab[e];
+        } else {
+            cnt = 0;
+        }
+    }
+    struct pk_item o = {W, base, t0, t0 < cnt ? min(a.group, cnt - t0) : 0};
+    return o;
+}
+
+/* The output of row r for the item's position p, chain value acc: the arithmetic's last line. */
+__device__ __forceinline__ void pk_store(const struct pk_product &a, const struct pk_item &it, int64_t r, int p,
+                                         float acc) {
+    float v = acc;
+    if (a.dtype == NT_DTYPE_Q8_2F) v = __fmul_rn(f16f(ld16(it.W + d_q8_rs_off(a.rows, a.cols) + 2 * r)), v);
+    if (a.bias) v = __fadd_rn(v, a.bias[r]);
+    if (a.act == NT_ACT_RELU2) {
+        v = v > 0.0f ? v : 0.0f;
+        v = __fmul_rn(v, v);
+    }
+    int gi = it.base + it.t0 + p;
+    int64_t yrow = a.grouped && a.ymode ? a.entries[gi] : gi;
+    a.y[yrow * a.y_stride + r] = v;
+}
+
+__device__ __forceinline__ const uint8_t *pk_qrow(const struct pk_product &a, const struct pk_item &it, int p) {
+    return a.qx + (int64_t)(it.base + it.t0 + p) * (int64_t)pk_qx_stride(a.cols);
+}
+
 /* Quantizes the activations and runs the product; work = the number of work items (plain:
  * ceil(n / group); grouped: a bound on the items, the kernel reads their number). False, with
  * be's fault recorded, when a launch failed. */
 bool pk_run(struct nt_backend *be, const struct pk_product *a, int work);
+
+/* ggml.cu: the block-type product over quantized activations (pk_run quantizes them first);
+ * the most rows its grid holds. */
+bool gg_launch(struct nt_backend *be, const struct pk_product *a, int work);
+int64_t gg_rows_limit(void);
 
 /* nt_cuda_packed_reference's switch: every packed product on the reference kernel. */
 bool pk_reference_only(void);

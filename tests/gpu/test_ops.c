@@ -30,6 +30,7 @@
  */
 #include "cpu/cpu.h"
 #include "cuda/cuda_backend.h"
+#include "quant/ggml_blocks.h"
 #include "quant/quant.h"
 
 #include <math.h>
@@ -325,11 +326,48 @@ static void compare_i32(const char *what, const int32_t *cpu, const int32_t *cud
 
 /* ---- weights ------------------------------------------------------------------------------- */
 
-/* W (f32, rows x cols) in dtype dt: the stored bytes, into *bytes. */
+static void put_f16(uint8_t *p, float v) {
+    uint16_t h = nt_f32_to_f16(v);
+    memcpy(p, &h, 2);
+}
+
+/* A random rows x cols matrix of llama.cpp's block type dt: random code bytes; block scales (d,
+ * m, dmin) as f16 of +-[0.002, 0.02] (K-quants: [0.0005, 0.002], their 6-bit sub-scales reach
+ * 63), MXFP4 exponents 2^-8 .. 2^-5; the K-quants' packed sub-scales and Q6_K's int8 ones as
+ * the random bytes leave them. */
+static uint8_t *random_ggml(enum nt_dtype dt, int64_t rows, int64_t cols, size_t *bytes) {
+    int el = 0, bb = 0;
+    nt_ggml_block_facts(dt, &el, &bb, NULL);
+    size_t nblk = (size_t)(rows * cols / el);
+    *bytes = nblk * (size_t)bb;
+    uint8_t *p = hmalloc(*bytes);
+    for (size_t i = 0; i < *bytes; i++) p[i] = (uint8_t)rnd();
+    for (size_t b = 0; b < nblk; b++) {
+        uint8_t *blk = p + b * (size_t)bb;
+        switch (dt) {
+        case NT_DTYPE_GGML_MXFP4: blk[0] = (uint8_t)(120 + below(4)); break;
+        case NT_DTYPE_GGML_Q4_K:
+        case NT_DTYPE_GGML_Q5_K:
+            put_f16(blk, uni(0.0005f, 0.002f));
+            put_f16(blk + 2, uni(0.0005f, 0.002f));
+            break;
+        case NT_DTYPE_GGML_Q6_K: put_f16(blk + 208, sval(0.0005f, 0.002f)); break;
+        default:
+            put_f16(blk, sval(0.002f, 0.02f));
+            if (dt == NT_DTYPE_GGML_Q4_1 || dt == NT_DTYPE_GGML_Q5_1) put_f16(blk + 2, sval(0.002f, 0.02f));
+        }
+    }
+    return p;
+}
+
+/* W (f32, rows x cols) in dtype dt: the stored bytes, into *bytes (a block type: random blocks,
+ * W unused). */
 static uint8_t *pack(enum nt_dtype dt, const float *W, int64_t rows, int64_t cols, size_t *bytes) {
     size_t cnt = (size_t)(rows * cols);
     uint8_t *p;
-    if (dt == NT_DTYPE_Q8_2F || dt == NT_DTYPE_Q4TP) {
+    if (nt_dtype_is_ggml_block(dt)) {
+        p = random_ggml(dt, rows, cols, bytes);
+    } else if (dt == NT_DTYPE_Q8_2F || dt == NT_DTYPE_Q4TP) {
         *bytes = (size_t)nt_matrix_bytes(dt, rows, cols);
         p = hmalloc(*bytes);
         nt_quantize_matrix(dt, W, rows, cols, p);
@@ -366,8 +404,11 @@ static float *random_vec(size_t n, float lo, float hi) {
 }
 
 static int is_packed(enum nt_dtype dt) { return dt == NT_DTYPE_Q8_2F || dt == NT_DTYPE_Q4TP; }
+/* int8 activations: the packed formats and the block types */
+static int quantizes(enum nt_dtype dt) { return is_packed(dt) || nt_dtype_is_ggml_block(dt); }
+/* The block types follow the CPU's lane arithmetic term for term (docs/FORMATS-GGUF.md): its bits. */
 static double product_tol(enum nt_dtype dt) {
-    return is_packed(dt) ? TOL_PACKED : float_exact ? TOL_EXACT : TOL_MATMUL_SCALAR;
+    return nt_dtype_is_ggml_block(dt) ? TOL_EXACT : is_packed(dt) ? TOL_PACKED : float_exact ? TOL_EXACT : TOL_MATMUL_SCALAR;
 }
 
 /* ---- matmul -------------------------------------------------------------------------------- */
@@ -392,9 +433,9 @@ static void matmul_case(enum nt_dtype dt, int rows, int cols, int n, int pass_n,
     for (int t = 0; t < pass_n; t++)
         for (int c = 0; c < xs; c++)
             x[(size_t)t * xs + c] = t < n && c < cols ? sval(0.02f, 1.0f) * (below(50) ? 1.0f : 30.0f) : NAN;
-    if (is_packed(dt) && cols >= 64)
+    if (quantizes(dt) && cols >= 64)
         for (int c = 32; c < 64; c++) x[c] = 0.0f;
-    if (is_packed(dt) && n > 1)
+    if (quantizes(dt) && n > 1)
         for (int c = 0; c < 32 && c < cols; c++) x[(size_t)xs + c] = 1e-38f * (c % 3 ? 1.0f : -1.0f);
     struct twin xt = twin_in(x, (size_t)pass_n * xs * 4), yt = twin_poison((size_t)pass_n * ys * 4);
     for (int s = 0; s < 2; s++) {
@@ -445,21 +486,30 @@ static void test_matmul(void) {
         {5, 37},      /* float only: 5 tail columns past the 8-lane chains */
         {3, 4},       /* q8_2f: a single short block */
         {70, 4096},   /* Nano's out_proj width: at one position quantized once (decode.cu) */
+        {19, 512},    /* the K-quants' 256-column blocks, small */
     };
-    static const enum nt_dtype dts[] = {NT_DTYPE_F32, NT_DTYPE_F16, NT_DTYPE_BF16, NT_DTYPE_Q8_2F, NT_DTYPE_Q4TP};
+    static const enum nt_dtype dts[] = {NT_DTYPE_F32, NT_DTYPE_F16, NT_DTYPE_BF16, NT_DTYPE_Q8_2F, NT_DTYPE_Q4TP,
+                                        NT_DTYPE_GGML_Q8_0, NT_DTYPE_GGML_Q4_0, NT_DTYPE_GGML_Q4_1,
+                                        NT_DTYPE_GGML_Q5_0, NT_DTYPE_GGML_Q5_1, NT_DTYPE_GGML_IQ4_NL,
+                                        NT_DTYPE_GGML_MXFP4, NT_DTYPE_GGML_Q4_K, NT_DTYPE_GGML_Q5_K,
+                                        NT_DTYPE_GGML_Q6_K};
     static const int ns[] = {1, 3, 17, 64, 40};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
             int rows = shapes[si].rows, cols = shapes[si].cols;
             enum nt_dtype dt = dts[di];
-            if (!nt_format_accepts(dt, rows, cols, NULL)) continue;
+            int el = 0;
+            if (nt_ggml_block_facts(dt, &el, NULL, NULL) ? cols % el != 0 : !nt_format_accepts(dt, rows, cols, NULL))
+                continue;
+            /* the block types on the emulation: the small shapes (the big ones repeat them) */
+            if (el && emulated && rows * cols > 300000) continue;
             if (emulated && rows * cols > 1000000) continue;
             for (int i = 0; i < 5; i++) {
                 if (rows * cols > 1000000 && (i == 1 || i == 2)) continue; /* the big one: n = 1, 64, 40 */
                 /* bias on odd i, relu^2 from i = 2, strides on i = 1 and 3; n = 64 fills the pass; n = 40
                  * unstrided: f32 runs k_float_tile (a whole and a partial block of positions) */
                 matmul_case(dt, rows, cols, ns[i], 64, i & 1, i & 1, i >= 2 ? NT_ACT_RELU2 : NT_ACT_NONE,
-                            ns[i] >= 40 || (ns[i] > 1 && is_packed(dt)));
+                            ns[i] >= 40 || (ns[i] > 1 && quantizes(dt)));
             }
             group_end();
         }
@@ -1221,6 +1271,11 @@ int main(int argc, char **argv) {
     test_embed(NT_DTYPE_BF16, 1000, 2688, 17);
     test_embed(NT_DTYPE_F16, 1000, 2688, 64);
     test_embed(NT_DTYPE_F32, 101, 37, 5);
+    /* block-typed embeddings (a GGUF's token_embd): decoded as the CPU decodes them */
+    test_embed(NT_DTYPE_GGML_Q4_K, 50, 512, 9);
+    test_embed(NT_DTYPE_GGML_Q6_K, 50, 256, 9);
+    test_embed(NT_DTYPE_GGML_Q5_1, 50, 96, 9);
+    test_embed(NT_DTYPE_GGML_MXFP4, 50, 64, 9);
     static const int norm_h[] = {2688, 4096, 1001, 37};
     for (size_t i = 0; i < sizeof norm_h / sizeof norm_h[0]; i++) {
         test_norms(norm_h[i], 1);

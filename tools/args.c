@@ -100,7 +100,8 @@ static const struct option {
      "random seed; -1 (and run/chat's default): a random one, printed on stderr"},
     {O_STOP, "--stop", "TEXT", TEXT_GEN_CMDS, "stop when TEXT appears (repeatable, up to 16)"},
     {O_SPEC, "--spec", "METHOD", SPEC_CMDS,
-     "speculative decoding (same output, fewer passes): ngram drafts from earlier text (prompt lookup)"},
+     "speculative decoding (same output, fewer passes): ngram drafts from earlier text (prompt lookup), mtp "
+     "from the model's own MTP layers (models that have them)"},
     {O_SPEC_MAX, "--spec-max", "K", SPEC_CMDS, "speculation: at most K drafted tokens per verify pass (default 16)"},
     {O_DRAFT_MODEL, "--draft-model", "MODEL", SPEC_CMDS,
      "speculation: a smaller Nemotron-H with the same vocabulary drafts greedily"},

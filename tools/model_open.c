@@ -78,6 +78,12 @@ int cli_open(const struct args *a, int n_ctx, nemotron_model **m, nemotron_sessi
     if (a->pass) sp.pass_max = a->pass;
     if (a->verify_max) sp.verify_max = a->verify_max;
     sp.mtp = cli_spec_mtp(a);
+    if (sp.mtp && !nemotron_model_mtp_layers(*m)) {
+        /* the session would refuse it too; this says which option asked for it */
+        fprintf(stderr, "nemotron: --spec mtp: the model %s has no MTP layers (config.json's num_nextn_predict_layers "
+                        "is 0 or absent); use --spec ngram or --draft-model MODEL\n", a->model);
+        return 1;
+    }
     int trained = nemotron_model_ctx_train(*m);
     if (a->ctx > trained)
         fprintf(stderr, "nemotron: warning: --ctx %d is longer than the %d positions the model was trained on "

@@ -2,7 +2,7 @@
  *
  *   nemotron serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY | --api-key-file F]
  *                  [--parallel 4] [--queue 64] [--ctx 4096] [--device D] [--cache-ram 1024] [-t N]
- *                  [--spec ngram | --draft-model M] [--spec-max 16]
+ *                  [--spec ngram | --spec mtp | --draft-model M] [--spec-max 16]
  *
  * serve has options no other command has, so it reads its own command line; everything else is
  * the server's. Bad arguments exit with status 2 before anything is loaded.
@@ -30,6 +30,7 @@ static const char *serve_usage =
     "  -t, --threads N     CPU threads (default: the physical cores)\n"
     "  --spec ngram        speculative decoding in every slot, n-gram drafts (same output, fewer passes);\n"
     "                      a request turns it off with \"speculative\": false\n"
+    "  --spec mtp          the same, drafts of the model's own MTP layers (the model must have them)\n"
     "  --draft-model M     speculative decoding with drafts of M (a smaller model, same vocabulary)\n"
     "  --spec-max K        at most K drafts per verify pass (default 16; a request may ask fewer)\n"
     "endpoints: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions,\n"
@@ -96,6 +97,7 @@ int cmd_serve(int argc, char **argv) {
     char why[256];
     if (cli_spec_check(spec, cfg.draft_model, cfg.spec_max, why, sizeof why)) serve_die("%s", why);
     if ((spec || cfg.draft_model) && !cfg.spec_max) cfg.spec_max = CLI_SPEC_DEFAULT_K;
+    cfg.mtp = spec && !strcmp(spec, "mtp");
     if (cfg.api_key && !cfg.api_key[0]) serve_die("%s", "--api-key is empty");
     int rc = server_run(&cfg);
     free(key_from_file);

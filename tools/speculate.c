@@ -17,7 +17,7 @@ const char *cli_spec_check(const char *spec, const char *draft_model, int spec_m
     else if (spec && draft_model)
         snprintf(buf, cap, "--spec %s and --draft-model: one drafter at a time", spec);
     else if (spec_max && !spec && !draft_model)
-        snprintf(buf, cap, "--spec-max %d: speculation is off (give --spec ngram or --draft-model MODEL)", spec_max);
+        snprintf(buf, cap, "--spec-max %d: speculation is off (give --spec ngram, --spec mtp or --draft-model MODEL)", spec_max);
     else
         return NULL;
     return buf;

@@ -473,7 +473,13 @@ static int load(struct server *sv, const struct server_config *cfg) {
                 nemotron_tokenizer_vocab_size(sv->tok), nemotron_model_vocab_size(sv->model));
         return 1;
     }
-    struct slot_spec spec = {.max = cfg->spec_max};
+    struct slot_spec spec = {.max = cfg->spec_max, .mtp = cfg->mtp};
+    if (cfg->mtp && !nemotron_model_mtp_layers(sv->model)) {
+        fprintf(stderr, "nemotron serve: --spec mtp: the model %s has no MTP layers (config.json's "
+                        "num_nextn_predict_layers is 0 or absent); use --spec ngram or --draft-model MODEL\n",
+                cfg->model_path);
+        return 1;
+    }
     if (cfg->draft_model) {
         st = nemotron_model_load(cfg->draft_model, &mp, &sv->draft_model);
         if (st) {
@@ -549,8 +555,9 @@ int server_run(const struct server_config *cfg) {
     if (!rc) {
         char spec[160] = "";
         if (cfg->spec_max)
-            snprintf(spec, sizeof spec, ", speculative decoding (%s%s, up to %d drafts)", cfg->draft_model ? "draft model " : "ngram",
-                     cfg->draft_model ? cfg->draft_model : "", cfg->spec_max);
+            snprintf(spec, sizeof spec, ", speculative decoding (%s%s, up to %d drafts)",
+                     cfg->draft_model ? "draft model " : cfg->mtp ? "mtp" : "ngram", cfg->draft_model ? cfg->draft_model : "",
+                     cfg->spec_max);
         fprintf(stderr, "nemotron serve: ready: model '%s', %d slots of %d positions, queue %d, prefix cache %zu MiB%s\n",
                 sv.model_id, cfg->parallel, cfg->n_ctx, cfg->queue_max, cfg->cache_bytes >> 20, spec);
         sigwait(&sigs, &sig);

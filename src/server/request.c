@@ -113,7 +113,7 @@ static int parse_stop(json_object *o, struct server_request *r, struct api_error
     return 0;
 }
 
-/* "speculative": false, true, or {"type": "ngram" | "draft" | "none", "max": K}. Whether the
+/* "speculative": false, true, or {"type": "ngram" | "draft" | "mtp" | "none", "max": K}. Whether the
  * server can do what it asks is the server's check: this one knows only the field's shape. */
 static int parse_speculative(json_object *o, struct server_request *r, struct api_error *e) {
     json_object *v, *t, *k;
@@ -123,14 +123,15 @@ static int parse_speculative(json_object *o, struct server_request *r, struct ap
         return 0;
     }
     if (!json_object_is_type(v, json_type_object))
-        return bad(e, "speculative", "must be a boolean or an object {\"type\": \"ngram\" | \"draft\" | \"none\", \"max\": K}");
+        return bad(e, "speculative", "must be a boolean or an object {\"type\": \"ngram\" | \"draft\" | \"mtp\" | \"none\", \"max\": K}");
     r->speculative = REQUEST_SPEC_ON;
     if (json_object_object_get_ex(v, "type", &t) && t) {
         const char *type = json_object_is_type(t, json_type_string) ? json_object_get_string(t) : "";
         if (!strcmp(type, "ngram")) r->speculative = REQUEST_SPEC_NGRAM;
         else if (!strcmp(type, "draft")) r->speculative = REQUEST_SPEC_DRAFT;
+        else if (!strcmp(type, "mtp")) r->speculative = REQUEST_SPEC_MTP;
         else if (!strcmp(type, "none")) r->speculative = REQUEST_SPEC_OFF;
-        else return bad(e, "speculative.type", "must be \"ngram\", \"draft\" or \"none\"");
+        else return bad(e, "speculative.type", "must be \"ngram\", \"draft\", \"mtp\" or \"none\"");
     }
     if (json_object_object_get_ex(v, "max", &k) && k) {
         if (!json_object_is_type(k, json_type_int) || json_object_get_int64(k) < 1 ||

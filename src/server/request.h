@@ -35,8 +35,15 @@ char *api_error_json(const struct api_error *e);
 enum request_kind { REQUEST_CHAT, REQUEST_COMPLETION };
 
 /* A request's "speculative" field: absent (the server's setting), false, true (the server's
- * drafter), or {"type": "ngram" | "draft" | "none", "max": K}. */
-enum request_spec { REQUEST_SPEC_DEFAULT, REQUEST_SPEC_OFF, REQUEST_SPEC_ON, REQUEST_SPEC_NGRAM, REQUEST_SPEC_DRAFT };
+ * drafter), or {"type": "ngram" | "draft" | "mtp" | "none", "max": K}. */
+enum request_spec {
+    REQUEST_SPEC_DEFAULT,
+    REQUEST_SPEC_OFF,
+    REQUEST_SPEC_ON,
+    REQUEST_SPEC_NGRAM,
+    REQUEST_SPEC_DRAFT,
+    REQUEST_SPEC_MTP
+};
 
 struct server_request {
     enum request_kind kind;

@@ -23,9 +23,12 @@ struct server_config {
     int threads;                  /* CPU threads; <= 0: the physical cores */
     size_t cache_bytes;           /* the prefix cache's budget */
     /* speculative decoding for every slot (a request may turn it off, or choose the drafter):
-     * spec_max 0: off; else n-gram drafts, or the draft model's when draft_model is set */
+     * spec_max 0: off; else n-gram drafts, the draft model's when draft_model is set, or the
+     * model's MTP step's when mtp is set */
     int spec_max;                 /* K, 1..NEMOTRON_SPEC_MAX: the most drafts a request may use */
     const char *draft_model;      /* a smaller model of the same vocabulary, or NULL */
+    int mtp;                      /* 1 (--spec mtp): the slots keep the model's MTP step and draft
+                                   * with it; a model without MTP layers fails the start */
 };
 
 /* Listens, then loads the model in a thread (every endpoint answers 503 "loading" meanwhile; a

@@ -182,12 +182,14 @@ static int eval_in_passes(struct slot_pool *p, struct job *j, nemotron_session *
     return 0;
 }
 
-/* A slot's session of model: the pool's length; verify passes of the pool's K + 1 positions for
- * the target (verify), none for a draft. 0, or the status with *out holding the message. */
+/* A slot's session of model: the pool's length; verify passes of the pool's K + 1 positions and
+ * the MTP step when the pool drafts with it for the target (verify), neither for a draft. 0, or
+ * the status with *out holding the message. */
 static nemotron_status open_session(struct slot_pool *p, nemotron_model *model, int verify, nemotron_session **out) {
     nemotron_session_params params = nemotron_session_default_params();
     params.n_ctx = p->n_ctx;
     params.verify_max = verify && p->spec.max ? p->spec.max + 1 : 0;
+    params.mtp = verify && p->spec.max && p->spec.mtp;
     nemotron_status st = nemotron_session_new(model, &params, out);
     if (st == NEMOTRON_ERR_ARG && params.verify_max > nemotron_session_pass_max(*out)) {
         /* the backend's default pass is shorter than the verify pass (K 64 on the CPU): it grows */
@@ -198,28 +200,38 @@ static nemotron_status open_session(struct slot_pool *p, nemotron_model *model, 
     return st;
 }
 
-/* The drafter a job runs with: 0 none, 1 n-gram, 2 the draft model; *k its K. */
-static int job_drafter(const struct slot_pool *p, const struct server_request *r, int *k) {
+enum drafter_kind { DRAFTER_NONE, DRAFTER_NGRAM, DRAFTER_MODEL, DRAFTER_MTP };
+
+/* The drafter a job runs with; *k its K. */
+static enum drafter_kind job_drafter(const struct slot_pool *p, const struct server_request *r, int *k) {
     *k = r->spec_max ? r->spec_max : p->spec.max;
     switch (r->speculative) {
-    case REQUEST_SPEC_OFF: return 0;
-    case REQUEST_SPEC_NGRAM: return 1;
-    case REQUEST_SPEC_DRAFT: return 2;
+    case REQUEST_SPEC_OFF: return DRAFTER_NONE;
+    case REQUEST_SPEC_NGRAM: return DRAFTER_NGRAM;
+    case REQUEST_SPEC_DRAFT: return DRAFTER_MODEL;
+    case REQUEST_SPEC_MTP: return DRAFTER_MTP;
     case REQUEST_SPEC_DEFAULT:
     case REQUEST_SPEC_ON: break;
     }
-    return !p->spec.max ? 0 : p->spec.draft_model ? 2 : 1;
+    return !p->spec.max ? DRAFTER_NONE : p->spec.draft_model ? DRAFTER_MODEL : p->spec.mtp ? DRAFTER_MTP : DRAFTER_NGRAM;
 }
 
 int slot_pool_check_spec(const struct slot_pool *p, const struct server_request *r, struct api_error *e) {
-    int k, drafter = job_drafter(p, r, &k);
+    int k;
+    enum drafter_kind drafter = job_drafter(p, r, &k);
     if (r->speculative == REQUEST_SPEC_OFF || (r->speculative == REQUEST_SPEC_DEFAULT && !r->spec_max)) return 0;
     if (!p->spec.max)
         return api_fail(e, 400, "invalid_request_error", NULL, "speculative",
-                        "speculative decoding is off on this server (start it with --spec ngram or --draft-model MODEL)");
-    if (drafter == 2 && !p->spec.draft_model)
+                        "speculative decoding is off on this server (start it with --spec ngram, --spec mtp or "
+                        "--draft-model MODEL)");
+    if (drafter == DRAFTER_MODEL && !p->spec.draft_model)
         return api_fail(e, 400, "invalid_request_error", NULL, "speculative.type",
                         "this server has no draft model (start it with --draft-model MODEL); \"ngram\" needs none");
+    /* the MTP step's state is part of every slot's session, made (or not) at start-up */
+    if (drafter == DRAFTER_MTP && !p->spec.mtp)
+        return api_fail(e, 400, "invalid_request_error", NULL, "speculative.type",
+                        "this server does not draft with the model's MTP layers (start it with --spec mtp); "
+                        "\"ngram\" needs nothing");
     if (k > p->spec.max)
         return api_fail(e, 400, "invalid_request_error", NULL, "speculative.max",
                         "'speculative.max' %d is more than this server's --spec-max %d", k, p->spec.max);
@@ -267,16 +279,18 @@ static void run_job(struct slot_pool *p, int index, struct job *j) {
     if (j->req.max_tokens && j->req.max_tokens < n_max) n_max = j->req.max_tokens;
     /* speculation: a decoder on the session from position 0 (no cached prefix restored) */
     nemotron_spec *dec = NULL;
-    int k, drafter = job_drafter(p, &j->req, &k);
+    int k;
+    enum drafter_kind drafter = job_drafter(p, &j->req, &k);
     int cached = 0;
-    if (drafter) {
+    if (drafter != DRAFTER_NONE) {
         nemotron_session_reset(s);
         nemotron_spec_params sparams = nemotron_spec_default_params();
         sparams.spec_max = k;
-        if (drafter == 2) {
+        if (drafter == DRAFTER_MODEL) {
             sparams.draft = p->drafts[index];
             nemotron_session_reset(sparams.draft);
         }
+        sparams.mtp = drafter == DRAFTER_MTP;
         st = nemotron_spec_new(s, sampler, &sparams, &dec);
         if (st) {
             job_fail(j, 500, "server_error", "speculative decoding: %s", nemotron_spec_errmsg(dec));

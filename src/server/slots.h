@@ -53,10 +53,13 @@ struct slot_pool;
 
 /* Speculative decoding in the slots (nemotron_spec_*): max 0 is off; else every slot's session
  * verifies up to max drafts, by default the n-gram drafter's, or draft_model's (a session of it
- * per slot) when set. A request may turn it off or choose the drafter (request.h). */
+ * per slot) when set, or the model's MTP step's when mtp is set. A request may turn it off or
+ * choose the drafter (request.h). */
 struct slot_spec {
     int max;
     nemotron_model *draft_model;     /* NULL: none; else the caller's, outliving the pool */
+    int mtp;                         /* 1: every slot's session keeps the MTP step (the model has
+                                      * one: nemotron_model_mtp_layers), which drafts by default */
 };
 
 /* Starts n_slots workers, each with a session of n_ctx positions on model; jobs beyond them wait

@@ -13,8 +13,13 @@
 #   - speculative decoding (--spec ngram, --draft-model: the model drafting for itself): the same
 #     text as the plain server and as "speculative": false, at temperature 0 and seeded sampling,
 #     streamed too; /metrics counts drafted and accepted tokens; a request asking for what the
-#     server cannot do (no --spec, no draft model, a larger max, a bad type) is a 400 naming the
-#     field; bad --spec values and a draft model of another vocabulary stop the server at start;
+#     server cannot do (no --spec, no draft model, no MTP drafting, a larger max, a bad type) is a
+#     400 naming the field; bad --spec values, --spec mtp on a model without MTP layers and a draft
+#     model of another vocabulary stop the server at start;
+#   - --spec mtp on tests/fixtures/latent-mtp-f32 (checks.sh's mtp_model): the startup line names
+#     the drafter; completions and a chat, greedy and seeded, streamed too, the text of a server
+#     without speculation, with the default, {"type": "mtp", "max": 2}, "ngram" and false; /metrics
+#     counts the speculative requests and the MTP step's drafts;
 #   - the official openai npm package (tests/openai/serve_test.mjs) against the same servers;
 #   - SIGTERM during a stream: the server exits 0 within 5 s.
 # usage (from the repository root): bash tests/cli/test_serve.sh build/nemotron
@@ -231,6 +236,9 @@ check "speculative.max past --spec-max: param" json_check "$work/e" 'j["error"][
 expect_error 400 "speculative.max 0" "${C[@]}" --data-binary '{"prompt":"x","speculative":{"max":0}}' "$spec_url/v1/completions"
 expect_error 400 "speculative.type foo" "${C[@]}" --data-binary '{"prompt":"x","speculative":{"type":"foo"}}' "$spec_url/v1/completions"
 expect_error 400 "speculative: a string" "${C[@]}" --data-binary '{"prompt":"x","speculative":"ngram"}' "$spec_url/v1/completions"
+expect_error 400 "speculative: mtp on a server without it" "${C[@]}" --data-binary '{"prompt":"x","speculative":{"type":"mtp"}}' "$spec_url/v1/completions"
+check "mtp on a server without it: param and the option to start with" \
+    json_check "$work/e" 'j["error"]["param"] == "speculative.type" and "--spec mtp" in j["error"]["message"]'
 kill -TERM "$spec_pid" "$draft_pid"
 wait "$spec_pid" "$draft_pid"
 check "no sanitizer report or crash in the speculative servers' logs" bash -c "! grep -qiE 'sanitizer|runtime error|segmentation|abort' '$work/spec.log' '$work/draft.log'"
@@ -244,7 +252,8 @@ serve_refused() { # serve_refused DESCRIPTION PATTERN ARGS...
     check "serve $what: '$pattern' not in: $(head -1 "$work/refused.log")" grep -q -- "$pattern" "$work/refused.log"
 }
 serve_refused "--spec foo" "spec 'foo'" --spec foo
-serve_refused "--spec mtp" "no MTP drafter" --spec mtp
+serve_refused "--spec mtp on a model without MTP layers" "spec mtp: the model $model has no MTP layers" --spec mtp
+serve_refused "--spec mtp with --draft-model" "spec mtp and --draft-model: one drafter at a time" --spec mtp --draft-model "$model"
 serve_refused "--spec-max 0" "spec-max: '0'" --spec ngram --spec-max 0
 serve_refused "--spec-max without a drafter" "speculation is off" --spec-max 4
 make_model="$(dirname "$bin")/make_model"
@@ -254,6 +263,42 @@ if "$make_model" "$work/tiny" --shape tiny --seed 3 >"$work/make.log" 2>&1; then
 else
     check "make_model: $(cat "$work/make.log")" false
 fi
+
+# --spec mtp: the MTP fixture's own step drafts (random weights: its drafts rarely land, so the
+# verify steps that reject them are what runs); the text is the plain server's
+mtp_model "$work/mtp" || check "mtp_model made the MTP fixture a tokenizer" false
+model="$work/mtp" start_server mtpplain --parallel 1 --ctx 512 -t 1
+model="$work/mtp" start_server mtp --spec mtp --spec-max 4 --parallel 2 --ctx 512 -t 1
+# (the line follows /health's 200 by a moment: the main thread writes it once the load ends)
+for _ in $(seq 50); do grep -q 'nemotron serve: ready' "$work/mtp.log" && break; sleep 0.1; done
+check "mtp: the startup line names the drafter" grep -q 'speculative decoding (mtp, up to 4 drafts)' "$work/mtp.log"
+n=0
+for body in '{"prompt":"In the beginning God created","max_tokens":40,"temperature":0}' \
+    '{"prompt":[1,45,300,90,77,12,99],"max_tokens":40,"temperature":0}' \
+    '{"prompt":"And the earth was","max_tokens":40,"temperature":0.8,"seed":7,"top_k":40}' \
+    '{"messages":[{"role":"user","content":"Who begat Enos?"}],"max_tokens":30,"temperature":0,"chat_template_kwargs":{"enable_thinking":false}}'; do
+    n=$((n + 1))
+    case $body in *messages*) ep=chat/completions ;; *) ep=completions ;; esac
+    check "mtp $n: the plain server 200" test "$(post "$mtpplain_url/v1/$ep" "$body" "$work/mplain$n")" = 200
+    check "mtp $n: the --spec mtp server 200" test "$(post "$mtp_url/v1/$ep" "$body" "$work/mtp$n")" = 200
+    check "mtp $n: --spec mtp gives the plain server's text" same_text "$work/mplain$n" "$work/mtp$n"
+    for field in '"speculative":{"type":"mtp","max":2}' '"speculative":{"type":"ngram"}' '"speculative":false'; do
+        post "$mtp_url/v1/$ep" "$(with_spec "$body" "$field")" "$work/mfield$n" >/dev/null
+        check "mtp $n: $field gives the same text" same_text "$work/mplain$n" "$work/mfield$n"
+    done
+done
+sbody='{"prompt":"In the beginning God created","max_tokens":40,"temperature":0,"stream":true}'
+post "$mtpplain_url/v1/completions" "$sbody" "$work/mplain.sse" >/dev/null
+check "mtp stream 200" test "$(post "$mtp_url/v1/completions" "$sbody" "$work/mtp.sse")" = 200
+check "mtp stream well formed" sse_check "$work/mtp.sse" text_completion
+check "mtp stream: the plain stream's text" test "$(sse_text "$work/mtp.sse")" = "$(sse_text "$work/mplain.sse")"
+curl -s "$mtp_url/metrics" >"$work/mtp.metrics"
+# the default, "mtp" and "ngram" of the 4 bodies, and the stream
+check "mtp metrics: speculative requests counted" grep -qE '^nemotron_speculative_requests_total 13$' "$work/mtp.metrics"
+check "mtp metrics: the MTP step drafted" grep -qE '^nemotron_speculative_drafted_tokens_total [1-9][0-9]*$' "$work/mtp.metrics"
+kill -TERM "$mtp_pid" "$mtpplain_pid"
+wait "$mtp_pid" "$mtpplain_pid"
+check "no sanitizer report or crash in the mtp servers' logs" bash -c "! grep -qiE 'sanitizer|runtime error|segmentation|abort' '$work/mtp.log' '$work/mtpplain.log'"
 
 # a full queue: one slot busy with a long stream, one request waiting, the next refused
 start_server small --parallel 1 --queue 1 --ctx 4096 -t 1

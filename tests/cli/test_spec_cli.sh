@@ -7,9 +7,13 @@
 #     n-gram drafts (K 1, 3, 16, 64) and with a draft model; a prompt that repeats a line gets
 #     drafts accepted; the run ends with the counts line on stderr;
 #   - a two-turn chat answers as without speculation;
-#   - bad values (--spec foo, --spec mtp, --spec-max 0 and 65, --spec-max without a drafter,
-#     both drafters, --spec on a command without generation, --spec-max past --pass, a draft
-#     model with another vocabulary) exit non-zero with a message naming the problem.
+#   - --spec mtp on tests/fixtures/latent-mtp-f32 (the one model with MTP layers; random weights,
+#     so its drafts rarely land and the rejecting verify steps are what runs): generate's ids, run's
+#     text greedy and seeded, and a chat turn are plain decoding's;
+#   - bad values (--spec foo, --spec-max 0 and 65, --spec-max without a drafter, both drafters
+#     (--spec ngram or mtp with --draft-model), --spec mtp on models without MTP layers, --spec
+#     on a command without generation, --spec-max past --pass, a draft model with another
+#     vocabulary) exit non-zero with a message naming the problem.
 # usage (from the repository root): bash tests/cli/test_spec_cli.sh build/nemotron
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -91,6 +95,30 @@ printf 'Who begat Enos?\nAnd then?\n' | nt chat -m "$model" --temp 0 --no-think 
 same "chat --spec ngram, two turns" "$work/plain.chat" "$work/spec.chat"
 check "chat: a counts line per turn" test "$(grep -c '^\[speculative' "$work/spec.err")" -eq 2
 
+# ---- --spec mtp: the model's MTP step drafts ----
+mtp_model "$work/mtp" || check "mtp_model made the MTP fixture a tokenizer" false
+ids=1,45,300,90,77,12,99,45,300,90 # the fixture's vocabulary has 384 ids
+nt generate -m "$work/mtp" --tokens $ids -n 60 --ignore-eos >"$work/plain.ids" 2>/dev/null
+check "plain generate on the MTP fixture printed ids" grep -qE '^[0-9]+(,[0-9]+){59}$' "$work/plain.ids"
+for k in 1 4 16; do
+    nt generate -m "$work/mtp" --tokens $ids -n 60 --ignore-eos --spec mtp --spec-max $k >"$work/spec.ids" 2>"$work/spec.err"
+    same "generate --spec mtp --spec-max $k" "$work/plain.ids" "$work/spec.ids"
+    check "generate --spec mtp --spec-max $k: the counts line" grep -qE "^\[speculative \(mtp, --spec-max $k\): drafted [0-9]+, accepted [0-9]+ .*; [0-9]+ passes for 60 tokens" "$work/spec.err"
+done
+d=$(drafted "$work/spec.err")
+check "generate --spec mtp: the MTP step drafted ('$d')" test -n "$d" -a "${d:-0}" -gt 0
+for sampling in "--temp 0" "--temp 0.8 --seed 7"; do
+    # shellcheck disable=SC2086 # the sampling options are words
+    nt run -m "$work/mtp" -p "$line" -n 60 $sampling >"$work/plain.txt" 2>/dev/null
+    # shellcheck disable=SC2086
+    nt run -m "$work/mtp" -p "$line" -n 60 $sampling --spec mtp --spec-max 4 >"$work/spec.txt" 2>"$work/spec.err"
+    same "run $sampling --spec mtp on the MTP fixture" "$work/plain.txt" "$work/spec.txt"
+    check "run $sampling --spec mtp: the counts line" grep -q '^\[speculative (mtp, --spec-max 4): drafted' "$work/spec.err"
+done
+printf 'Who begat Enos?\n' | nt chat -m "$work/mtp" --temp 0 --no-think -n 30 >"$work/plain.chat" 2>/dev/null
+printf 'Who begat Enos?\n' | nt chat -m "$work/mtp" --temp 0 --no-think -n 30 --spec mtp >"$work/spec.chat" 2>"$work/spec.err"
+same "chat --spec mtp on the MTP fixture" "$work/plain.chat" "$work/spec.chat"
+
 # ---- bad values ----
 expect_fail() { # expect_fail DESCRIPTION PATTERN ARGS...: non-zero exit, PATTERN on stderr
     local what=$1 pattern=$2
@@ -101,11 +129,17 @@ expect_fail() { # expect_fail DESCRIPTION PATTERN ARGS...: non-zero exit, PATTER
     check "$what: '$pattern' not in: $(grep -v '^nemotron: seed' "$work/err" | head -1)" grep -q -- "$pattern" "$work/err"
 }
 expect_fail "--spec foo" "spec 'foo'" generate -m "$model" --tokens 1,2 --spec foo
-expect_fail "--spec mtp" "no MTP drafter" run -m "$model" -p hi --spec mtp
 expect_fail "--spec-max 0" "spec-max: '0'" generate -m "$model" --tokens 1,2 --spec ngram --spec-max 0
 expect_fail "--spec-max 65" "spec-max: '65'" generate -m "$model" --tokens 1,2 --spec ngram --spec-max 65
 expect_fail "--spec-max without a drafter" "speculation is off" run -m "$model" -p hi --spec-max 4
 expect_fail "both drafters" "one drafter at a time" run -m "$model" -p hi --spec ngram --draft-model "$model"
+expect_fail "--spec mtp and --draft-model" "spec mtp and --draft-model: one drafter at a time" \
+    run -m "$work/mtp" -p hi --spec mtp --draft-model "$work/mtp"
+expect_fail "--spec mtp on the bundled model (no MTP layers)" "spec mtp: the model $model has no MTP layers" \
+    run -m "$model" -p hi --spec mtp
+expect_fail "generate --spec mtp on a fixture without MTP layers" "has no MTP layers" \
+    generate -m tests/fixtures/hybrid-group-f32 --tokens 1,2 --spec mtp
+check "--spec mtp without MTP layers: nothing printed" test ! -s "$work/out"
 expect_fail "--spec on logits" "does not apply to 'logits'" logits -m "$model" --tokens 1 -o "$work/x.npy" --spec ngram
 expect_fail "--spec on bench" "does not apply to 'bench'" bench -m "$model" --spec ngram
 expect_fail "--spec-max past --pass" "more than --pass 4" run -m "$model" -p hi --spec ngram --pass 4

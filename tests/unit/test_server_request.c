@@ -83,6 +83,7 @@ static void good_bodies(void) {
         {",\"speculative\":{\"max\":5}", REQUEST_SPEC_ON, 5},
         {",\"speculative\":{\"type\":\"ngram\",\"max\":64}", REQUEST_SPEC_NGRAM, 64},
         {",\"speculative\":{\"type\":\"draft\"}", REQUEST_SPEC_DRAFT, 0},
+        {",\"speculative\":{\"type\":\"mtp\",\"max\":3}", REQUEST_SPEC_MTP, 3},
         {",\"speculative\":{\"type\":\"none\",\"max\":1}", REQUEST_SPEC_OFF, 1},
     };
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {

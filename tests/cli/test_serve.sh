@@ -252,7 +252,8 @@ serve_refused() { # serve_refused DESCRIPTION PATTERN ARGS...
     check "serve $what: '$pattern' not in: $(head -1 "$work/refused.log")" grep -q -- "$pattern" "$work/refused.log"
 }
 serve_refused "--spec foo" "spec 'foo'" --spec foo
-serve_refused "--spec mtp on a model without MTP layers" "spec mtp: the model $model has no MTP layers" --spec mtp
+model=models/nemotron-h-kjv-draft serve_refused "--spec mtp on a model without MTP layers" \
+    "spec mtp: the model models/nemotron-h-kjv-draft has no MTP layers" --spec mtp
 serve_refused "--spec mtp with --draft-model" "spec mtp and --draft-model: one drafter at a time" --spec mtp --draft-model "$model"
 serve_refused "--spec-max 0" "spec-max: '0'" --spec ngram --spec-max 0
 serve_refused "--spec-max without a drafter" "speculation is off" --spec-max 4

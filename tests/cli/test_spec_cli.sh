@@ -135,8 +135,8 @@ expect_fail "--spec-max without a drafter" "speculation is off" run -m "$model" 
 expect_fail "both drafters" "one drafter at a time" run -m "$model" -p hi --spec ngram --draft-model "$model"
 expect_fail "--spec mtp and --draft-model" "spec mtp and --draft-model: one drafter at a time" \
     run -m "$work/mtp" -p hi --spec mtp --draft-model "$work/mtp"
-expect_fail "--spec mtp on the bundled model (no MTP layers)" "spec mtp: the model $model has no MTP layers" \
-    run -m "$model" -p hi --spec mtp
+expect_fail "--spec mtp on the draft model (no MTP layers)" "spec mtp: the model models/nemotron-h-kjv-draft has no MTP layers" \
+    run -m models/nemotron-h-kjv-draft -p hi --spec mtp
 expect_fail "generate --spec mtp on a fixture without MTP layers" "has no MTP layers" \
     generate -m tests/fixtures/hybrid-group-f32 --tokens 1,2 --spec mtp
 check "--spec mtp without MTP layers: nothing printed" test ! -s "$work/out"

@@ -4,7 +4,7 @@
 #   dev/serve/serve_bench.sh MODEL OUTDIR [--device cuda] [--parallel 4] [--quick]
 #
 # MODEL: a model directory or .nemo; `nano` means /tmp/nano-default.nemo and `mid` /tmp/mid.nemo,
-# synthesized when absent (as tests/gpu/run.sh makes Nano). A model without a tokenizer (every
+# both synthesized when absent (as tests/gpu/run.sh makes Nano). A model without a tokenizer (every
 # synthetic one) is served with the demo model's, padded to the model's vocabulary
 # (dev/serve/pad_tokenizer.py says why). Needs python3 and build/nemotron; nothing is installed
 # and the network is not used. Steps, each logged to OUTDIR:
@@ -47,9 +47,11 @@ bench=tools/serve_bench.py
 if [ $quick = 1 ]; then
     requests="1:4 8:2 32:1"   # clients:requests per client
     wrk_seconds=4
+    step_limit=60              # seconds a chat or a load point may take before it counts as failed
 else
     requests="1:8 8:4 32:2"
     wrk_seconds=10
+    step_limit=300
 fi
 chat_tokens=24   # as the CPU figures in docs/PERF.md
 load_tokens=64
@@ -62,21 +64,81 @@ step_done() { steps+=("| $1 | $((SECONDS - step_start)) |"); step_start=$SECONDS
 
 # ---- the model ----
 case $model in
-nano | mid)
-    if [ $model = nano ]; then shape=nemotron-3-nano-30b-a3b model=/tmp/nano-default.nemo; else shape=mid model=/tmp/mid.nemo; fi
-    if [ ! -f $model ]; then
-        $bin synth --shape $shape -o $model >"$out/synth.log" 2>&1 || { cat "$out/synth.log"; exit 1; }
-    fi
-    ;;
+nano) model=/tmp/nano-default.nemo ;;
+mid) model=/tmp/mid.nemo ;;
 esac
+# the synthetic models at the paths tests/gpu/run.sh and docs/PERF.md use are made when absent
+shape=
+case $model in
+/tmp/nano-default.nemo) shape=nemotron-3-nano-30b-a3b ;;
+/tmp/mid.nemo) shape=mid ;;
+esac
+if [ ! -e "$model" ] && [ -n "$shape" ]; then
+    $bin synth --shape $shape -o "$model" >"$out/synth.log" 2>&1 || { cat "$out/synth.log"; exit 1; }
+    step_done "synth --shape $shape"
+fi
 [ -e "$model" ] || { echo "serve_bench.sh: no model $model" >&2; exit 1; }
-step_done "the model ready"
 tokenizer=()
 if ! echo probe | $bin tokenize --tokenizer "$model" >/dev/null 2>&1; then
     python3 dev/serve/pad_tokenizer.py "$model" models/nemotron-h-kjv "$out/tokenizer.json" >"$out/tokenizer.log" 2>&1 ||
         { cat "$out/tokenizer.log"; exit 1; }
     tokenizer=(--tokenizer "$out/tokenizer.json")
 fi
+
+# ---- the summary (also written when the bench is stopped by a signal) ----
+chat_table() { # the two chats side by side, as docs/PERF.md shows them
+    echo "| turn | prompt tokens | evaluated, cache on | TTFT ms, cache on | evaluated, cache off | TTFT ms, cache off |"
+    echo "|---|---|---|---|---|---|"
+    # serve_bench.py chat's rows: | turn | prompt tokens | cached | evaluated | time to first token |
+    python3 - "$out/chat-cache-on.md" "$out/chat-cache-off.md" <<'EOF'
+import sys
+def rows(path):
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return {}
+    cells = [[c.strip() for c in l.strip("|").split("|")] for l in lines if l[:3].strip("| ").isdigit()]
+    return {c[0]: c for c in cells}
+on, off = rows(sys.argv[1]), rows(sys.argv[2])
+missing = ["", "-", "-", "-", "-"]
+for turn in sorted(set(on) | set(off), key=int):
+    a, b = on.get(turn, missing), off.get(turn, missing)
+    print("| %s | %s | %s | %s | %s | %s |" % (turn, a[1] if a[1] != "-" else b[1], a[3], a[4], b[3], b[4]))
+EOF
+}
+write_summary() {
+    {
+        echo "# nemotron serve, $(basename "$model"), --device $device --parallel $parallel$([ $quick = 1 ] && echo ", --quick")"
+        echo
+        echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+        echo "- machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')$(
+            command -v nvidia-smi >/dev/null && echo "; GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)")"
+        echo "- model: $model$([ ${#tokenizer[@]} -gt 0 ] && echo " (no tokenizer of its own: $(tail -1 "$out/tokenizer.log"))")"
+        echo "- chat: max_tokens $chat_tokens, temperature 0, reasoning off; load: max_tokens $load_tokens, temperature 0.7,"
+        echo "  requests per client (clients:requests) $requests; wrk: ${wrk_seconds} s per point"
+        echo
+        echo "## 10-turn chat, prefix cache on and off"
+        echo
+        chat_table
+        echo
+        echo "## Concurrent streaming clients ($parallel slots)"
+        echo
+        cat "$out/load.md" 2>/dev/null
+        echo
+        echo "## wrk"
+        echo
+        cat "$out/wrk.md" 2>/dev/null
+        echo
+        echo "## Steps (seconds)"
+        echo
+        echo "| step | s |"
+        echo "|---|---|"
+        printf '%s\n' "${steps[@]}"
+        echo
+        echo "total: $SECONDS s; $([ $status = 0 ] && echo "no failure" || echo "FAILURES: $(tr '\n' ' ' <"$out/failures.txt")")"
+    } >"$out/summary.md"
+    cat "$out/summary.md"
+}
 
 # ---- the server ----
 pid=
@@ -100,7 +162,7 @@ stop_server() { # SIGTERM, up to 10 s (the server promises 5), then SIGKILL; 1 w
     pid=
     return $rc
 }
-trap 'stop_server; exit 1' INT TERM
+trap 'stop_server; fail "stopped by a signal"; write_summary; exit 1' INT TERM
 trap 'stop_server' EXIT
 start_server() { # start_server NAME EXTRA_ARGS...: 0 once /health is 200
     name=$1
@@ -118,16 +180,17 @@ start_server() { # start_server NAME EXTRA_ARGS...: 0 once /health is 200
 # ---- 1-4: prefix cache on ----
 if ! start_server cache-on; then
     fail "the server did not start: $(cat "$out/wait-cache-on.log"); $(tail -2 "$out/server-cache-on.log" | tr '\n' ' ')"
+    write_summary
     exit 1
 fi
 step_done "server load (cache on): $(cat "$out/wait-cache-on.log")"
-timeout 120 python3 $bench chat "$url" --turns 10 --max-tokens $chat_tokens >"$out/chat-cache-on.md" 2>&1 ||
+timeout $step_limit python3 $bench chat "$url" --turns 10 --max-tokens $chat_tokens >"$out/chat-cache-on.md" 2>&1 ||
     fail "chat, cache on: $(tail -1 "$out/chat-cache-on.md")"
 step_done "10-turn chat, cache on"
 : >"$out/load.md"
 for r in $requests; do
     c=${r%:*} n=${r#*:}
-    timeout 200 python3 $bench load "$url" --clients "$c" --requests "$n" --max-tokens $load_tokens >"$out/load-$c.md" 2>&1 ||
+    timeout $step_limit python3 $bench load "$url" --clients "$c" --requests "$n" --max-tokens $load_tokens >"$out/load-$c.md" 2>&1 ||
         fail "load, $c clients: $(tail -1 "$out/load-$c.md")"
     grep -q "requests failed" "$out/load-$c.md" && fail "load, $c clients: $(grep "requests failed" "$out/load-$c.md")"
     # one table: the first call's header, every call's row
@@ -190,7 +253,7 @@ step_done "server stopped"
 # ---- 5: prefix cache off ----
 if start_server cache-off --cache-ram 0; then
     step_done "server load (cache off): $(cat "$out/wait-cache-off.log")"
-    timeout 120 python3 $bench chat "$url" --turns 10 --max-tokens $chat_tokens >"$out/chat-cache-off.md" 2>&1 ||
+    timeout $step_limit python3 $bench chat "$url" --turns 10 --max-tokens $chat_tokens >"$out/chat-cache-off.md" 2>&1 ||
         fail "chat, cache off: $(tail -1 "$out/chat-cache-off.md")"
     step_done "10-turn chat, cache off"
     stop_server || fail "the server (cache off) did not stop cleanly: $(tail -2 "$out/server-cache-off.log" | tr '\n' ' ')"
@@ -198,56 +261,5 @@ else
     fail "the server (cache off) did not start: $(cat "$out/wait-cache-off.log")"
 fi
 
-# ---- the summary ----
-chat_table() { # the two chats side by side, as docs/PERF.md shows them
-    echo "| turn | prompt tokens | evaluated, cache on | TTFT ms, cache on | evaluated, cache off | TTFT ms, cache off |"
-    echo "|---|---|---|---|---|---|"
-    # serve_bench.py chat's rows: | turn | prompt tokens | cached | evaluated | time to first token |
-    python3 - "$out/chat-cache-on.md" "$out/chat-cache-off.md" <<'EOF'
-import sys
-def rows(path):
-    try:
-        lines = open(path).read().splitlines()
-    except OSError:
-        return {}
-    cells = [[c.strip() for c in l.strip("|").split("|")] for l in lines if l[:3].strip("| ").isdigit()]
-    return {c[0]: c for c in cells}
-on, off = rows(sys.argv[1]), rows(sys.argv[2])
-missing = ["", "-", "-", "-", "-"]
-for turn in sorted(set(on) | set(off), key=int):
-    a, b = on.get(turn, missing), off.get(turn, missing)
-    print("| %s | %s | %s | %s | %s | %s |" % (turn, a[1] if a[1] != "-" else b[1], a[3], a[4], b[3], b[4]))
-EOF
-}
-{
-    echo "# nemotron serve, $(basename "$model"), --device $device --parallel $parallel$([ $quick = 1 ] && echo ", --quick")"
-    echo
-    echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-    echo "- machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')$(
-        command -v nvidia-smi >/dev/null && echo "; GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)")"
-    echo "- model: $model$([ ${#tokenizer[@]} -gt 0 ] && echo " (no tokenizer of its own: $(tail -1 "$out/tokenizer.log"))")"
-    echo "- chat: max_tokens $chat_tokens, temperature 0, reasoning off; load: max_tokens $load_tokens, temperature 0.7,"
-    echo "  requests per client (clients:requests) $requests; wrk: ${wrk_seconds} s per point"
-    echo
-    echo "## 10-turn chat, prefix cache on and off"
-    echo
-    chat_table
-    echo
-    echo "## Concurrent streaming clients ($parallel slots)"
-    echo
-    cat "$out/load.md"
-    echo
-    echo "## wrk"
-    echo
-    cat "$out/wrk.md"
-    echo
-    echo "## Steps (seconds)"
-    echo
-    echo "| step | s |"
-    echo "|---|---|"
-    printf '%s\n' "${steps[@]}"
-    echo
-    echo "total: $SECONDS s; $([ $status = 0 ] && echo "no failure" || echo "FAILURES: $(tr '\n' ' ' <"$out/failures.txt")")"
-} >"$out/summary.md"
-cat "$out/summary.md"
+write_summary
 exit $status

@@ -79,10 +79,13 @@ if [ ! -e "$model" ] && [ -n "$shape" ]; then
 fi
 [ -e "$model" ] || { echo "serve_bench.sh: no model $model" >&2; exit 1; }
 tokenizer=()
+scratch=
 if ! echo probe | $bin tokenize --tokenizer "$model" >/dev/null 2>&1; then
-    python3 dev/serve/pad_tokenizer.py "$model" models/nemotron-h-kjv "$out/tokenizer.json" >"$out/tokenizer.log" 2>&1 ||
-        { cat "$out/tokenizer.log"; exit 1; }
-    tokenizer=(--tokenizer "$out/tokenizer.json")
+    # outside OUTDIR: 2.4 MB for Nano, remade in a second
+    scratch=$(mktemp -d)
+    python3 dev/serve/pad_tokenizer.py "$model" models/nemotron-h-kjv "$scratch/tokenizer.json" >"$out/tokenizer.log" 2>&1 ||
+        { cat "$out/tokenizer.log"; rm -rf "$scratch"; exit 1; }
+    tokenizer=(--tokenizer "$scratch/tokenizer.json")
 fi
 
 # ---- the summary (also written when the bench is stopped by a signal) ----
@@ -163,7 +166,7 @@ stop_server() { # SIGTERM, up to 10 s (the server promises 5), then SIGKILL; 1 w
     return $rc
 }
 trap 'stop_server; fail "stopped by a signal"; write_summary; exit 1' INT TERM
-trap 'stop_server' EXIT
+trap 'stop_server; [ -n "$scratch" ] && rm -rf "$scratch"' EXIT
 start_server() { # start_server NAME EXTRA_ARGS...: 0 once /health is 200
     name=$1
     shift

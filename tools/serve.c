@@ -2,7 +2,7 @@
  *
  *   nemotron serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY | --api-key-file F]
  *                  [--parallel 4] [--queue 64] [--ctx 4096] [--device D] [--cache-ram 1024] [-t N]
- *                  [--spec ngram | --spec mtp | --draft-model M] [--spec-max 16]
+ *                  [--spec ngram | --spec mtp | --draft-model M] [--spec-max 16] [--tokenizer FILE]
  *
  * serve has options no other command has, so it reads its own command line; everything else is
  * the server's. Bad arguments exit with status 2 before anything is loaded.
@@ -33,6 +33,9 @@ static const char *serve_usage =
     "  --spec mtp          the same, drafts of the model's own MTP layers (the model must have them)\n"
     "  --draft-model M     speculative decoding with drafts of M (a smaller model, same vocabulary)\n"
     "  --spec-max K        at most K drafts per verify pass (default 16; a request may ask fewer)\n"
+    "  --tokenizer FILE    the tokenizer (a tokenizer.json, a model directory or a .nemo) when the\n"
+    "                      model carries none, as a synthetic one (nemotron synth); at most the\n"
+    "                      model's vocabulary size\n"
     "endpoints: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions,\n"
     "           GET /metrics\n";
 
@@ -91,6 +94,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(o, "--spec")) spec = v;
         else if (!strcmp(o, "--spec-max")) cfg.spec_max = (int)serve_int(v, o, 1, NEMOTRON_SPEC_MAX);
         else if (!strcmp(o, "--draft-model")) cfg.draft_model = v;
+        else if (!strcmp(o, "--tokenizer")) cfg.tokenizer_path = v;
         else serve_die("unknown option '%s'", o);
     }
     if (!cfg.model_path) serve_die("%s", "-m MODEL is required");

@@ -7,6 +7,9 @@
     tools/serve_bench.py load URL [--clients 1,8,32]      concurrent streaming clients: requests/s,
                                                           aggregate tokens/s, p50/p99 time to first
                                                           token and gap between tokens
+    tools/serve_bench.py wait URL [--timeout S] [--pid P] until /health answers 200 (the server
+                                                          answers 503 while it loads); exit 1 when
+                                                          process P ended or S seconds passed
 
 Every streamed event is timestamped as it arrives (http.client, one thread per client). The
 time to first token is from sending the request to the first event that carries text; a gap is
@@ -15,6 +18,8 @@ the time between two such events. Prints Markdown tables (docs/PERF.md holds the
 import argparse
 import http.client
 import json
+import os
+import sys
 import threading
 import time
 import urllib.parse
@@ -118,16 +123,47 @@ def load(args):
             print("  %d requests failed, e.g. %s" % (len(errors), errors[0]))
 
 
+def wait(args):
+    u = urllib.parse.urlparse(args.url)
+    start = time.perf_counter()
+    while True:
+        try:
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=5)
+            conn.request("GET", "/health")
+            status = conn.getresponse().status
+            conn.close()
+        except OSError:  # not listening yet
+            status = None
+        waited = time.perf_counter() - start
+        if status == 200:
+            print("ready after %.1f s" % waited)
+            return 0
+        if args.pid:
+            try:
+                os.kill(args.pid, 0)
+            except ProcessLookupError:
+                print("process %d ended after %.1f s (last /health: %s)" % (args.pid, waited, status))
+                return 1
+        if waited > args.timeout:
+            print("not ready after %.1f s (last /health: %s)" % (waited, status))
+            return 1
+        time.sleep(0.25)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=["chat", "load"])
+    ap.add_argument("mode", choices=["chat", "load", "wait"])
     ap.add_argument("url", help="the server, e.g. http://127.0.0.1:8080")
     ap.add_argument("--key", help="the API key, when the server wants one")
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("--clients", default="1,8,32")
     ap.add_argument("--requests", type=int, default=4, help="requests per client (load)")
     ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--timeout", type=float, default=300, help="seconds to wait for /health (wait)")
+    ap.add_argument("--pid", type=int, help="the server's process: stop waiting when it ends (wait)")
     args = ap.parse_args()
+    if args.mode == "wait":
+        sys.exit(wait(args))
     chat(args) if args.mode == "chat" else load(args)
 
 

@@ -462,10 +462,10 @@ static int load(struct server *sv, const struct server_config *cfg) {
         fprintf(stderr, "nemotron serve: loading the model: %s (%s)\n", nemotron_model_errmsg(sv->model), nemotron_status_str(st));
         return 1;
     }
-    st = nemotron_tokenizer_load(cfg->model_path, &sv->tok);
+    st = nemotron_tokenizer_load(cfg->tokenizer_path ? cfg->tokenizer_path : cfg->model_path, &sv->tok);
     if (st) {
-        fprintf(stderr, "nemotron serve: loading the tokenizer: %s (%s)\n", nemotron_tokenizer_errmsg(sv->tok),
-                nemotron_status_str(st));
+        fprintf(stderr, "nemotron serve: loading the tokenizer: %s (%s)%s\n", nemotron_tokenizer_errmsg(sv->tok),
+                nemotron_status_str(st), cfg->tokenizer_path ? "" : "; a model without one needs --tokenizer FILE");
         return 1;
     }
     if (nemotron_tokenizer_vocab_size(sv->tok) > nemotron_model_vocab_size(sv->model)) {

@@ -13,6 +13,8 @@
 
 struct server_config {
     const char *model_path;
+    const char *tokenizer_path;   /* NULL: the model's own; else a tokenizer.json, a model directory
+                                   * or a .nemo (a synthetic model carries none) */
     const char *host;             /* an IPv4 or IPv6 address to listen on */
     int port;
     const char *api_key;          /* NULL: no authentication */

@@ -5,6 +5,9 @@
 #     before it loads, src/server/http.c) the server answers while it loads: GET /health, GET
 #     /v1/models and POST /v1/completions are 503 in OpenAI's shape with code "loading", then
 #     /health turns 200; SIGTERM during the load exits 0 at once;
+#   - a model without a tokenizer (synthetic ones): the server exits 1 naming --tokenizer; with
+#     --tokenizer it serves; a tokenizer of more ids than the model's vocabulary is refused
+#     (made by dev/serve/pad_tokenizer.py, whose padded ids are checked to decode);
 #   - a device error: the emulated CUDA build (build/emu/nemotron, docs/TESTING.md "Fault
 #     injection") with NT_EMU_FAIL=launch:N makes a launch of the first request fail with a sticky
 #     illegal address. That request is a 500 in OpenAI's shape (code "device_error", the fault
@@ -67,6 +70,35 @@ pids+=("$pid")
 for _ in $(seq 50); do [ "$(status "http://127.0.0.1:$port/health")" = 503 ] && break; sleep 0.05; done
 stop stopped "$pid"
 check "SIGTERM during the load: said so" grep -q "SIGTERM during the load" "$work/stopped.log"
+
+# ---- a model without a tokenizer (as every synthetic one): --tokenizer ----
+mkdir -p "$work/notok"
+for f in config.json generation_config.json model.safetensors; do ln -s "$PWD/$model/$f" "$work/notok/$f"; done
+"$bin" serve -m "$work/notok" --port "$(free_port)" --parallel 1 --ctx 256 -t 1 >"$work/notok.log" 2>&1
+check "no tokenizer: the server exits 1" test $? = 1
+check "no tokenizer: the log names --tokenizer" grep -q "needs --tokenizer FILE" "$work/notok.log"
+port=$(free_port)
+url=http://127.0.0.1:$port
+"$bin" serve -m "$work/notok" --tokenizer "$model/tokenizer.json" --port "$port" --parallel 1 --ctx 256 -t 1 \
+    >"$work/tokenizer.log" 2>&1 &
+pid=$!
+pids+=("$pid")
+check "--tokenizer: healthy" wait_healthy "$url" "$pid"
+check "--tokenizer: a completion 200" test "$(status "$url/v1/completions" "$work/t" "${C[@]}" --data-binary "$body")" = 200
+check "--tokenizer: 4 tokens of text" json_check "$work/t" "j['usage']['completion_tokens'] == 4 and j['choices'][0]['text']"
+stop tokenizer "$pid"
+# dev/serve/pad_tokenizer.py (serve_bench.sh's tokenizer for synthetic Nano): the demo's padded to
+# 5000 ids decodes a filler id; the server refuses it for the demo's 4096-token model
+mkdir -p "$work/v5000"
+echo '{"vocab_size": 5000}' >"$work/v5000/config.json"
+python3 dev/serve/pad_tokenizer.py "$work/v5000" "$model" "$work/padded.json" >"$work/pad.log" 2>&1
+check "pad_tokenizer.py: $(cat "$work/pad.log")" grep -q "5000 tokens (4096 from the base, 904 fillers)" "$work/pad.log"
+check "padded: id 4999 decodes to a filler" test "$(echo 4999 | "$bin" tokenize --tokenizer "$work/padded.json" --decode)" = " xhkh"
+check "padded: the base's ids decode as before" test "$(echo 1170,290,2281 | "$bin" tokenize --tokenizer "$work/padded.json" --decode)" = \
+    "$(echo 1170,290,2281 | "$bin" tokenize --tokenizer "$model" --decode)"
+"$bin" serve -m "$work/notok" --tokenizer "$work/padded.json" --port "$(free_port)" --parallel 1 --ctx 256 -t 1 >"$work/big.log" 2>&1
+check "a tokenizer larger than the model: exit 1" test $? = 1
+check "a tokenizer larger than the model: said so" grep -q "the tokenizer has 5000 tokens, more than the model's vocabulary (4096)" "$work/big.log"
 
 # ---- a device error (the emulated CUDA backend, x86-64 builds only) ----
 if [ ! -x "$emu" ]; then

@@ -9,7 +9,8 @@ Writes what llama.cpp's converter (convert_hf_to_gguf.py, Mamba2 / NemotronH mod
 tensor names (blk.N.ssm_in, attn_q, ffn_up_exps, ...) and metadata keys ({arch}.block_count,
 .ssm.*, .expert_*, tokenizer.ggml.*), and its transforms of the checkpoint's tensors: A_log
 stored as A = -exp(A_log) with shape [nh, 1], D as [nh, 1], conv1d.weight squeezed to [CD, K],
-the gated norm reshaped to [G, I/G], experts stacked into one 3-D tensor per projection. GGUF
+the gated norm reshaped to [G, I/G], experts stacked into one 3-D tensor per projection; the
+MTP layers (mtp.*) left out, as its converter leaves them. GGUF
 lists dimensions innermost first. --type f32 writes every tensor as F32 (exact for a bf16
 checkpoint); bf16 keeps the matrices in BF16 and, as llama.cpp does, the 1-D and SSM tensors in
 F32. A is computed with the C library's expf (through ctypes), the function the engine applies
@@ -265,6 +266,9 @@ def main():
     vec('output_norm.weight', 'backbone.norm_f.weight')
     if 'lm_head.weight' in st:
         mat('output.weight', 'lm_head.weight')
+    # llama.cpp's converter leaves a checkpoint's MTP layers out (the GGUF runs without them)
+    for name in [n for n in st if n.startswith('mtp.')]:
+        del st[name]
     if st:
         sys.exit(f'tensors not written: {sorted(st)[:5]}')
     for spec in a.shape:

@@ -45,7 +45,8 @@ check() { # check DESCRIPTION COMMAND...: passes when the command succeeds
 
 summary() {
     printf '%-28s %d checks, %d failed\n' cli "$checks" "$failed"
-    [ "$failed" -eq 0 ]
+    [ "$checks" -gt 0 ] || echo "FAIL cli: no check ran" >&2
+    [ "$failed" -eq 0 ] && [ "$checks" -gt 0 ]
 }
 
 if [ ! -x "$bin" ]; then

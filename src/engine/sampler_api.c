@@ -46,7 +46,7 @@ int32_t nemotron_sampler_sample(nemotron_sampler *h, const float *logits) {
 }
 nemotron_status nemotron_sampler_accept(nemotron_sampler *h, int32_t token) {
     if (!h) return NEMOTRON_ERR_ARG;
-    if (!h->s) return nt_fail(&h->err, NEMOTRON_ERR_ARG, "the sampler was not created: %s", h->err.msg);
+    if (!h->s) return NEMOTRON_ERR_ARG; /* its message still says why it was not created */
     if (token < 0 || token >= h->vocab)
         return nt_fail(&h->err, NEMOTRON_ERR_ARG, "token %d is outside the vocabulary [0, %d)", (int)token, h->vocab);
     nt_sampler_accept(h->s, token);

@@ -1,8 +1,9 @@
 /* test.h - the few macros the unit tests share: CHECK, a failure count, and fixture paths.
  *
  * A test program calls CHECK(cond, fmt, ...) as often as it likes, and returns
- * test_summary(name) from main: 0 when every check held. Tests run from the repository root
- * (tests/run.sh does that), so fixture paths are relative to it.
+ * test_summary(name) from main: 0 when every check held and at least one ran (a program whose
+ * checks were all skipped, or that returned before its first, proves nothing). Tests run from
+ * the repository root (tests/run.sh does that), so fixture paths are relative to it.
  */
 #ifndef NT_TEST_H
 #define NT_TEST_H
@@ -25,7 +26,8 @@ static int test_checks, test_failures;
 
 static inline int test_summary(const char *name) {
     printf("%-28s %d checks, %d failed\n", name, test_checks, test_failures);
-    return test_failures ? 1 : 0;
+    if (test_checks == 0) fprintf(stderr, "FAIL %s: no check ran\n", name);
+    return test_failures || test_checks == 0 ? 1 : 0;
 }
 
 #define FIXTURES "tests/fixtures"

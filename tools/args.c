@@ -375,7 +375,7 @@ void cli_parse_args(int argc, char **argv, struct args *a) {
     a->command = argv[1];
     if (!strcmp(a->command, "-h") || !strcmp(a->command, "--help") || !strcmp(a->command, "help")) {
         print_global_help();
-        exit(0);
+        exit(cli_exit_status("help", 0));
     }
     const struct command *c = NULL;
     for (size_t i = 0; i < N_COMMANDS; i++)
@@ -400,7 +400,7 @@ void cli_parse_args(int argc, char **argv, struct args *a) {
         if (!o) cli_usage_error("unknown option '%s' (nemotron %s --help lists its options)", arg, c->name);
         if (o->id == O_HELP) {
             print_command_help(c);
-            exit(0);
+            exit(cli_exit_status(c->name, 0));
         }
         if (!(o->cmds & c->cmd))
             cli_usage_error("option '%s' does not apply to '%s'%s (nemotron %s --help lists its options)", arg,

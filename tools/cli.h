@@ -73,6 +73,9 @@ int32_t *cli_parse_ids(const char *s, int32_t limit, int *n, char *err, size_t e
 
 
 double cli_now(void);
+/* The exit status of a command that would end with rc: rc, or 1 (with a message naming the
+ * command) when stdout cannot be flushed or was in an error state: a full disk, a closed pipe. */
+int cli_exit_status(const char *command, int rc);
 /* Prints "nemotron: WHAT: MSG (status)" and returns 1. */
 int cli_fail(const char *what, const char *msg, nemotron_status st);
 /* Loads a->model and makes a session of n_ctx positions (a->ctx wins when set). 0 on success;

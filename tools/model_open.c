@@ -4,9 +4,12 @@
  * takes longer than LOAD_QUIET_S says what it is doing on stderr (a .nemo's checksums are all
  * verified, a large GPU upload takes seconds), and a context (--ctx) longer than the model was
  * trained for is warned about, since positions past it are outside what the model learned.
+ * For tests only, NEMOTRON_LOAD_DELAY_MS=N makes the load start N ms late, so that a small model
+ * shows the line a multi-GB one would (tests/cli/test_cli_habits.sh).
  */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -62,6 +65,9 @@ int cli_open(const struct args *a, int n_ctx, nemotron_model **m, nemotron_sessi
                            .path = a->model, .t0 = cli_now()};
     pthread_t watcher;
     int watching = pthread_create(&watcher, NULL, watch_load, &w) == 0;
+    const char *delay = getenv("NEMOTRON_LOAD_DELAY_MS");
+    long ms = delay ? strtol(delay, NULL, 10) : 0;
+    if (ms > 0) nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
     nemotron_status st = nemotron_model_load(a->model, &mp, m);
     if (watching) {
         pthread_mutex_lock(&w.lock);

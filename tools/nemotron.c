@@ -256,20 +256,24 @@ static void on_sigbus(int sig) {
 
 /* Output that never arrived is a failure (a full disk, a closed pipe): stdout is flushed and its
  * error state read before the exit status is decided. */
+int cli_exit_status(const char *command, int rc) {
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "nemotron: %s: writing the output failed: %s\n", command,
+                errno ? strerror(errno) : "stdout is in an error state");
+        return rc ? rc : 1;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigbus;
     sigaction(SIGBUS, &sa, NULL);
-    if (argc > 1 && !strcmp(argv[1], "serve")) return cmd_serve(argc, argv);   /* its own options */
+    if (argc > 1 && !strcmp(argv[1], "serve")) /* its own options */
+        return cli_exit_status("serve", cmd_serve(argc, argv));
     struct args a;
     cli_parse_args(argc, argv, &a);
-    int rc = dispatch(&a);
-    errno = 0;
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "nemotron: %s: writing the output failed: %s\n", a.command,
-                errno ? strerror(errno) : "stdout is in an error state");
-        return rc ? rc : 1;
-    }
-    return rc;
+    return cli_exit_status(a.command, dispatch(&a));
 }

@@ -18,6 +18,7 @@ nemotron_sampler_params nemotron_sampler_default_params(void) {
 }
 
 nemotron_status nemotron_sampler_new(const nemotron_sampler_params *p, int vocab, nemotron_sampler **out) {
+    if (!out) return NEMOTRON_ERR_ARG;
     nemotron_sampler *h = nt_calloc(1, sizeof *h);
     *out = h;
     if (!h) return NEMOTRON_ERR_NOMEM;
@@ -38,11 +39,19 @@ void nemotron_sampler_free(nemotron_sampler *h) {
 }
 
 const char *nemotron_sampler_errmsg(const nemotron_sampler *h) { return h ? h->err.msg : "out of memory"; }
-int32_t nemotron_sampler_sample(nemotron_sampler *h, const float *logits) { return nt_sampler_sample(h->s, logits); }
+/* A NULL handle, or one whose creation failed (it holds only the message), samples nothing (-1)
+ * and accepts nothing (NEMOTRON_ERR_ARG): an error, never a crash. */
+int32_t nemotron_sampler_sample(nemotron_sampler *h, const float *logits) {
+    return h && h->s && logits ? nt_sampler_sample(h->s, logits) : -1;
+}
 nemotron_status nemotron_sampler_accept(nemotron_sampler *h, int32_t token) {
+    if (!h) return NEMOTRON_ERR_ARG;
+    if (!h->s) return NEMOTRON_ERR_ARG; /* its message still says why it was not created */
     if (token < 0 || token >= h->vocab)
         return nt_fail(&h->err, NEMOTRON_ERR_ARG, "token %d is outside the vocabulary [0, %d)", (int)token, h->vocab);
     nt_sampler_accept(h->s, token);
     return NEMOTRON_OK;
 }
-void nemotron_sampler_reset(nemotron_sampler *h) { nt_sampler_reset(h->s); }
+void nemotron_sampler_reset(nemotron_sampler *h) {
+    if (h && h->s) nt_sampler_reset(h->s);
+}

@@ -15,8 +15,10 @@
 /* The path to write for the user's `path`, in *out (nt_alloc'd; nt_free it): `path` itself, or
  * the file a symbolic link at `path` names (the link is followed, not replaced). Refused
  * (NEMOTRON_ERR_IO, the reason named): an existing target that is not a regular file (a device, a
- * fifo, a directory), a link that names nothing, and a target that is the same file as `input`
- * or, when `input` is a directory, as any file directly in it. input may be NULL. */
+ * fifo, a directory), a link that names nothing (kept on purpose, as GNU cp refuses to write
+ * through a dangling link: its target may be a typo or a file since removed), and a target that
+ * is the same file as `input` or, when `input` is a directory, as any file directly in it.
+ * input may be NULL. */
 nemotron_status nt_output_target(const char *path, const char *input, char **out, struct nt_err *err);
 
 #endif /* NT_OUTPUT_H */

@@ -18,6 +18,7 @@ struct nemotron_tokenizer {
 };
 
 nemotron_status nemotron_tokenizer_load(const char *path, nemotron_tokenizer **out) {
+    if (!out) return NEMOTRON_ERR_ARG;
     nemotron_tokenizer *t = nt_calloc(1, sizeof *t);
     *out = t;
     if (!t) return NEMOTRON_ERR_NOMEM;
@@ -108,7 +109,10 @@ nemotron_detok *nemotron_detok_new(const nemotron_tokenizer *t, int skip_special
     return d;
 }
 
+/* A NULL decoder (nemotron_detok_new's answer to a bad tokenizer) pushes nothing (NULL, as an
+ * id outside the vocabulary) and flushes nothing (""). */
 const char *nemotron_detok_push(nemotron_detok *d, int32_t id) {
+    if (!d) return NULL;
     int n = nt_detok_push(d->tok, &d->state, id, d->skip_special, d->buf, d->cap, NULL);
     if (n < 0) return NULL;
     d->buf[n] = 0;
@@ -116,6 +120,7 @@ const char *nemotron_detok_push(nemotron_detok *d, int32_t id) {
 }
 
 const char *nemotron_detok_flush(nemotron_detok *d) {
+    if (!d) return "";
     int n = nt_detok_flush(&d->state, d->buf, d->cap);
     d->buf[n < 0 ? 0 : n] = 0;
     return d->buf;
@@ -134,9 +139,11 @@ nemotron_status nemotron_chat_render(const char *messages_json, const char *tool
     struct nt_err err = {{0}};
     nemotron_chat_options defaults = nemotron_chat_default_options();
     if (!opt) opt = &defaults;
-    *out = NULL;
+    if (out) *out = NULL;
     nemotron_status st;
-    if (!messages_json) {
+    if (!out) {
+        st = nt_fail(&err, NEMOTRON_ERR_ARG, "out is NULL");
+    } else if (!messages_json) {
         st = nt_fail(&err, NEMOTRON_ERR_ARG, "messages JSON is NULL");
     } else {
         struct nt_chat_options o = {.add_generation_prompt = opt->add_generation_prompt,
@@ -162,6 +169,7 @@ nemotron_status nemotron_chat_render(const char *messages_json, const char *tool
 
 nemotron_status nemotron_chat_parse(const char *text, size_t len, int thinking_in_prompt,
                                     nemotron_chat_reply *out) {
+    if (!out) return NEMOTRON_ERR_ARG;
     memset(out, 0, sizeof *out);
     struct nt_chat_parsed p;
     nemotron_status st = nt_chat_parse(text, len, thinking_in_prompt, &p, NULL);

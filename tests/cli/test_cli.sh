@@ -16,7 +16,8 @@
 #     and an OUT.npy that was there before untouched;
 #   - output to a full device (/dev/full) exits non-zero with a message, never 0;
 #   - -o refuses a device (/dev/null stays a device) and an input of the command (the model's
-#     config.json, convert onto its own model.safetensors), and follows a symbolic link.
+#     config.json, convert onto its own model.safetensors), follows a symbolic link and refuses
+#     one that names nothing.
 # Needs only coreutils (od, stat, truncate, head, tail) and grep: there is no numpy here.
 # Prints one summary line and exits non-zero when a check failed.
 set -u
@@ -45,7 +46,8 @@ check() { # check DESCRIPTION COMMAND...: passes when the command succeeds
 
 summary() {
     printf '%-28s %d checks, %d failed\n' cli "$checks" "$failed"
-    [ "$failed" -eq 0 ]
+    [ "$checks" -gt 0 ] || echo "FAIL cli: no check ran" >&2
+    [ "$failed" -eq 0 ] && [ "$checks" -gt 0 ]
 }
 
 if [ ! -x "$bin" ]; then
@@ -238,6 +240,13 @@ ln -s "$work/target.npy" "$work/link.npy"
 check "logits -o LINK" "$bin" logits -m "$model" --tokens 1,2 -o "$work/link.npy" >/dev/null 2>&1
 check "the link is still a link" test -L "$work/link.npy"
 check "the file it names holds the .npy" test "$(head -c 6 "$work/target.npy" | od -An -c | tr -d ' ')" = "223NUMPY"
+# a link to nothing is refused, as cp refuses to write through a dangling link
+ln -s "$work/nowhere/x.npy" "$work/dangling.npy"
+"$bin" logits -m "$model" --tokens 1,2 -o "$work/dangling.npy" >/dev/null 2>"$work/stderr"
+rc=$?
+check "logits -o a dangling link: exit $rc, expected non-zero" test "$rc" -ne 0
+check "logits -o a dangling link: the message says so: $(cat "$work/stderr")" grep -q "a symbolic link to nothing" "$work/stderr"
+check "the dangling link is still a link" test -L "$work/dangling.npy"
 "$bin" convert "$model" -o "$model/model.safetensors" >/dev/null 2>"$work/stderr"
 rc=$?
 check "convert DIR -o DIR/model.safetensors: exit $rc, expected non-zero" test "$rc" -ne 0

@@ -14,7 +14,10 @@
 #   - --ctx past the trained length (4096) warns, for a directory and a .nemo; a run cut by the
 #     end of the context says so;
 #   - a model file cut short during a run: a message and status 1 (not SIGBUS's bare death);
-#   - NaN weights or an overflowing config value: an error naming the position, no output.
+#   - NaN weights or an overflowing config value: an error naming the position, no output;
+#   - a load longer than a second says so (NEMOTRON_LOAD_DELAY_MS, a test-only delay, stands in
+#     for a multi-GB model): a line naming the file and its size, then the time it took; a
+#     quick load says nothing.
 # usage (from the repository root): bash tests/cli/test_cli_habits.sh build/nemotron
 suite=cli-habits
 . "$(dirname "$0")/checks.sh"
@@ -175,6 +178,14 @@ check "-c 5000 on a .nemo (its config inside): the same warning" \
     grep -q "longer than the 4096 positions the model was trained on" "$work/err"
 "$bin" run -m "$model" -p "$prompt" -n 100 -c 20 --temp 0 --ignore-eos >/dev/null 2>"$work/err"
 check "a run cut by the context says so" grep -q "the context of 20 positions is full" "$work/err"
+
+# a slow load speaks (after a second), a quick one does not
+NEMOTRON_LOAD_DELAY_MS=1500 "$bin" generate -m "$work/demo.nemo" --tokens 1,2 -n 1 >/dev/null 2>"$work/err"
+check "a slow load: the line naming the file and its size: $(head -1 "$work/err")" \
+    grep -q "^nemotron: loading $work/demo.nemo (0.0[0-9] GB): verifying and mapping the weights, [0-9]* s$" "$work/err"
+check "a slow load: the time it took" grep -q "^nemotron: loaded $work/demo.nemo in [0-9.]* s$" "$work/err"
+"$bin" generate -m "$model" --tokens 1,2 -n 1 >/dev/null 2>"$work/err"
+check "a quick load (a directory, mapped): no word of it" test -z "$(grep 'loading\|loaded' "$work/err")"
 
 # Ctrl-C: 130 during generation and during prompt processing (the flag survives the prompt).
 # interrupt PID OUT: SIGINT once the run has written to OUT (run prints the prompt after its

@@ -17,7 +17,11 @@
 #     which read the tokenizer.json the .nemo carries;
 #   - converting a .nemo, a missing directory, a bad --quant, an unwritable output fails with a
 #     message and leaves no output; a .nemo with one flipped byte, or truncated, is refused on
-#     open with a message naming the problem, and logits writes nothing.
+#     open with a message naming the problem, and logits writes nothing;
+#   - -o: a device (/dev/null, for convert and synth) is refused and stays a device; a symbolic
+#     link is followed (the link stays, the file it names gets the .nemo); a conversion that
+#     fails while writing (a NaN weight, named with its element) leaves the old output as it was
+#     and no .partial.
 # Needs python3 with numpy (scripts/setup.sh installs it). Prints one summary line.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -26,7 +30,11 @@ checks=0
 failed=0
 pass() { checks=$((checks + 1)); }
 fail() { checks=$((checks + 1)); failed=$((failed + 1)); echo "FAIL convert: $*" >&2; }
-summary() { printf '%-28s %d checks, %d failed\n' convert "$checks" "$failed"; [ "$failed" -eq 0 ]; }
+summary() {
+    printf '%-28s %d checks, %d failed\n' convert "$checks" "$failed"
+    [ "$checks" -gt 0 ] || echo "FAIL convert: no check ran" >&2
+    [ "$failed" -eq 0 ] && [ "$checks" -gt 0 ]
+}
 
 work=$(mktemp -d /tmp/nemotron-test-convert.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -135,6 +143,31 @@ head -c $((size / 2)) "$work/hybrid-group-f32.default.nemo" >"$work/half.nemo"
 expect_fail "truncated .nemo" "half.nemo" "$work/half.npy" logits -m "$work/half.nemo" --tokens 1,2 -o "$work/half.npy"
 printf 'not a model' >"$work/junk.nemo"
 expect_fail "junk file" "junk.nemo" "$work/junk.npy" logits -m "$work/junk.nemo" --tokens 1,2 -o "$work/junk.npy"
+
+# -o: a device is refused and stays one; a link is followed; a failed write leaves the old file
+expect_fail "convert -o /dev/null" "not a regular file" "" convert "$F/tied-bf16" -o /dev/null
+expect_fail "synth -o /dev/null" "not a regular file" "" synth --shape mid -o /dev/null
+if [ -c /dev/null ]; then pass; else fail "/dev/null is no longer a device"; fi
+: >"$work/target.nemo"
+ln -s "$work/target.nemo" "$work/link.nemo"
+if "$bin" convert "$F/tied-bf16" -o "$work/link.nemo" >/dev/null 2>"$work/err"; then pass; else fail "convert -o LINK: $(cat "$work/err")"; fi
+if [ -L "$work/link.nemo" ]; then pass; else fail "convert -o LINK replaced the link"; fi
+g3=$("$bin" generate -m "$work/target.nemo" --tokens 1,2,3 -n 4 --ignore-eos 2>"$work/err")
+if [ -n "$g3" ]; then pass; else fail "the file the link names is no .nemo: $(cat "$work/err")"; fi
+cp -r "$demo" "$work/nan"
+"$py" - "$work/nan/model.safetensors" <<'PY'
+import json, struct, sys
+with open(sys.argv[1], 'r+b') as f:
+    n = struct.unpack('<Q', f.read(8))[0]
+    t = json.loads(f.read(n))['backbone.embeddings.weight']
+    f.seek(8 + n + t['data_offsets'][0] + 2 * 256 * 2)  # row 2, element 0 (BF16, 256 columns)
+    f.write(b'\xc0\x7f')
+PY
+echo old >"$work/keep.nemo"
+expect_fail "convert of a NaN weight" "'backbone.embeddings.weight': element \[2\]\[0\] is NaN" "" \
+    convert "$work/nan" -o "$work/keep.nemo"
+if [ "$(cat "$work/keep.nemo")" = old ]; then pass; else fail "a failed convert changed the old output"; fi
+if ls "$work"/keep.nemo?* >/dev/null 2>&1; then fail "a failed convert left $(ls "$work"/keep.nemo?*)"; else pass; fi
 
 # synth: the shapes are listed; an unknown shape names the known ones
 if "$bin" synth --list | grep -q "nemotron-3-nano-30b-a3b"; then pass; else fail "synth --list lacks nano"; fi

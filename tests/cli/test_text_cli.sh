@@ -5,6 +5,9 @@
 #   - run --temp 0 streams the text of the greedy ids `generate` prints for the same prompt,
 #     and --stop ends the output just before the stop string;
 #   - the same --seed gives the same sampled text;
+#   - output to a full device (/dev/full) is a failure for every command that prints: run,
+#     generate, tokenize (both ways), template, bench (table and --json), chat, gguf-info, the
+#     global and a command's --help, serve --help: non-zero, the write named;
 #   - bad input (no tokenizer, malformed id lists, ids outside the vocabulary, a bad --temp, an
 #     empty --stop, a missing messages file, malformed messages, a tokenizer.json whose pattern
 #     backtracks past the encode's budget) exits non-zero with a message.
@@ -69,6 +72,33 @@ check "--stop '$stop' cuts the text: '$got_stop'" test "$got_stop" = "$prompt${w
 s1=$("$bin" run -m "$model" -p "$prompt" -n 16 --temp 0.9 --seed 5 2>/dev/null)
 s2=$("$bin" run -m "$model" -p "$prompt" -n 16 --temp 0.9 --seed 5 2>/dev/null)
 check "same --seed, same text" test -n "$s1" -a "$s1" = "$s2"
+
+# stdout that cannot be written: a failure, never a silent 0 (issue 16)
+# full NAME STDIN ARGS...: the command with stdout on /dev/full exits 1 naming the write
+full() {
+    local what=$1 input=$2
+    shift 2
+    printf '%s' "$input" | "$bin" "$@" >/dev/full 2>"$work/err"
+    local rc=$?
+    check "$what > /dev/full: exit $rc, expected 1" test "$rc" -eq 1
+    check "$what > /dev/full: the message names the write: $(tail -c 200 "$work/err")" \
+        grep -q "writing the output failed" "$work/err"
+}
+if [ -w /dev/full ]; then
+    printf '[{"role": "user", "content": "hi"}]' >"$work/hi.json"
+    full run "" run -m "$model" -p "$prompt" -n 4 --temp 0
+    full generate "" generate -m "$model" --tokens 1,2,3 -n 2 --ignore-eos
+    full tokenize "$prompt" tokenize --tokenizer "$tok"
+    full "tokenize --decode" "[1, 2, 3]" tokenize --tokenizer "$tok" --decode
+    full template "" template --messages "$work/hi.json"
+    full bench "" bench -m "$model" -p 8 -n 4 -r 1
+    full "bench --json" "" bench -m "$model" -p 8 -n 4 -r 1 --json
+    full chat $'In the beginning\n' chat -m "$model" --no-think -n 2 --temp 0
+    full gguf-info "" gguf-info tests/fuzz/corpus/gguf/every-value
+    full --help "" --help
+    full "generate --help" "" generate --help
+    full "serve --help" "" serve --help
+fi
 
 # bad input
 expect_fail "tokenize without --tokenizer" "x" tokenize

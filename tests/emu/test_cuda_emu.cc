@@ -326,5 +326,6 @@ int main(int argc, char **argv) {
         for (int n : {1, 9, 40}) grouped_case(cpu, dt, 6, 2, 256, 96, n);
     cpu->ops->destroy(cpu);
     printf("%-28s %d checks, %d failed\n", "test_cuda_emu", checks, failures);
-    return failures ? 1 : 0;
+    if (checks == 0) fprintf(stderr, "FAIL test_cuda_emu: no check ran\n");
+    return failures || checks == 0 ? 1 : 0;
 }

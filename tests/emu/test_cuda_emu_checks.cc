@@ -341,5 +341,6 @@ int main(int argc, char **argv) {
     pointer_checks();
     fault_injection();
     printf("%-28s %d checks, %d failed\n", "test_cuda_emu_checks", checks, failures);
-    return failures ? 1 : 0;
+    if (checks == 0) fprintf(stderr, "FAIL test_cuda_emu_checks: no check ran\n");
+    return failures || checks == 0 ? 1 : 0;
 }

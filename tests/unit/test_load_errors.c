@@ -590,7 +590,8 @@ static void test_sessions(void) {
     nemotron_model_free(m);
 }
 
-/* NULL where a handle belongs: an error or an empty answer, never a crash. */
+/* NULL where a handle or an out argument belongs, in every handle of the public API: an error
+ * or an empty answer, never a crash. */
 static void test_null_handles(void) {
     const int32_t t[1] = {1};
     CHECK(nemotron_session_eval(NULL, t, 1, NULL) == NEMOTRON_ERR_ARG, "eval(NULL)");
@@ -615,6 +616,43 @@ static void test_null_handles(void) {
     CHECK(nemotron_session_new(NULL, NULL, &s) == NEMOTRON_ERR_ARG && s && nemotron_session_errmsg(s)[0],
           "session_new on a NULL model: %s", nemotron_session_errmsg(s));
     nemotron_session_free(s);
+
+    /* the other handles: samplers (NULL, and one whose creation failed), tokenizers, streaming
+     * decoders, the chat calls' out arguments */
+    float l[4] = {0, 1, 0, 0};
+    CHECK(nemotron_sampler_new(NULL, 4, NULL) == NEMOTRON_ERR_ARG, "sampler_new with out NULL");
+    CHECK(nemotron_sampler_sample(NULL, l) == -1, "sample(NULL)");
+    CHECK(nemotron_sampler_accept(NULL, 1) == NEMOTRON_ERR_ARG, "accept(NULL)");
+    nemotron_sampler_reset(NULL);
+    nemotron_sampler_free(NULL);
+    nemotron_sampler_params bad = nemotron_sampler_default_params();
+    bad.top_p = 2.0f;
+    nemotron_sampler *failed = NULL;
+    CHECK(nemotron_sampler_new(&bad, 4, &failed) == NEMOTRON_ERR_ARG && failed, "sampler of top_p 2");
+    if (failed) {
+        CHECK(nemotron_sampler_sample(failed, l) == -1, "sample on a failed sampler");
+        CHECK(nemotron_sampler_accept(failed, 1) == NEMOTRON_ERR_ARG &&
+                  strstr(nemotron_sampler_errmsg(failed), "top_p"),
+              "accept on a failed sampler (its message still the creation's): %s",
+              nemotron_sampler_errmsg(failed));
+        nemotron_sampler_reset(failed);
+        nemotron_sampler_free(failed);
+    }
+    nemotron_sampler *good = NULL;
+    nemotron_sampler_params greedy = nemotron_sampler_default_params();
+    greedy.temperature = 0;
+    CHECK(nemotron_sampler_new(&greedy, 4, &good) == NEMOTRON_OK, "greedy sampler");
+    CHECK(nemotron_sampler_sample(good, NULL) == -1, "sample of NULL logits");
+    nemotron_sampler_free(good);
+    CHECK(nemotron_tokenizer_load("x", NULL) == NEMOTRON_ERR_ARG, "tokenizer_load with out NULL");
+    CHECK(nemotron_detok_new(NULL, 0) == NULL, "detok_new(NULL)");
+    CHECK(nemotron_detok_push(NULL, 1) == NULL && !strcmp(nemotron_detok_flush(NULL), ""), "detok of NULL");
+    nemotron_detok_free(NULL);
+    char msg[64] = "";
+    CHECK(nemotron_chat_render("[]", NULL, NULL, NULL, msg, sizeof msg) == NEMOTRON_ERR_ARG &&
+              strstr(msg, "out is NULL"),
+          "chat_render with out NULL: %s", msg);
+    CHECK(nemotron_chat_parse("abc", 3, 0, NULL) == NEMOTRON_ERR_ARG, "chat_parse with out NULL");
 }
 
 int main(void) {

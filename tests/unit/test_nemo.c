@@ -228,6 +228,7 @@ enum edit {
     E_BAD_JSON,
     E_TENSORS_ARRAY,
     E_DUPLICATE_KEY,
+    E_DUPLICATE_ENTRY_KEY,
     E_NO_METADATA,
     E_FILE_NAME_SLASH,
     E_PACKED_STORED_F32,
@@ -272,6 +273,8 @@ static const struct {
                          ""},
     [E_DUPLICATE_KEY] = {NEMOTRON_ERR_FORMAT, "key 'scalar' appears more than once",
                          "nemotron.tensors"},
+    [E_DUPLICATE_ENTRY_KEY] = {NEMOTRON_ERR_FORMAT, "'scalar': key 'format' appears more than once",
+                               "nemotron.tensors"},
     [E_NO_METADATA] = {NEMOTRON_ERR_FORMAT, "not a .nemo", ""},
     [E_FILE_NAME_SLASH] = {NEMOTRON_ERR_FORMAT, "embedded file name 'a/b' contains '/'", ""},
     [E_EMPTY_INSIDE] = {NEMOTRON_ERR_FORMAT, "tensor 'empty' (data_offsets [3, 3]) lies inside",
@@ -368,6 +371,17 @@ static uint8_t *rebuild(const uint8_t *good, size_t size, enum edit e, size_t *o
         snprintf(dup, sizeof dup, "{\"scalar\":%s,%s",
                  json_object_to_json_string_ext(get(inner, "scalar"), JSON_C_TO_STRING_PLAIN),
                  t + 1);
+        raw = dup;
+        break;
+    }
+    case E_DUPLICATE_ENTRY_KEY: {
+        /* a second "format" inside one entry: json-c keeps the last, another reader the first */
+        const char *t = json_object_to_json_string_ext(inner, JSON_C_TO_STRING_PLAIN);
+        const char *at = strstr(t, "\"scalar\":{");
+        CHECK(at != NULL, "the scalar entry in %s", t);
+        if (!at) break;
+        size_t head = (size_t)(at - t) + strlen("\"scalar\":{");
+        snprintf(dup, sizeof dup, "%.*s\"format\":\"BF16\",%s", (int)head, t, t + head);
         raw = dup;
         break;
     }

@@ -10,8 +10,13 @@
  * Seeds are fixed, so every run draws the same tokens: a check either always holds or always
  * fails. The significance is 1e-6 per check, so a correct sampler with some other seed would
  * still pass nearly always. Runs from anywhere (no fixtures).
+ *
+ * The greedy picks are also checked against the CPU backend's argmax (what `generate` prints):
+ * the same id on every row, NaN never the winner.
  */
 #include "engine/sampler.h"
+
+#include "backend.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -393,30 +398,50 @@ static void test_params(void) {
     nt_sampler_free(NULL);
 }
 
+/* The greedy pick of a row of V16 logits, checked against the CPU backend's argmax of it: `generate` takes
+ * the backend's, `run --temp 0` the sampler's, and the two must agree on every row, NaN (never
+ * the winner, wherever it is) and infinities included. */
+static struct nt_backend *cpu_backend;
+static int32_t greedy(struct nt_sampler *s, const float *logits) {
+    int32_t t = sample(s, logits), be_pick = -1;
+    if (!cpu_backend) cpu_backend = nt_cpu_backend_new(1);
+    CHECK(cpu_backend != NULL, "the CPU backend");
+    if (cpu_backend) {
+        struct nt_pass pass = {.n = 1};
+        cpu_backend->ops->begin_pass(cpu_backend, &pass);
+        cpu_backend->ops->argmax(cpu_backend, 1, logits, V16, &be_pick);
+        cpu_backend->ops->end_pass(cpu_backend, &pass);
+        CHECK(be_pick == t, "the CPU backend's argmax %d, the greedy sampler's %d", be_pick, t);
+    }
+    return t;
+}
+
 static void test_greedy(void) {
     struct nt_sampler_params p = plain(0);
     struct nt_sampler *s = make(&p, V16);
     if (!s) return;
-    CHECK(sample(s, L16) == 1, "argmax %d", sample(s, L16));
+    CHECK(greedy(s, L16) == 1, "argmax %d", greedy(s, L16));
     float l[V16];
     memcpy(l, L16, sizeof l);
     l[9] = 2.0f; /* tie with id 1: the lower id */
     l[15] = 2.0f;
-    CHECK(sample(s, l) == 1, "tie %d", sample(s, l));
+    CHECK(greedy(s, l) == 1, "tie %d", greedy(s, l));
     l[0] = NAN;  /* NaN never wins, wherever it is */
     l[5] = NAN;
-    CHECK(sample(s, l) == 1, "NaN %d", sample(s, l));
+    CHECK(greedy(s, l) == 1, "NaN %d", greedy(s, l));
     l[1] = -INFINITY;
-    CHECK(sample(s, l) == 9, "%d", sample(s, l));
+    CHECK(greedy(s, l) == 9, "%d", greedy(s, l));
     l[12] = INFINITY;
-    CHECK(sample(s, l) == 12, "+inf %d", sample(s, l));
+    CHECK(greedy(s, l) == 12, "+inf %d", greedy(s, l));
     for (int i = 0; i < V16; i++) l[i] = NAN;
-    CHECK(sample(s, l) == 0, "all NaN: %d", sample(s, l));
+    CHECK(greedy(s, l) == 0, "all NaN: %d", greedy(s, l));
     l[7] = -INFINITY;
-    CHECK(sample(s, l) == 7, "NaN and -inf: %d", sample(s, l));
+    CHECK(greedy(s, l) == 7, "NaN and -inf: %d", greedy(s, l));
     for (int i = 0; i < V16; i++) l[i] = -1.0f;
-    CHECK(sample(s, l) == 0, "all equal %d", sample(s, l));
+    CHECK(greedy(s, l) == 0, "all equal %d", greedy(s, l));
     nt_sampler_free(s);
+    if (cpu_backend) cpu_backend->ops->destroy(cpu_backend);
+    cpu_backend = NULL;
 
     /* Greedy ignores the filters and the seed. */
     p.top_k = 3;

@@ -12,9 +12,9 @@
  * channel, the ring read, shifted and written back. A longer pass runs k_mamba_conv: a thread per
  * (position, channel), each reading its window from the inputs or the ring, then
  * k_mamba_ring_update writes the new ring (its last K - 1 inputs) once every position has read
- * the old one (a second launch: blocks cannot wait for each other). The taps are the same chain in both: acc = bias, + w[k] r[k] for k < K - 1 in order,
- * + w[K - 1] in; then silu. snap (a verify pass; else NULL): slot t gets the ring before
- * position t. */
+ * the old one (a second launch: blocks cannot wait for each other). The taps are the same chain in
+ * all (conv_taps): acc = bias, + w[k] r[k] for k < K - 1 in order, + w[K - 1] in; then silu.
+ * snap (a verify pass; else NULL): slot t gets the ring before position t. */
 
 /* Input p of channel c relative to the pass start: p < 0 is in the ring (ring[K - 1 + p]). */
 __device__ __forceinline__ float conv_input(int p, int K, int CD, int I, int zxdw, int c, const float *zxd,
@@ -23,9 +23,13 @@ __device__ __forceinline__ float conv_input(int p, int K, int CD, int I, int zxd
 }
 
 /* Channel c's output from its window r[0 .. K - 2] (oldest first) and its input: the taps' chain,
- * then silu. Every conv kernel forms it here, so a position's bits are the same in each. */
+ * then silu. Every conv kernel forms it here, so a position's bits are the same in each. KT: K
+ * known at compile time (the fused step's Nemotron-H case, 4: the window in registers and the
+ * loads of a thread's channels issued together), 0: K as given. */
+template <int KT = 0>
 __device__ __forceinline__ float conv_taps(int K, const float *conv_w, const float *conv_b, int c, const float *r,
                                            float in) {
+    if (KT) K = KT;
     const float *wc = conv_w + (size_t)c * K;
     float acc = conv_b ? conv_b[c] : 0.0f;
     for (int k = 0; k < K - 1; k++) acc = __fadd_rn(acc, __fmul_rn(wc[k], r[k]));
@@ -35,10 +39,12 @@ __device__ __forceinline__ float conv_taps(int K, const float *conv_w, const flo
 
 /* Channel c at a pass of one position: its window from the ring. advance: also the ring as it was
  * into snapshot slot 0 (snap not NULL) and the ring moved on by this input; otherwise nothing is
- * written (the fused step's other blocks read a channel that one block advances). */
+ * written (the fused step's other blocks read a channel that one block advances). KT: as conv_taps. */
+template <int KT = 0>
 __device__ __forceinline__ float conv_one(int c, int K, int CD, int I, const float *conv_w, const float *conv_b,
                                           const float *zxd, float *ring, float *snap, bool advance) {
-    float r[NT_MAX_CONV_KERNEL];
+    if (KT) K = KT;
+    float r[KT ? KT : NT_MAX_CONV_KERNEL];
     for (int k = 0; k < K - 1; k++) r[k] = ring[(size_t)k * CD + c];
     float in = zxd[I + c];
     if (advance) {
@@ -47,7 +53,7 @@ __device__ __forceinline__ float conv_one(int c, int K, int CD, int I, const flo
         for (int k = 0; k + 1 < K - 1; k++) ring[(size_t)k * CD + c] = r[k + 1];
         if (K > 1) ring[(size_t)(K - 2) * CD + c] = in;
     }
-    return conv_taps(K, conv_w, conv_b, c, r, in);
+    return conv_taps<KT>(K, conv_w, conv_b, c, r, in);
 }
 
 __global__ void k_mamba_conv_one(int K, int CD, int I, const float *conv_w, const float *conv_b, const float *zxd,
@@ -339,7 +345,7 @@ static void launch_gnorm(struct nt_backend *be, int n, const struct nt_mamba_dim
  * prefetch brings no value into the kernel, so it is right whatever the kernel before it writes. */
 #define MAMBA_STEP_THREADS (SCAN_QB * SCAN_SPLIT)
 
-template <int NPT>
+template <int NPT, int KT>
 __global__ void __launch_bounds__(MAMBA_STEP_THREADS)
     k_mamba_step(struct nt_mamba_dims d, const float *__restrict__ conv_w, const float *__restrict__ conv_b,
                  const float *__restrict__ dt_bias, const float *__restrict__ A_neg, const float *__restrict__ Dv,
@@ -350,7 +356,7 @@ __global__ void __launch_bounds__(MAMBA_STEP_THREADS)
     __shared__ __align__(16) float Bs[SCAN_SPLIT * chunk::QS], Cs[SCAN_SPLIT * chunk::QS];
     __shared__ float xs[SCAN_QB], sh[33];
     __shared__ int last;
-    const int N = d.N, P = d.P, I = d.I, CD = d.CD, K = d.K, G = d.G;
+    const int N = d.N, P = d.P, I = d.I, CD = d.CD, K = KT ? KT : d.K, G = d.G;
     int h = blockIdx.x, tid = threadIdx.x, j = tid % SCAN_SPLIT, ql = tid / SCAN_SPLIT;
     int q0 = blockIdx.y * SCAN_QB, q = q0 + ql, g = h / (d.nh / G);
     int nq = min(SCAN_QB, P - q0); /* the block's channels; threads past them run, store nothing */
@@ -374,15 +380,19 @@ __global__ void __launch_bounds__(MAMBA_STEP_THREADS)
 
     grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing read before this but weights */
     grid_launch_dependents();
-    /* the conv: B and C read-only (the last block advances them), x advanced by its owner, here */
-    for (int u = tid; u < nconv; u += blockDim.x) {
-        int c = channel(u);
+    /* the conv: B and C read-only (the last block advances them), x advanced by its owner, here;
+     * a thread's channels in unrolled rounds, so their loads can go out together */
+    const int rounds = (2 * SCAN_SPLIT * NPT + SCAN_QB + MAMBA_STEP_THREADS - 1) / MAMBA_STEP_THREADS;
+#pragma unroll
+    for (int rd = 0; rd < rounds; rd++) {
+        int u = tid + rd * MAMBA_STEP_THREADS, c = channel(u);
+        if (u >= nconv) break;
         if (u < 2 * N) {
             int k = u % N;
             (u < N ? Bs : Cs)[(k / NPT) * chunk::QS + k % NPT] =
-                conv_one(c, K, CD, I, conv_w, conv_b, zxd, ring, NULL, false);
+                conv_one<KT>(c, K, CD, I, conv_w, conv_b, zxd, ring, NULL, false);
         } else {
-            float v = conv_one(c, K, CD, I, conv_w, conv_b, zxd, ring, ring_snap, true);
+            float v = conv_one<KT>(c, K, CD, I, conv_w, conv_b, zxd, ring, ring_snap, true);
             xbc[c] = v;
             xs[u - 2 * N] = v;
         }
@@ -418,7 +428,7 @@ __global__ void __launch_bounds__(MAMBA_STEP_THREADS)
     gnorm_finish(out, norm_w, g * gs, (g + 1) * gs, ss, d.eps);
     for (int u = tid; u < 2 * N; u += blockDim.x) {
         int c = channel(u);
-        xbc[c] = conv_one(c, K, CD, I, conv_w, conv_b, zxd, ring, ring_snap, true);
+        xbc[c] = conv_one<KT>(c, K, CD, I, conv_w, conv_b, zxd, ring, ring_snap, true);
     }
     if (tid == 0) group_done[g] = 0;
 }
@@ -429,10 +439,14 @@ static void launch_step(struct nt_backend *be, const struct nt_pass *p, const st
                         float *state_snap, float *y, float *out) {
     unsigned *done = (unsigned *)((uint8_t *)p->scratch + offsetof(struct pass_meta, mamba_done));
     dim3 grid((unsigned)d->nh, (unsigned)((d->P + SCAN_QB - 1) / SCAN_QB));
-#define STEP_CASE(v)                                                                                              \
-    case v:                                                                                                       \
-        NT_LAUNCH_EARLY(k_mamba_step<v>, grid, MAMBA_STEP_THREADS, 0, *d, conv_w, conv_b, dt_bias, A, D, norm_w, zxd, \
-                        ring, ring_snap, xbc, state, state_snap, y, out, done);                                       \
+#define STEP_CASE(v)                                                                                             \
+    case v:                                                                                                      \
+        if (d->K == 4)                                                                                           \
+            NT_LAUNCH_EARLY((k_mamba_step<v, 4>), grid, MAMBA_STEP_THREADS, 0, *d, conv_w, conv_b, dt_bias, A, D, \
+                            norm_w, zxd, ring, ring_snap, xbc, state, state_snap, y, out, done);                 \
+        else                                                                                                     \
+            NT_LAUNCH_EARLY((k_mamba_step<v, 0>), grid, MAMBA_STEP_THREADS, 0, *d, conv_w, conv_b, dt_bias, A, D, \
+                            norm_w, zxd, ring, ring_snap, xbc, state, state_snap, y, out, done);                 \
         break;
     switch (d->N / SCAN_SPLIT) {
         STEP_CASE(1) STEP_CASE(2) STEP_CASE(4) STEP_CASE(8) STEP_CASE(16) STEP_CASE(32) STEP_CASE(64)

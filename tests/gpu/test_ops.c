@@ -20,8 +20,9 @@
  * the ring and state that t one-position passes leave, and the fused step of one position (conv,
  * scan and gated norm in one kernel) the bits of a pass of 8 and of the three ops one by one;
  * write and copy move bytes exactly. Every operation runs inside begin_pass/end_pass with a
- * scratch of its own (so eagerly); test_replay then runs a session-shaped program pass after pass, which the CUDA backend captures into a graph and
- * replays, against a CUDA backend with graphs off (bit for bit) and the CPU.
+ * scratch of its own (so eagerly); test_replay then runs a session-shaped program pass after
+ * pass, which the CUDA backend captures into a graph and replays, against a CUDA backend with
+ * graphs off (bit for bit) and the CPU.
  *
  * Each comparison prints one line ("ok" or "FAIL", the op, its shape, the seed, the worst row's
  * error against its tolerance, and on failure the worst element with both values and their bits),

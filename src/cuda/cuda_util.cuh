@@ -15,7 +15,6 @@ extern "C" {
 #include <cuda_runtime.h>
 #endif
 #include <math.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,21 +162,6 @@ template <int N> __device__ __forceinline__ void cp_async_wait(void) {
 #ifndef NT_CUDA_EMULATION
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 #endif
-}
-
-/* Asks L2 for the line holding p: a hint that reads nothing into the kernel, so it may come
- * before grid_wait() whatever the kernel before writes there (L2 is where every write lands).
- * The emulation has no cache. prefetch_l2_run: the lines of p[0 .. count), a line (32 floats) per
- * thread of the block. */
-__device__ __forceinline__ void prefetch_l2(const void *p) {
-#ifndef NT_CUDA_EMULATION
-    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
-#else
-    (void)p;
-#endif
-}
-__device__ __forceinline__ void prefetch_l2_run(const float *p, int count) {
-    for (int o = threadIdx.x * 32; o < count; o += blockDim.x * 32) prefetch_l2(p + o);
 }
 
 /* (float)i for |i| < 2^22, exactly, without the conversion unit (16 conversions per clock per SM

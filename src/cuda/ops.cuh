@@ -9,7 +9,7 @@
  *     products.cu      matmul: the packed and float product kernels, plain and grouped
  *     ggml.cu          the products of llama.cpp's block types (ggml_blocks.cuh: their unpacking)
  *     decode.cu        the products of a pass of one position: streaming kernel, experts fused
- *     mamba.cu         Mamba-2 conv, scan, gated norm; the three fused for one position
+ *     mamba.cu         Mamba-2 conv, scan, gated norm
  *     attention.cu     the KV append and attention
  *     moe.cu           the router, the per-expert entry lists, the routed experts
  *
@@ -77,14 +77,9 @@ static inline struct cuda_backend *cb(struct nt_backend *be) { return (struct cu
  * tokens (embed reads them on the device), then the quantized activations of one packed product
  * (products.cu: n rows of pk_qx_stride bytes). */
 #define META_BYTES 256
-/* mamba.cu's fused step of one position counts the finished blocks of each group here (the last
- * one finishes the group); a model with more groups runs the three kernels instead. */
-#define MAMBA_MAX_GROUPS 32
 struct pass_meta {
     int32_t pos0, n;
-    uint32_t mamba_done[MAMBA_MAX_GROUPS]; /* zero from begin_pass; each step leaves them zero */
 };
-static_assert(sizeof(struct pass_meta) <= META_BYTES, "the meta words outgrew META_BYTES");
 static inline size_t tok_bytes(int n) { return round_up((size_t)(n > 0 ? n : 1) * 4, 256); }
 static inline const struct pass_meta *meta_of(const struct nt_pass *p) {
     return (const struct pass_meta *)p->scratch;
@@ -144,11 +139,6 @@ const char *dtype_name(int dt);
 /* Whether a pass is open on this thread (between begin_pass and end_pass): an operation that
  * would wait for the stream must not then (a capture cannot contain a wait). */
 bool pass_open(void);
-
-/* Launches the Mamba conv (and scan) this thread holds back for the fused step with their own
- * kernels, if any (mamba.cu says when): every operation but the scan and the gated norm calls it
- * first (op_start), and end_pass. */
-void mamba_flush(void);
 
 /* Drops the captured programs of the session whose pass scratch is `scratch`. */
 void drop_graphs_of(struct cuda_backend *b, const void *scratch);

@@ -50,7 +50,6 @@ uint64_t bytes_print(const void *p, size_t n) {
 }
 
 bool op_start(struct nt_backend *be, enum cuda_op op, const uint64_t *v, int nv) {
-    if (op != OP_SCAN && op != OP_GNORM) mamba_flush(); /* what mamba.cu held goes first */
     cur.op = op;
     if (FAULTED(be)) return true;
     uint64_t h = mix64(cur.print, (uint64_t)op);
@@ -176,9 +175,7 @@ void be_begin_pass(struct nt_backend *be, const struct nt_pass *p) {
     if (p->n <= 0 || !p->scratch) return cuda_fault(be, "begin_pass: a pass needs positions and its scratch");
     /* pageable sources: each copy returns once the bytes are staged, so nothing here outlives the
      * call; stream order puts them before the pass's kernels */
-    struct pass_meta m = {}; /* the Mamba step's counters zero */
-    m.pos0 = p->pos0;
-    m.n = p->n;
+    struct pass_meta m = {p->pos0, p->n};
     if (!CK(be, cudaSetDevice(b->device)) ||
         !CK(be, cudaMemcpyAsync(p->scratch, &m, sizeof m, cudaMemcpyHostToDevice, ST)))
         return;
@@ -219,7 +216,6 @@ static void launch_captured(struct nt_backend *be, struct pass_graph *g, cudaGra
 }
 
 void be_end_pass(struct nt_backend *be, const struct nt_pass *p) {
-    mamba_flush(); /* a Mamba conv or scan held back is part of this pass */
     struct pass_graph *g = cur.g;
     enum pass_mode mode = cur.mode;
     cur.mode = MODE_NONE;

@@ -258,9 +258,6 @@ static inline unsigned __float_as_uint(float f) {
     memcpy(&u, &f, 4);
     return u;
 }
-/* L2-only loads and fences: the emulation's memory is one, and blocks run one after another. */
-template <class T> static inline T __ldcg(const T *p) { return __ldg(p); }
-static inline void __threadfence(void) {}
 template <class T> static inline T atomicAdd(T *p, T v) { /* fibers switch only at barriers */
     T o = *p;
     *p = o + v;

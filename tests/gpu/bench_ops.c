@@ -6,9 +6,7 @@
  *   gpu_bench_ops [--quick]     (--quick: small shapes, to check the program itself)
  *
  * Also attention (decode at a 2048-token context, the last 512-position pass of a 2048-token
- * prompt) and Mamba's conv + scan, whose prefill cost grows with the prompt, not with the weights,
- * and the three Mamba operations of a decode step (conv, scan, gated norm: src/cuda/mamba.cu fuses
- * them into one kernel at a pass of one position).
+ * prompt) and Mamba's conv + scan, whose prefill cost grows with the prompt, not with the weights.
  *
  * Each measurement runs the operation R times inside one pass, as forward.c runs a layer's
  * operations: the first pass of the program runs eagerly, the second is captured into a CUDA
@@ -160,17 +158,12 @@ static void attn_op(const struct nt_pass *p, void *arg) {
 struct mamba_case {
     struct nt_mamba_dims d;
     struct nt_mamba_weights w;
-    float *zxd, *ring, *xbc, *state, *y, *g;
+    float *zxd, *ring, *xbc, *state, *y;
 };
 static void mamba_op(const struct nt_pass *p, void *arg) {
     struct mamba_case *c = arg;
     be->ops->mamba_conv(be, p, &c->d, &c->w, c->zxd, c->ring, NULL, c->xbc);
     be->ops->mamba_scan(be, p, &c->d, &c->w, c->zxd, c->xbc, c->state, NULL, c->y);
-}
-static void mamba_step_op(const struct nt_pass *p, void *arg) {
-    struct mamba_case *c = arg;
-    mamba_op(p, arg);
-    be->ops->mamba_gated_norm(be, p, &c->d, &c->w, c->y, c->zxd, c->g);
 }
 
 static void row(const char *op, int n, double s, double bytes, double ops) {
@@ -298,14 +291,12 @@ int main(int argc, char **argv) {
         m.w.dt_bias = dev_floats((size_t)m.d.nh, 0.5f, 2.0f);
         m.w.A = dev_floats((size_t)m.d.nh, -2.7f, -1.0f); /* A = -exp(A_log), A_log in [0, 1] */
         m.w.D = dev_floats((size_t)m.d.nh, 0.5f, 1.5f);
-        m.w.norm_w = dev_floats((size_t)m.d.I, 0.5f, 1.5f);
         m.zxd = dev_floats((size_t)nmax * m.d.zxd, -1.0f, 1.0f);
         m.ring = dev_floats((size_t)(m.d.K - 1) * m.d.CD, -1.0f, 1.0f);
         m.state = dev_floats((size_t)m.d.nh * m.d.N * m.d.P, -0.1f, 0.1f);
         m.xbc = be->ops->alloc(be, (size_t)nmax * m.d.CD * sizeof(float));
         m.y = be->ops->alloc(be, (size_t)nmax * m.d.I * sizeof(float));
-        m.g = be->ops->alloc(be, (size_t)m.d.I * sizeof(float));
-        if (!m.xbc || !m.y || !m.g) die("no device memory");
+        if (!m.xbc || !m.y) die("no device memory");
         static const int mn[] = {1, 64, 512};
         for (int j = 0; j < 3; j++) {
             int n = mn[j];
@@ -313,8 +304,6 @@ int main(int argc, char **argv) {
             double state_bytes = 4.0 * m.d.nh * m.d.N * m.d.P;
             row("mamba conv + scan", n, s, 2 * state_bytes, 6.0 * n * state_bytes / 4);
         }
-        double s = time_op(1, 0, m.d.zxd, 4, mamba_step_op, &m);
-        row("mamba conv + scan + gated norm", 1, s, 8.0 * m.d.nh * m.d.N * m.d.P, 6.0 * m.d.nh * m.d.N * m.d.P);
     }
     be->ops->destroy(be);
     return 0;

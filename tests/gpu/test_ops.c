@@ -17,12 +17,10 @@
  * of 1 (products, experts), a prefill of pos0 + n against pos0 then n (attention), and Mamba
  * state carried over passes of 5 and 3 against one pass of 8 - all bit for bit. A verify pass
  * (nt_pass.snap) of the conv and scan must give the plain pass's bits and keep in snapshot slot t
- * the ring and state that t one-position passes leave, and the fused step of one position (conv,
- * scan and gated norm in one kernel) the bits of a pass of 8 and of the three ops one by one;
- * write and copy move bytes exactly. Every operation runs inside begin_pass/end_pass with a
- * scratch of its own (so eagerly); test_replay then runs a session-shaped program pass after
- * pass, which the CUDA backend captures into a graph and replays, against a CUDA backend with
- * graphs off (bit for bit) and the CPU.
+ * the ring and state that t one-position passes leave; write and copy move bytes exactly. Every operation
+ * runs inside begin_pass/end_pass with a scratch of its own (so eagerly); test_replay then runs a
+ * session-shaped program pass after pass, which the CUDA backend captures into a graph and
+ * replays, against a CUDA backend with graphs off (bit for bit) and the CPU.
  *
  * Each comparison prints one line ("ok" or "FAIL", the op, its shape, the seed, the worst row's
  * error against its tolerance, and on failure the worst element with both values and their bits),
@@ -706,92 +704,6 @@ static void test_mamba_snap(const struct nt_mamba_dims *d, const struct nt_mamba
     compare_cuda(what, ss[CPU], ss[GPU], T * nh, hs, (size_t)hs, TOL_SCAN);
 }
 
-/* The fused step (src/cuda/mamba.cu: conv, scan and gated norm of a pass of one position in one
- * kernel when the three are called in a row, as forward.c does): 8 passes of 1 chained through
- * the ring and the state must give, bit for bit, what one pass of 8 gives (xbc, y, the gated
- * output, ring and state after; with snap, snapshot slot 0 of pass t equal to slot t of a verify
- * pass of 8), and what the three operations give one position at a time each in a pass of its
- * own (the separate one-position kernels). Against the CPU's passes of 1: the ring and its slots
- * exact; xbc as TOL_CONV; y, the gated output and the state as TOL_SCAN (each side's scan reads its
- * own conv output, whose last-bit differences the scan's 1e-5 bound covers many times over). */
-static void test_mamba_step(const struct nt_mamba_dims *d, const struct nt_mamba_weights w[2], struct twin zt,
-                            const float *ring0, const float *state0, const char *pre) {
-    enum { T = 8 };
-    enum { MULTI, STEP, STEP_SNAP, SEPARATE, RUNS };
-    int K = d->K, CD = d->CD, I = d->I, nh = d->nh, hs = d->N * d->P;
-    size_t ring_f = (size_t)(K - 1) * CD, state_f = (size_t)nh * hs;
-    static const char *const run_name[] = {[MULTI] = "pass of 8", [STEP] = "passes of 1",
-                                           [STEP_SNAP] = "verify passes of 1", [SEPARATE] = "ops one by one"};
-    float *xbc[RUNS][2], *y[RUNS][2], *g[RUNS][2], *ring[RUNS][2], *state[RUNS][2], *rs[RUNS][2], *ss[RUNS][2];
-    char what[200];
-    for (int r = MULTI; r < RUNS; r++) {
-        struct twin rg = twin_in(ring0, ring_f * 4), st = twin_in(state0, state_f * 4);
-        struct twin xo = twin_poison((size_t)T * CD * 4), yo = twin_poison((size_t)T * I * 4);
-        struct twin go = twin_poison((size_t)T * I * 4);
-        struct twin rsnap = twin_poison((T + 1) * ring_f * 4), ssnap = twin_poison((T + 1) * state_f * 4);
-        int snap = r == MULTI || r == STEP_SNAP;
-        for (int s = 0; s < 2; s++) {
-            struct nt_backend *be = BE[s];
-            int passes = r == MULTI ? 1 : T, n = r == MULTI ? T : 1;
-            for (int t = 0; t < passes; t++) {
-                const float *z = F(zt, s) + (size_t)t * d->zxd;
-                float *xt = F(xo, s) + (size_t)t * CD, *yt = F(yo, s) + (size_t)t * I, *gt = F(go, s) + (size_t)t * I;
-                float *rsl = F(rsnap, s) + t * ring_f, *ssl = F(ssnap, s) + t * state_f; /* pass t's slot 0 */
-                const struct nt_pass *p = begin_kind(s, n, t, d->H, NULL, snap);
-                be->ops->mamba_conv(be, p, d, &w[s], z, F(rg, s), rsl, xt);
-                if (r == SEPARATE) { /* a pass each: nothing to fuse */
-                    end(s);
-                    p = begin(s, n, t, d->H, NULL);
-                }
-                be->ops->mamba_scan(be, p, d, &w[s], z, xt, F(st, s), ssl, yt);
-                if (r == SEPARATE) {
-                    end(s);
-                    p = begin(s, n, t, d->H, NULL);
-                }
-                be->ops->mamba_gated_norm(be, p, d, &w[s], yt, z, gt);
-                end(s);
-            }
-            xbc[r][s] = back(s, xo.p[s], (size_t)T * CD * 4);
-            y[r][s] = back(s, yo.p[s], (size_t)T * I * 4);
-            g[r][s] = back(s, go.p[s], (size_t)T * I * 4);
-            ring[r][s] = back(s, rg.p[s], ring_f * 4);
-            state[r][s] = back(s, st.p[s], state_f * 4);
-            rs[r][s] = back(s, rsnap.p[s], (T + 1) * ring_f * 4);
-            ss[r][s] = back(s, ssnap.p[s], (T + 1) * state_f * 4);
-        }
-    }
-    /* within CUDA, bit for bit: the step against the pass of 8 and against the ops one by one */
-    static const int pairs[][2] = {{MULTI, STEP}, {MULTI, STEP_SNAP}, {SEPARATE, STEP}};
-    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-        int a = pairs[i][0], b = pairs[i][1];
-        const char *an = run_name[a], *bn = run_name[b];
-        snprintf(what, sizeof what, "mamba step %s: %s against %s, xbc y gated ring state", pre, bn, an);
-        compare(what, an, xbc[a][GPU], bn, xbc[b][GPU], T, CD, (size_t)CD, TOL_EXACT);
-        compare(what, an, y[a][GPU], bn, y[b][GPU], T, I, (size_t)I, TOL_EXACT);
-        compare(what, an, g[a][GPU], bn, g[b][GPU], T, I, (size_t)I, TOL_EXACT);
-        compare(what, an, ring[a][GPU], bn, ring[b][GPU], K - 1, CD, (size_t)CD, TOL_EXACT);
-        compare(what, an, state[a][GPU], bn, state[b][GPU], nh, hs, (size_t)hs, TOL_EXACT);
-    }
-    snprintf(what, sizeof what, "mamba step %s: verify passes of 1, slot 0 of pass t against slot t", pre);
-    compare(what, "pass of 8", rs[MULTI][GPU], "passes of 1", rs[STEP_SNAP][GPU], T * (K - 1), CD, (size_t)CD,
-            TOL_EXACT);
-    compare(what, "pass of 8", ss[MULTI][GPU], "passes of 1", ss[STEP_SNAP][GPU], T * nh, hs, (size_t)hs, TOL_EXACT);
-    snprintf(what, sizeof what, "mamba step %s: no slot written without snap, none past the passes", pre);
-    untouched(what, GPU, rs[STEP][GPU], 0, 0, ring_f, T + 1);
-    untouched(what, GPU, ss[STEP][GPU], 0, 0, state_f, T + 1);
-    untouched(what, GPU, rs[STEP_SNAP][GPU] + T * ring_f, 0, 0, ring_f, 1);
-    untouched(what, GPU, ss[STEP_SNAP][GPU] + T * state_f, 0, 0, state_f, 1);
-    /* CUDA's step against the CPU's passes of 1 */
-    snprintf(what, sizeof what, "mamba step %s: verify passes of 1, cuda vs cpu", pre);
-    compare_cuda(what, xbc[STEP_SNAP][CPU], xbc[STEP_SNAP][GPU], T, CD, (size_t)CD, TOL_CONV);
-    compare_cuda(what, y[STEP_SNAP][CPU], y[STEP_SNAP][GPU], T, I, (size_t)I, TOL_SCAN);
-    compare_cuda(what, g[STEP_SNAP][CPU], g[STEP_SNAP][GPU], T, I, (size_t)I, TOL_SCAN);
-    compare_cuda(what, ring[STEP_SNAP][CPU], ring[STEP_SNAP][GPU], K - 1, CD, (size_t)CD, TOL_EXACT);
-    compare_cuda(what, state[STEP_SNAP][CPU], state[STEP_SNAP][GPU], nh, hs, (size_t)hs, TOL_SCAN);
-    compare_cuda(what, rs[STEP_SNAP][CPU], rs[STEP_SNAP][GPU], T * (K - 1), CD, (size_t)CD, TOL_EXACT);
-    compare_cuda(what, ss[STEP_SNAP][CPU], ss[STEP_SNAP][GPU], T * nh, hs, (size_t)hs, TOL_SCAN);
-}
-
 /* conv, scan and gated norm, each from identical inputs (the scan from the CPU's conv output,
  * the norm from the CPU's scan output), with random ring and state carried in: one pass of 8,
  * and passes of 5 and 3 that carry the ring and the state between them. */
@@ -895,7 +807,6 @@ static void test_mamba(const struct mamba_cfg *mc) {
     compare(what, "cpu passes 5+3", st2[CPU], "cuda passes 5+3", st2[GPU], nh, hs, (size_t)hs, TOL_SCAN);
 
     test_mamba_snap(&d, w, zt, xin, ring0, state0, xbc, ring, y, st, pre);
-    test_mamba_step(&d, w, zt, ring0, state0, pre);
 
     /* gated norm, from the CPU's y on both sides */
     struct twin yin = twin_in(y[CPU], (size_t)T * I * 4), g = twin_poison((size_t)T * I * 4);

@@ -60,6 +60,9 @@ struct nemotron_session {
  * without MTP rows: plain decoding must evaluate one token first). The session's own state and
  * logits do not change; its MTP state is as after the waiting rows. */
 nemotron_status nt_session_mtp_draft(nemotron_session *s, int32_t next, int k, int32_t *drafts, int *n);
+/* Runs the waiting rows through the MTP step now, `next` being the token after the last, without
+ * logits: a decoder whose first steps are plain keeps the prompt in the step's context. */
+nemotron_status nt_session_mtp_catch_up(nemotron_session *s, int32_t next);
 /* The MTP step's logits for every waiting row (the tests' window on the step): runs them as
  * nt_session_mtp_draft does, with next after the last, into logits[rows][vocab]; *rows = how many
  * (0: none waited). logits must hold pass_max rows. */

@@ -572,6 +572,20 @@ nemotron_status nt_session_mtp_draft(nemotron_session *s, int32_t next, int k, i
     return NEMOTRON_OK;
 }
 
+nemotron_status nt_session_mtp_catch_up(nemotron_session *s, int32_t next) {
+    nemotron_status st = usable(s);
+    if (st) return st;
+    NT_ASSERT(s->mtp && next >= 0 && next < s->model->fwd.V);
+    struct nt_backend *be = s->model->fwd.be;
+    if (be->fault[0]) return device_failed(s);
+    if (!s->mtp_rows) return NEMOTRON_OK;
+    s->verify_n = 0;
+    mtp_run_waiting(s, next, NT_LOGITS_NONE);
+    if (be->fault[0]) return device_failed(s);
+    s->err.msg[0] = 0;
+    return NEMOTRON_OK;
+}
+
 nemotron_status nt_session_mtp_logits(nemotron_session *s, int32_t next, float *logits, int *rows) {
     *rows = 0;
     nemotron_status st = usable(s);

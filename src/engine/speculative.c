@@ -44,6 +44,12 @@
 #define RATE_SAMPLES 4
 #define RATE_WEIGHT 0.25
 #define RATE_REFRESH 64
+/* A drafter whose drafts cost passes (a draft model, the MTP step) is judged early: once its
+ * verify steps have EARLY_SAMPLES samples at under EARLY_SHARE of the plain rate, waiting for
+ * RATE_SAMPLES would only lose more (on the H200 the demo's MTP drafts cost a short run 15 %
+ * before they were judged: docs/PERF.md). */
+#define EARLY_SAMPLES 2
+#define EARLY_SHARE 0.7
 
 enum drafter { DRAFT_NGRAM, DRAFT_MODEL, DRAFT_MTP, DRAFT_FN };
 
@@ -315,18 +321,22 @@ static nemotron_status plain_step(nemotron_spec *sp, int32_t *out) {
     return NEMOTRON_OK;
 }
 
+/* Whether the drafter's drafts cost passes: a draft model's or the MTP step's (n-gram lookup's
+ * cost nothing; a caller's function is the caller's). */
+static int costly(const nemotron_spec *sp) { return sp->kind == DRAFT_MODEL || sp->kind == DRAFT_MTP; }
+
 /* Whether this step drafts: not while switched off, nor when the pay check wants a timed plain
  * step because the verify steps were timed and its plain rate has too few samples, or an old one
  * (n-gram drafting starts at once: the text right after a prompt is often the most quotable; a
- * draft model's plain steps come first, so that its costly verify steps are judged as soon as
- * they have samples). A caller's function always drafts. */
+ * costly drafter's plain steps come first, so that its verify steps are judged as soon as they
+ * have samples). A caller's function always drafts. */
 static int drafting_now(nemotron_spec *sp) {
     if (sp->kind == DRAFT_FN) return 1;
     if (sp->off_steps > 0) {
         sp->off_steps--;
         return 0;
     }
-    if (sp->kind == DRAFT_MODEL && sp->n_rate_plain < RATE_SAMPLES) return 0;
+    if (costly(sp) && sp->n_rate_plain < RATE_SAMPLES) return 0;
     return !(sp->n_rate_spec >= RATE_SAMPLES && (sp->n_rate_plain < RATE_SAMPLES || sp->since_plain >= RATE_REFRESH));
 }
 
@@ -388,7 +398,8 @@ static void adapt(nemotron_spec *sp, int n_draft, int kept) {
     } else {
         sp->draft_len = kept + 1 > 1 ? kept + 1 : 1;
     }
-    if (sp->n_rate_plain >= RATE_SAMPLES && sp->n_rate_spec >= RATE_SAMPLES) {
+    int early = costly(sp) && sp->n_rate_spec >= EARLY_SAMPLES && sp->rate_spec < EARLY_SHARE * sp->rate_plain;
+    if (sp->n_rate_plain >= RATE_SAMPLES && (sp->n_rate_spec >= RATE_SAMPLES || early)) {
         sp->unpaid = sp->rate_spec < sp->rate_plain;
         double lost_steps = sp->probe_s * sp->rate_plain - sp->probe_tokens;
         sp->probe_s = 0;
@@ -396,7 +407,7 @@ static void adapt(nemotron_spec *sp, int n_draft, int kept) {
         if (sp->unpaid) {
             switch_off(sp);
             sp->n_rate_spec = 0; /* the probe after it is judged on its own steps */
-            if (sp->kind == DRAFT_MODEL) {
+            if (costly(sp)) {
                 if (lost_steps / PROBE_SHARE > sp->off_steps)
                     sp->off_steps = lost_steps / PROBE_SHARE < BACKOFF_MAX_UNPAID ? (int)(lost_steps / PROBE_SHARE)
                                                                                   : BACKOFF_MAX_UNPAID;
@@ -428,6 +439,9 @@ nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out,
     if (!sp->started) {
         /* the first token comes from the prefill's logits */
         if ((st = pick(sp, nemotron_session_logits(s), nemotron_session_argmax(s), &out[0]))) return st;
+        /* the MTP step takes in the prompt's last rows now: its first steps are plain ones */
+        if (sp->kind == DRAFT_MTP && (st = nt_session_mtp_catch_up(s, out[0])))
+            return from_session(sp, st, s, "MTP step");
         remember(sp, out[0]);
         sp->started = 1;
         sp->stats.emitted++;

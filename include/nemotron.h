@@ -275,9 +275,9 @@ const char *nemotron_tokenizer_last_error(void);
 typedef struct nemotron_detok nemotron_detok;
 nemotron_detok *nemotron_detok_new(const nemotron_tokenizer *t, int skip_special); /* NULL: no memory */
 /* The text id completes, NUL-terminated, valid until the next call; NULL for an id outside the
- * vocabulary. */
+ * vocabulary or a NULL d. */
 const char *nemotron_detok_push(nemotron_detok *d, int32_t id);
-const char *nemotron_detok_flush(nemotron_detok *d);   /* what is still held, as U+FFFD */
+const char *nemotron_detok_flush(nemotron_detok *d);   /* what is still held, as U+FFFD ("" for NULL) */
 void nemotron_detok_free(nemotron_detok *d);
 
 typedef struct nemotron_chat_options {
@@ -341,10 +341,11 @@ nemotron_status nemotron_sampler_new(const nemotron_sampler_params *p, int vocab
                                      nemotron_sampler **out);
 void nemotron_sampler_free(nemotron_sampler *s);
 const char *nemotron_sampler_errmsg(const nemotron_sampler *s);
-/* The next token from logits[vocab] (penalties, then the filters, then a seeded draw). */
+/* The next token from logits[vocab] (penalties, then the filters, then a seeded draw); -1 for a
+ * NULL sampler or logits, or a handle whose creation failed. */
 int32_t nemotron_sampler_sample(nemotron_sampler *s, const float *logits);
-/* Records a token of the sequence for the penalties; a token outside the vocabulary is
- * NEMOTRON_ERR_ARG and is not recorded. */
+/* Records a token of the sequence for the penalties; a token outside the vocabulary (or a NULL
+ * or failed handle) is NEMOTRON_ERR_ARG and is not recorded. reset of such a handle does nothing. */
 nemotron_status nemotron_sampler_accept(nemotron_sampler *s, int32_t token);
 void nemotron_sampler_reset(nemotron_sampler *s);
 

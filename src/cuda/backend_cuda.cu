@@ -99,7 +99,10 @@ static void *be_alloc(struct nt_backend *be, size_t bytes) {
     if (bytes == 0) bytes = 1;
     if (!FAULTED(be)) CK(be, cudaSetDevice(b->device));
     void *p = device_malloc(b, "alloc", bytes);
-    if (p && !CK(be, cudaMemset(p, 0, bytes))) {
+    /* on this thread's stream, never the legacy one: a legacy-stream call (cudaMemset) while
+     * another thread captures a pass program fails ("would make the legacy stream depend on a
+     * capturing blocking stream"), as a server's slots do at once */
+    if (p && !(CK(be, cudaMemsetAsync(p, 0, bytes, ST)) && CK(be, cudaStreamSynchronize(ST)))) {
         cudaFree(p);
         set_alloc_error(b, "alloc", bytes, cudaSuccess);
         return NULL;
@@ -159,7 +162,8 @@ static const void *be_upload(struct nt_backend *be, const void *host, size_t byt
         }
     }
     pthread_mutex_unlock(&b->lock);
-    if (dst && bytes && !CK(be, cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice))) {
+    if (dst && bytes &&
+        !(CK(be, cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, ST)) && CK(be, cudaStreamSynchronize(ST)))) {
         set_alloc_error(b, "upload", bytes, cudaSuccess);
         return NULL; /* the device is unusable: what was placed stays with the context */
     }

@@ -238,7 +238,8 @@ static const uint8_t *const *expert_table(struct nt_backend *be, const struct nt
     } else {
         for (int e = 0; e < E; e++) host[e] = (const uint8_t *)m[e].data;
         if (CK(be, cudaMalloc((void **)&dev, (size_t)E * sizeof *host)) &&
-            CK(be, cudaMemcpy(dev, host, (size_t)E * sizeof *host, cudaMemcpyHostToDevice))) {
+            CK(be, cudaMemcpyAsync(dev, host, (size_t)E * sizeof *host, cudaMemcpyHostToDevice, ST)) &&
+            CK(be, cudaStreamSynchronize(ST))) { /* this thread's stream: see be_alloc */
             t->key = m;
             t->first = m[0].data;
             t->E = E;

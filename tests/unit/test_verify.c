@@ -12,6 +12,9 @@
  *     tokens' logits and state bit for bit, alone and mixed with tokens in one timeline;
  *   - a snapshot restored into its own session after it moved on, and into a second session,
  *     makes both compute what the session computed from the snapshot's position (bits).
+ * Two sessions on two threads at once (a server's slots): one runs passes of new kinds (each
+ * captured as a pass program on CUDA) while the other takes, restores and frees snapshots; every
+ * call succeeds and the passes give the logits they give alone (bits).
  * Then, on the CPU, the errors: accept without a verify, twice, or with a bad m; a verify past
  * verify_max or in a session without verify; verify_max past pass_max; a snapshot of another
  * model or past the context; non-finite embeddings; NULL handles - each a status with a
@@ -22,6 +25,7 @@
 #include "test.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 enum { P = 3, NDRAFT = 4, NMORE = 2, NTOK = P + NDRAFT + NMORE };
@@ -232,6 +236,68 @@ out:
     nemotron_session_free(b);
 }
 
+/* Two threads, as a server's slots: passes of kinds 1..THREAD_KINDS positions, each run twice (on
+ * CUDA the second is captured into a graph) against snapshots taken, restored and freed (device
+ * allocations and copies) and single-position evals, all at once. */
+enum { THREAD_KINDS = 12, THREAD_SNAPS = 60 };
+struct thread_run {
+    nemotron_session *s;
+    const int32_t *ids;
+    float *logits;                    /* passes: [THREAD_KINDS][V], the last position's after each */
+    int failures;
+};
+static void *thread_passes(void *arg) {
+    struct thread_run *r = arg;
+    int V = nemotron_model_vocab_size(r->s->model);
+    int32_t ids[THREAD_KINDS];
+    for (int i = 0; i < THREAD_KINDS; i++) ids[i] = r->ids[i % NTOK];
+    for (int n = 1; n <= THREAD_KINDS; n++)
+        for (int rep = 0; rep < 2; rep++) {
+            nemotron_session_reset(r->s);
+            r->failures += nemotron_session_eval(r->s, ids, n, NULL) != NEMOTRON_OK;
+            const float *l = nemotron_session_logits(r->s);
+            if (l) memcpy(r->logits + (size_t)(n - 1) * V, l, (size_t)V * sizeof(float));
+        }
+    return NULL;
+}
+static void *thread_snapshots(void *arg) {
+    struct thread_run *r = arg;
+    for (int i = 0; i < THREAD_SNAPS; i++) {
+        nemotron_snapshot *snap = NULL;
+        r->failures += nemotron_session_eval(r->s, &r->ids[i % NTOK], 1, NULL) != NEMOTRON_OK;
+        r->failures += nemotron_session_snapshot(r->s, &snap) != NEMOTRON_OK;
+        r->failures += snap && nemotron_session_restore(r->s, snap) != NEMOTRON_OK;
+        nemotron_snapshot_free(snap);
+        if (nemotron_session_pos(r->s) >= 48) nemotron_session_reset(r->s); /* n_ctx 64 */
+    }
+    return NULL;
+}
+static void check_threads(const char *what, nemotron_model *m, const int32_t *ids) {
+    int V = nemotron_model_vocab_size(m);
+    struct thread_run alone = {new_session(m, 0), ids, calloc((size_t)THREAD_KINDS * V, sizeof(float)), 0};
+    struct thread_run a = {new_session(m, 0), ids, calloc((size_t)THREAD_KINDS * V, sizeof(float)), 0};
+    struct thread_run b = {new_session(m, 0), ids, NULL, 0};
+    pthread_t ta, tb;
+    if (alone.s && a.s && b.s && alone.logits && a.logits) {
+        thread_passes(&alone);
+        int started = pthread_create(&ta, NULL, thread_passes, &a) == 0;
+        int started_b = pthread_create(&tb, NULL, thread_snapshots, &b) == 0;
+        if (started) pthread_join(ta, NULL);
+        if (started_b) pthread_join(tb, NULL);
+        CHECK(started && started_b, "%s: threads started", what);
+        CHECK(!a.failures && !b.failures && !alone.failures,
+              "%s: two threads at once: %d pass and %d snapshot calls failed (%s / %s)", what, a.failures, b.failures,
+              nemotron_session_errmsg(a.s), nemotron_session_errmsg(b.s));
+        CHECK(!memcmp(a.logits, alone.logits, (size_t)THREAD_KINDS * V * sizeof(float)),
+              "%s: passes beside another thread give other logits than alone", what);
+    }
+    free(alone.logits);
+    free(a.logits);
+    nemotron_session_free(alone.s);
+    nemotron_session_free(a.s);
+    nemotron_session_free(b.s);
+}
+
 /* Errors: statuses with messages, the session unchanged; NULL handles are safe. */
 static void check_errors(nemotron_model *m, nemotron_model *other, const int32_t *ids) {
     nemotron_session *s = new_session(m, NDRAFT), *plain = new_session(m, 0), *o = new_session(other, 0);
@@ -344,6 +410,7 @@ int main(void) {
             check_verify(what, m, ids);
             check_embd(what, m, ids);
             check_snapshot(what, m, ids);
+            if (c == sizeof cases / sizeof cases[0] - 1) check_threads(what, m, ids);
             if (d == 0 && c == 0) {
                 nemotron_model *other = load(cases[1].dir, "cpu", &st);
                 CHECK(other != NULL, "load %s", cases[1].dir);

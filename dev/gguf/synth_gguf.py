@@ -241,6 +241,10 @@ def main():
     head, offsets = w.layout()
     total = len(head) + offsets[-1] + nbytes(plan[-1][1], plan[-1][2])
     total += -total % write_gguf.ALIGN
+    fs = os.statvfs(os.path.dirname(os.path.abspath(a.out)))
+    free = fs.f_bavail * fs.f_frsize + (os.path.getsize(a.out) if os.path.isfile(a.out) else 0)
+    if total > free:
+        sys.exit(f'{a.out}: {total / 1e9:.2f} GB to write, {free / 1e9:.2f} GB free there')
     with open(a.out, 'wb') as f:
         f.write(head)
         f.truncate(total)              # padding between tensors stays zero

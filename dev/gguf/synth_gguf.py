@@ -2,7 +2,9 @@
 """synth_gguf.py - a synthetic (random-weight) Nemotron-H model written as a llama.cpp GGUF in the
 block types real files use, streamed: no checkpoint, nothing held in memory (standard library only).
 
-    python3 dev/gguf/synth_gguf.py SOURCE OUT.gguf [--mix q5|mxfp4] [--seed S] [--jobs N]
+    python3 dev/gguf/synth_gguf.py SOURCE OUT.gguf [--mix q5|mxfp4] [--seed S] [--jobs N] [--plan]
+
+--plan prints the file's size and the bytes a decoded token reads, and writes nothing.
 
 SOURCE gives the shape's config.json: a .nemo (its embedded config.json, e.g. from
 `nemotron synth --shape mid -o mid.nemo`, so both files are exactly the same shape), a model
@@ -148,6 +150,20 @@ def nbytes(ne, ty):
     return count // el * bb
 
 
+def bytes_per_token(cfg, plan):
+    """The weight bytes one decoded position reads, as the engine counts them (weights.c's
+    active_bytes, which `nemotron bench` prints): every tensor but the embeddings (one row), the
+    routed experts at num_experts_per_tok of n_routed_experts."""
+    k, n = cfg['num_experts_per_tok'], cfg['n_routed_experts']
+    total = 0
+    for name, ne, ty, _ in plan:
+        if name == 'token_embd.weight':
+            continue
+        b = nbytes(ne, ty)
+        total += b // n * k if '_exps.' in name else b
+    return total
+
+
 def f16_bytes(v):
     return struct.pack('<e', v)
 
@@ -227,6 +243,7 @@ def main():
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--jobs', type=int, default=os.cpu_count())
     ap.add_argument('--arch', default='nemotron_h_moe')
+    ap.add_argument('--plan', action='store_true', help='print the size and bytes per token, write nothing')
     a = ap.parse_args()
 
     t0 = time.time()
@@ -241,6 +258,10 @@ def main():
     head, offsets = w.layout()
     total = len(head) + offsets[-1] + nbytes(plan[-1][1], plan[-1][2])
     total += -total % write_gguf.ALIGN
+    summary = f'{total / 1e9:.2f} GB, {bytes_per_token(cfg, plan) / 1e6:.1f} MB read per token'
+    if a.plan:
+        print(f'{a.out}: {a.mix}, {len(plan)} tensors, {summary}')
+        return
     fs = os.statvfs(os.path.dirname(os.path.abspath(a.out)))
     free = fs.f_bavail * fs.f_frsize + (os.path.getsize(a.out) if os.path.isfile(a.out) else 0)
     if total > free:
@@ -265,7 +286,7 @@ def main():
         c, b = by_type.get(NAMES[ty], (0, 0))
         by_type[NAMES[ty]] = (c + math.prod(ne), b + nbytes(ne, ty))
     mixline = ', '.join(f'{t} {c / 1e6:.0f} M params / {b / 1e6:.0f} MB' for t, (c, b) in sorted(by_type.items()))
-    print(f'{a.out}: {len(plan)} tensors, {total / 1e9:.2f} GB ({mixline}) in {time.time() - t0:.1f} s')
+    print(f'{a.out}: {len(plan)} tensors, {summary} ({mixline}) in {time.time() - t0:.1f} s')
 
 
 if __name__ == '__main__':

@@ -79,7 +79,7 @@ refused_odd() {
 }
 check "a width not whole blocks: refused naming the tensor" refused_odd
 if [ "${NEMOTRON_TEST_FULL:-0}" != 0 ]; then
-    check "synth --shape mid" "$bin" synth --shape mid -o "$work/mid.nemo"
+    check "synth --shape mid" "$bin" synth --shape mid -o "$work/mid.nemo" 2>/dev/null
     runs_mixes "$work/mid.nemo" mid
     rm -f "$work/mid.nemo" "$work"/mid-*.gguf
 fi

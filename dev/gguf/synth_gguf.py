@@ -83,6 +83,8 @@ def read_config(source):
             return json.load(f)
     with open(source, 'rb') as f:
         n = struct.unpack('<Q', f.read(8))[0]
+        if n > os.path.getsize(source) - 8:
+            raise ValueError(f'a header of {n} bytes runs past the end of the file')
         header = json.loads(f.read(n))
         entry = header.get('nemotron.file/config.json')
         if not entry:
@@ -223,7 +225,8 @@ def _open_out(path):
 
 
 def write_chunk(job):
-    """One chunk of one tensor, written at its file offset: (tensor, chunk, start, count, where)."""
+    """One chunk of one tensor written at its file offset. job: (tensor index, chunk index, name,
+    ne, ggml type, value kind, first element or block, count of them, file offset, seed)."""
     (ti, ci, name, ne, ty, kind, start, count, where, seed) = job
     rng = random.Random(seed * 1000003 ** 2 + ti * 1000003 + ci)
     if ty == F32:
@@ -247,9 +250,12 @@ def main():
     a = ap.parse_args()
 
     t0 = time.time()
-    cfg = read_config(a.source)
-    mix = MIXES[a.mix]
-    plan = tensors(cfg, mix)
+    try:
+        cfg = read_config(a.source)
+        mix = MIXES[a.mix]
+        plan = tensors(cfg, mix)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, struct.error) as e:
+        sys.exit(f'{a.source}: not a usable config ({type(e).__name__}: {e})')
     w = write_gguf.Writer()
     for key in write_gguf.model_keys(cfg, a.arch, f'synthetic-{a.mix}'):
         w.add(*key)
@@ -281,6 +287,8 @@ def main():
     with multiprocessing.Pool(max(1, a.jobs), initializer=_open_out, initargs=(a.out,)) as pool:
         for n in pool.imap_unordered(write_chunk, jobs, chunksize=1):
             written += n
+    if written != sum(nbytes(ne, ty) for _, ne, ty, _ in plan):
+        sys.exit(f'{a.out}: {written} tensor bytes written, the plan has more')
     by_type = {}
     for name, ne, ty, _ in plan:
         c, b = by_type.get(NAMES[ty], (0, 0))

@@ -95,23 +95,75 @@ class Writer:
             return struct.pack('<IQ', et, len(v)) + b''.join(self.value(et, x) for x in v)
         return struct.pack('<' + fmt[vtype], v)
 
-    def write(self, path):
+    def declare(self, name, ne, ggml_type, nbytes):
+        """A tensor whose nbytes bytes the caller writes itself, at layout()'s offset (streamed)."""
+        self.tensors.append([name, list(ne), ggml_type, nbytes])
+
+    def layout(self):
+        """The bytes before the data section (aligned), and each tensor's offset in that section."""
         out = bytearray(b'GGUF' + struct.pack('<IQQ', 3, len(self.tensors), len(self.kv)))
         for key, vtype, v in self.kv:
             out += self.string(key) + struct.pack('<I', 9 if isinstance(vtype, tuple) else vtype)
             out += self.value(vtype, v)
-        offset = 0
-        for t in self.tensors:
-            name, ne, ty, raw = t
+        offset, offsets = 0, []
+        for name, ne, ty, raw in self.tensors:
             out += self.string(name) + struct.pack('<I', len(ne)) + struct.pack(f'<{len(ne)}Q', *ne)
             out += struct.pack('<IQ', ty, offset)
-            t.append(offset)
-            offset += (len(raw) + ALIGN - 1) // ALIGN * ALIGN
+            offsets.append(offset)
+            size = raw if isinstance(raw, int) else len(raw)
+            offset += (size + ALIGN - 1) // ALIGN * ALIGN
         out += b'\0' * (-len(out) % ALIGN)
-        for name, ne, ty, raw, off in self.tensors:
-            out += raw + b'\0' * (-len(raw) % ALIGN)
+        return bytes(out), offsets
+
+    def write(self, path):
+        head, _ = self.layout()
         with open(path, 'wb') as f:
-            f.write(out)
+            f.write(head)
+            for name, ne, ty, raw in self.tensors:
+                f.write(raw + b'\0' * (-len(raw) % ALIGN))
+
+
+def layer_kinds(cfg):
+    """Each layer's kind (config.json's layers_block_type, or its hybrid_override_pattern)."""
+    return cfg.get('layers_block_type') or [
+        {'M': 'linear_attention', '*': 'full_attention', 'E': 'moe', '-': 'mlp'}[c]
+        for c in cfg['hybrid_override_pattern']]
+
+
+def model_keys(cfg, arch, name, kv_zero=False):
+    """The {arch}.* metadata llama.cpp's converter writes for config.json (kv_zero: head_count_kv
+    all zeros, as some published files have it)."""
+    kinds = layer_kinds(cfg)
+    nh, P = cfg['mamba_num_heads'], cfg['mamba_head_dim']
+    ffn = [cfg['moe_intermediate_size'] if k == 'moe' else cfg['intermediate_size'] if k == 'mlp' else 0
+           for k in kinds]
+    kvh = [0 if kv_zero else cfg['num_key_value_heads'] if k == 'full_attention' else 0 for k in kinds]
+    return [
+        ('general.architecture', 8, arch),
+        ('general.name', 8, name),
+        (f'{arch}.context_length', 4, cfg.get('max_position_embeddings', 4096)),
+        (f'{arch}.embedding_length', 4, cfg['hidden_size']),
+        (f'{arch}.block_count', 4, len(kinds)),
+        (f'{arch}.feed_forward_length', (9, 5), ffn),
+        (f'{arch}.attention.head_count', 4, cfg['num_attention_heads']),
+        (f'{arch}.attention.head_count_kv', (9, 5), kvh),
+        (f'{arch}.attention.key_length', 4, cfg['head_dim']),
+        (f'{arch}.attention.value_length', 4, cfg['head_dim']),
+        (f'{arch}.attention.layer_norm_rms_epsilon', 6, cfg['layer_norm_epsilon']),
+        (f'{arch}.ssm.conv_kernel', 4, cfg['conv_kernel']),
+        (f'{arch}.ssm.state_size', 4, cfg['ssm_state_size']),
+        (f'{arch}.ssm.group_count', 4, cfg['n_groups']),
+        (f'{arch}.ssm.inner_size', 4, nh * P),
+        (f'{arch}.ssm.time_step_rank', 4, nh),
+        (f'{arch}.expert_count', 4, cfg['n_routed_experts']),
+        (f'{arch}.expert_used_count', 4, cfg['num_experts_per_tok']),
+        (f'{arch}.expert_feed_forward_length', 4, cfg['moe_intermediate_size']),
+        (f'{arch}.expert_shared_feed_forward_length', 4, cfg['moe_shared_expert_intermediate_size']),
+        (f'{arch}.expert_shared_count', 4, cfg.get('n_shared_experts', 1)),
+        (f'{arch}.expert_weights_norm', 7, cfg.get('norm_topk_prob', True)),
+        (f'{arch}.expert_weights_scale', 6, cfg.get('routed_scaling_factor', 1.0)),
+        (f'{arch}.expert_group_count', 4, cfg.get('n_group', 1)),
+    ]
 
 
 def tokenizer_keys(tok, cfg):
@@ -161,42 +213,10 @@ def main():
     libm.expf.restype = ctypes.c_float
     libm.expf.argtypes = [ctypes.c_float]
 
-    kinds = cfg.get('layers_block_type') or [
-        {'M': 'linear_attention', '*': 'full_attention', 'E': 'moe', '-': 'mlp'}[c]
-        for c in cfg['hybrid_override_pattern']]
-    n = len(kinds)
+    kinds = layer_kinds(cfg)
     arch = a.arch
-    nh, P = cfg['mamba_num_heads'], cfg['mamba_head_dim']
     w = Writer()
-    ffn = [cfg['moe_intermediate_size'] if k == 'moe' else cfg['intermediate_size'] if k == 'mlp' else 0
-           for k in kinds]
-    kvh = [0 if a.kv_zero else cfg['num_key_value_heads'] if k == 'full_attention' else 0 for k in kinds]
-    keys = [
-        ('general.architecture', 8, arch),
-        ('general.name', 8, os.path.basename(os.path.normpath(a.model_dir))),
-        (f'{arch}.context_length', 4, cfg.get('max_position_embeddings', 4096)),
-        (f'{arch}.embedding_length', 4, cfg['hidden_size']),
-        (f'{arch}.block_count', 4, n),
-        (f'{arch}.feed_forward_length', (9, 5), ffn),
-        (f'{arch}.attention.head_count', 4, cfg['num_attention_heads']),
-        (f'{arch}.attention.head_count_kv', (9, 5), kvh),
-        (f'{arch}.attention.key_length', 4, cfg['head_dim']),
-        (f'{arch}.attention.value_length', 4, cfg['head_dim']),
-        (f'{arch}.attention.layer_norm_rms_epsilon', 6, cfg['layer_norm_epsilon']),
-        (f'{arch}.ssm.conv_kernel', 4, cfg['conv_kernel']),
-        (f'{arch}.ssm.state_size', 4, cfg['ssm_state_size']),
-        (f'{arch}.ssm.group_count', 4, cfg['n_groups']),
-        (f'{arch}.ssm.inner_size', 4, nh * P),
-        (f'{arch}.ssm.time_step_rank', 4, nh),
-        (f'{arch}.expert_count', 4, cfg['n_routed_experts']),
-        (f'{arch}.expert_used_count', 4, cfg['num_experts_per_tok']),
-        (f'{arch}.expert_feed_forward_length', 4, cfg['moe_intermediate_size']),
-        (f'{arch}.expert_shared_feed_forward_length', 4, cfg['moe_shared_expert_intermediate_size']),
-        (f'{arch}.expert_shared_count', 4, cfg.get('n_shared_experts', 1)),
-        (f'{arch}.expert_weights_norm', 7, cfg.get('norm_topk_prob', True)),
-        (f'{arch}.expert_weights_scale', 6, cfg.get('routed_scaling_factor', 1.0)),
-        (f'{arch}.expert_group_count', 4, cfg.get('n_group', 1)),
-    ]
+    keys = model_keys(cfg, arch, os.path.basename(os.path.normpath(a.model_dir)), a.kv_zero)
     if tok:
         keys += tokenizer_keys(tok, cfg)
     for k in keys:

@@ -273,6 +273,11 @@ static void *thread_snapshots(void *arg) {
     return NULL;
 }
 static void check_threads(const char *what, nemotron_model *m, const int32_t *ids) {
+    if (strstr(m->be->device, "host emulation")) {
+        /* the emulator runs the kernels of one host thread at a time (tests/emu) */
+        printf("test_verify: %s: two threads at once left to a GPU (tests/gpu/run.sh)\n", what);
+        return;
+    }
     int V = nemotron_model_vocab_size(m);
     struct thread_run alone = {new_session(m, 0), ids, calloc((size_t)THREAD_KINDS * V, sizeof(float)), 0};
     struct thread_run a = {new_session(m, 0), ids, calloc((size_t)THREAD_KINDS * V, sizeof(float)), 0};

@@ -1,8 +1,8 @@
 /* gguf_info.c - `nemotron gguf-info FILE.gguf`: what a GGUF file holds, read by the library's
  * GGUF reader (src/model/gguf.h): the architecture, every metadata key with its type and value
  * (arrays summarized by their first elements), the tensor table (type, shape with ne[0] first as
- * llama.cpp prints it, bytes, offset; for a split, the part) and the bytes per type. The engine
- * cannot run GGUF files yet; this shows what is in one, and whether the reader accepts it.
+ * llama.cpp prints it, bytes, offset; for a split, the part) and the bytes per type, and whether
+ * the reader accepts it (`-m FILE.gguf` runs one on every command).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -128,7 +128,8 @@ int cmd_gguf_info(const struct args *a) {
                    8.0 * (double)type_bytes[t] / (double)type_elems[t]);
     printf("  total   %5" PRId64 " tensors %14" PRIu64 " weights %14" PRIu64 " bytes %6.2f bits/weight\n",
            g->n_tensors, elems, total, elems ? 8.0 * (double)total / (double)elems : 0.0);
-    printf("\nnemotron runs nemotron_h / nemotron_h_moe GGUFs with -m FILE.gguf (tensor types F32, F16, BF16)\n");
+    printf("\nnemotron runs nemotron_h / nemotron_h_moe GGUFs with -m FILE.gguf, on the CPU and CUDA (tensor types "
+           "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K)\n");
     nt_gguf_close(g);
     return 0;
 }

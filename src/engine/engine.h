@@ -60,6 +60,9 @@ struct nemotron_session {
  * without MTP rows: plain decoding must evaluate one token first). The session's own state and
  * logits do not change; its MTP state is as after the waiting rows. */
 nemotron_status nt_session_mtp_draft(nemotron_session *s, int32_t next, int k, int32_t *drafts, int *n);
+/* Runs every waiting row but the last through the MTP step now (their next tokens are known), so
+ * that what waits for the next token is one row: a prompt's MTP work is done with the prompt. */
+nemotron_status nt_session_mtp_settle(nemotron_session *s);
 /* Runs the waiting rows through the MTP step now, `next` being the token after the last, without
  * logits: a decoder whose first steps are plain keeps the prompt in the step's context. */
 nemotron_status nt_session_mtp_catch_up(nemotron_session *s, int32_t next);

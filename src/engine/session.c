@@ -164,17 +164,22 @@ static long first_degenerate_row(const float *logits, long rows, int V) {
 
 /* ---- the MTP step ---- */
 
-/* Runs the MTP step over the waiting rows, next being the token after the last (want: the
- * logits it leaves in acts). No row waits afterwards. */
-static void mtp_run_waiting(nemotron_session *s, int32_t next, enum nt_logits want) {
-    int r = s->mtp_rows;
-    NT_ASSERT(r > 0 && r <= s->pass_max);
-    s->mtp_next[r - 1] = next;
-    struct nt_pass p = {.n = r, .pos0 = s->pos - r, .tokens = s->mtp_next, .mtp = 1, .want = want,
+/* Runs the MTP step over the first n waiting rows (their tokens after them in mtp_next; want:
+ * the logits it leaves in acts). The caller says what waits afterwards. */
+static void mtp_run(nemotron_session *s, int n, enum nt_logits want) {
+    NT_ASSERT(n > 0 && n <= s->mtp_rows && s->mtp_rows <= s->pass_max);
+    struct nt_pass p = {.n = n, .pos0 = s->pos - s->mtp_rows, .tokens = s->mtp_next, .mtp = 1, .want = want,
                         .scratch = s->acts.scratch};
     nt_pass_enter();
     nt_forward_mtp_pass(&s->model->fwd, &s->state, &s->acts, &p);
     nt_pass_leave();
+}
+
+/* Runs the MTP step over every waiting row, next being the token after the last. No row waits
+ * afterwards. */
+static void mtp_run_waiting(nemotron_session *s, int32_t next, enum nt_logits want) {
+    s->mtp_next[s->mtp_rows - 1] = next;
+    mtp_run(s, s->mtp_rows, want);
     s->mtp_rows = 0;
 }
 
@@ -568,6 +573,28 @@ nemotron_status nt_session_mtp_draft(nemotron_session *s, int32_t next, int k, i
     }
     if (be->fault[0]) return device_failed(s);
     *n = k;
+    s->err.msg[0] = 0;
+    return NEMOTRON_OK;
+}
+
+nemotron_status nt_session_mtp_settle(nemotron_session *s) {
+    nemotron_status st = usable(s);
+    if (st) return st;
+    NT_ASSERT(s->mtp);
+    const struct nt_forward *f = &s->model->fwd;
+    struct nt_backend *be = f->be;
+    if (be->fault[0]) return device_failed(s);
+    int r = s->mtp_rows;
+    if (r < 2) return NEMOTRON_OK;
+    /* the last row waits on: kept aside in the embeddings buffer (free between passes) while the
+     * pass runs the others, whose last output row 0 receives */
+    size_t row = (size_t)f->H * sizeof(float);
+    s->verify_n = 0;
+    be->ops->copy(be, s->acts.embd, s->acts.hidden + (size_t)(r - 1) * f->H, row);
+    mtp_run(s, r - 1, NT_LOGITS_NONE);
+    be->ops->copy(be, s->acts.hidden, s->acts.embd, row);
+    s->mtp_rows = 1;
+    if (be->fault[0]) return device_failed(s);
     s->err.msg[0] = 0;
     return NEMOTRON_OK;
 }

@@ -205,6 +205,9 @@ nemotron_status nemotron_spec_prefill(nemotron_spec *sp, const int32_t *tokens, 
     if (n < 1 || !tokens) return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "prefill of %d tokens%s", n, tokens ? "" : " (NULL)");
     sp->target->mtp_follow = 1; /* the MTP step sees the whole prompt */
     if ((st = nemotron_session_eval(sp->target, tokens, n, NULL))) return from_session(sp, st, sp->target, "prefill");
+    /* and does so now, with the prompt, all but the row that waits for the first token */
+    if (sp->kind == DRAFT_MTP && (st = nt_session_mtp_settle(sp->target)))
+        return from_session(sp, st, sp->target, "prefill's MTP step");
     /* the session took them, so they fit its context and so the history */
     memcpy(sp->history + sp->n_hist, tokens, (size_t)n * sizeof(int32_t));
     sp->n_hist += n;

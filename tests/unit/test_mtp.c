@@ -12,6 +12,8 @@
  *     waiting rows' logits, the drafts and the last draft's logits bit for bit;
  *   - a snapshot carries the step's state: drafting after a restore into another session drafts
  *     the same tokens from the same logits;
+ *   - settling (the waiting rows but the last run at once, as a decoder's prefill does) drafts
+ *     the same tokens from the same logits;
  * on the CPU, and on CUDA where the library holds it (the GPU machine's tests/gpu/run.sh).
  */
 #include "engine/engine.h"
@@ -171,6 +173,29 @@ static void check_same(const char *what, const struct reference *r, const struct
               "%s: the chain of %d drafts differs from one pass's", what, j);
 }
 
+/* Settled after the ids, then the longest chain: the one-pass run's drafts and last logits. */
+static void check_settled(const char *what, nemotron_model *m, const struct reference *r, const struct run *one) {
+    int V = nemotron_model_vocab_size(m);
+    nemotron_session *s = mtp_session(m, 64);
+    float *l = calloc((size_t)V, sizeof(float));
+    int32_t drafts[64];
+    int got = 0;
+    if (s && l) {
+        CHECK(nemotron_session_eval(s, r->ids, r->n, NULL) == NEMOTRON_OK, "%s: eval", what);
+        CHECK(nt_session_mtp_settle(s) == NEMOTRON_OK && s->mtp_rows == 1, "%s: settle: %d rows wait (%s)", what,
+              s->mtp_rows, nemotron_session_errmsg(s));
+        CHECK(nt_session_mtp_draft(s, r->chain[0], r->n_chain, drafts, &got) == NEMOTRON_OK && got == r->n_chain,
+              "%s: draft after settling", what);
+        last_mtp_logits(s, l);
+        CHECK(got == r->n_chain && !memcmp(drafts, one->chain_drafts[r->n_chain - 1], (size_t)got * sizeof(int32_t)),
+              "%s: settled, the drafts differ from one pass's", what);
+        CHECK(!memcmp(l, one->chain_logits + (size_t)(r->n_chain - 1) * V, (size_t)V * sizeof(float)),
+              "%s: settled, the last draft's logits differ from one pass's", what);
+    }
+    free(l);
+    nemotron_session_free(s);
+}
+
 static void check_model(const char *name, const char *model_dir, const char *ref_dir, const char *device) {
     nemotron_model_params mp = nemotron_model_default_params();
     mp.device = device;
@@ -203,6 +228,8 @@ static void check_model(const char *name, const char *model_dir, const char *ref
         check_same(what, &r, &one, &u, V);
         free_run(&u);
     }
+    snprintf(what, sizeof what, "%s on %s, settled", name, device);
+    check_settled(what, m, &r, &one);
     free_run(&one);
     free_reference(&r);
     nemotron_model_free(m);

@@ -123,6 +123,19 @@ def no_dt_floor(model):
             m.time_step_limit = (0.0, float("inf"))
 
 
+def train_step(loss, params, opt, sched, meter):
+    """One optimizer step (gradients clipped at 1), then the routers' aux-loss-free balancing:
+    each correction bias nudged towards even load by the counts since the last step."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    sched.step()
+    with torch.no_grad():
+        for gate, c in zip(meter.gates, meter.take()):
+            gate.e_score_correction_bias += 1e-3 * torch.sign(c.mean() - c)
+
+
 def routers(model):
     return [m for n, m in model.named_modules() if n.endswith("mixer.gate")]
 
@@ -377,14 +390,7 @@ def train_mtp(args):
         idx = torch.randint(0, len(train_rows), (args.batch,), generator=g).to(dev)
         logits, target = mtp_logits(mtp, train_states, train_rows, idx, emb, head)
         loss = F.cross_entropy(logits.flatten(0, 1), target.flatten())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(mtp.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        with torch.no_grad():                               # aux-loss-free balancing
-            for gate, c in zip(meter.gates, meter.take()):
-                gate.e_score_correction_bias += 1e-3 * torch.sign(c.mean() - c)
+        train_step(loss, mtp.parameters(), opt, sched, meter)
         timeout = time.time() - t0 > args.minutes * 60
         if step % args.eval_every == 0 or step == args.steps - 1 or timeout:
             checkpoint(step, float(loss.detach()))
@@ -519,14 +525,7 @@ def main():
         rows = torch.stack([train[s:s + args.seq + 1] for s in starts]).to(dev)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model(rows[:, :-1], labels=rows[:, :-1], use_cache=False).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        with torch.no_grad():                               # aux-loss-free balancing
-            for gate, c in zip(meter.gates, meter.take()):
-                gate.e_score_correction_bias += 1e-3 * torch.sign(c.mean() - c)
+        train_step(loss, model.parameters(), opt, sched, meter)
         if step % args.eval_every == 0 or step == args.steps - 1:
             vl = evaluate(model, val, args.seq, args.batch, dev)
             log.append({"step": step, "train_loss": float(loss.detach()), "val_loss": vl, "seconds": time.time() - t0})

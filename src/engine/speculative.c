@@ -1,6 +1,7 @@
 /* speculative.c - the speculative decoder (nemotron.h, "speculative decoding"): drafters (n-gram
- * prompt lookup, a draft model's session, the model's own MTP step, a caller's function), the verify step that turns drafts
- * into the tokens plain decoding gives, and the decoder's history and counts.
+ * prompt lookup, a draft model's session, the model's own MTP step, a caller's function), the
+ * verify step that turns drafts into the tokens plain decoding gives, and the decoder's history
+ * and counts.
  *
  * The decoder keeps one token "pending": the last emitted token, picked but not yet evaluated
  * (plain decoding evaluates a token only when it goes on). A step verifies [pending, drafts...]
@@ -442,7 +443,8 @@ nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out,
     if (!sp->started) {
         /* the first token comes from the prefill's logits */
         if ((st = pick(sp, nemotron_session_logits(s), nemotron_session_argmax(s), &out[0]))) return st;
-        /* the MTP step takes in the prompt's last rows now: its first steps are plain ones */
+        /* the MTP step takes in the prompt's last row now (the prefill settled the others): its
+         * first steps are plain ones, which skip it */
         if (sp->kind == DRAFT_MTP && (st = nt_session_mtp_catch_up(s, out[0])))
             return from_session(sp, st, s, "MTP step");
         remember(sp, out[0]);

@@ -174,8 +174,10 @@ FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -Itests $(PKG_CFLAGS
 $(REL)/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -c $< -o $@
-# (the parsers only: the CPU kernels' run-time dispatch names features clang 14 does not know)
-FUZZ_LIB_SRC := $(wildcard src/common.c src/log.c src/model/*.c src/quant/*.c src/text/*.c)
+# (the parsers only: the CPU kernels' run-time dispatch names features clang 14 does not know;
+# of the server, the request parser and the sampler defaults it starts from, not libmicrohttpd)
+FUZZ_LIB_SRC := $(wildcard src/common.c src/log.c src/model/*.c src/quant/*.c src/text/*.c) \
+                src/server/request.c src/engine/sampler.c src/engine/sampler_api.c
 $(REL)/fuzz/fuzz_%: $(REL)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_SRC:%.c=$(REL)/fuzz/obj/%.o)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
 fuzz: $(FUZZ_SRC:tests/fuzz/fuzz_%.c=$(REL)/fuzz/fuzz_%)

@@ -88,6 +88,17 @@ static int get_bool(json_object *o, const char *key, int *out, struct api_error 
     return 0;
 }
 
+/* A string field's value, copied. A NUL inside it (\u0000) is refused: as a C string it would
+ * be cut short there, into a stop string "" that matches everywhere, an empty prompt, or a
+ * model name that matches the served one by a prefix. */
+static int copy_string(json_object *v, const char *param, char **out, struct api_error *e) {
+    const char *s = json_object_get_string(v);
+    if (memchr(s, 0, (size_t)json_object_get_string_len(v)))
+        return bad(e, param, "must not hold a NUL character (\\u0000)");
+    if (!(*out = strdup(s))) return api_fail(e, 500, "server_error", NULL, param, "out of memory");
+    return 0;
+}
+
 static char *dup_json(json_object *v) {
     return strdup(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
 }
@@ -98,7 +109,8 @@ static int parse_stop(json_object *o, struct server_request *r, struct api_error
     if (!json_object_object_get_ex(o, "stop", &v) || !v) return 0;
     if (json_object_is_type(v, json_type_string)) {
         if (!json_object_get_string_len(v)) return bad(e, "stop", "must not be empty");
-        r->stop[r->n_stop++] = strdup(json_object_get_string(v));
+        if (copy_string(v, "stop", &r->stop[0], e)) return -1;
+        r->n_stop = 1;
         return 0;
     }
     if (!json_object_is_type(v, json_type_array)) return bad(e, "stop", "must be a string or an array of strings");
@@ -108,7 +120,8 @@ static int parse_stop(json_object *o, struct server_request *r, struct api_error
         json_object *s = json_object_array_get_idx(v, i);
         if (!json_object_is_type(s, json_type_string) || !json_object_get_string_len(s))
             return bad(e, "stop", "must hold non-empty strings");
-        r->stop[r->n_stop++] = strdup(json_object_get_string(s));
+        if (copy_string(s, "stop", &r->stop[r->n_stop], e)) return -1;
+        r->n_stop++;
     }
     return 0;
 }
@@ -274,8 +287,7 @@ static int parse_completion(json_object *o, struct server_request *r, const stru
         return api_fail(e, 400, "invalid_request_error", NULL, "prompt", "'prompt' is required");
     if (json_object_is_type(p, json_type_string)) {
         if (!json_object_get_string_len(p)) return bad(e, "prompt", "must not be empty");
-        r->prompt_text = strdup(json_object_get_string(p));
-        return 0;
+        return copy_string(p, "prompt", &r->prompt_text, e);
     }
     /* a batch of prompts (an array of strings or of arrays) is one request per prompt in
      * OpenAI's API; this server answers one prompt per request */
@@ -283,7 +295,7 @@ static int parse_completion(json_object *o, struct server_request *r, const stru
         return bad(e, "prompt", "must be a string or a non-empty array of token ids");
     size_t n = json_object_array_length(p);
     if (n == 1 && json_object_is_type(json_object_array_get_idx(p, 0), json_type_string)) {
-        r->prompt_text = strdup(json_object_get_string(json_object_array_get_idx(p, 0)));
+        if (copy_string(json_object_array_get_idx(p, 0), "prompt", &r->prompt_text, e)) return -1;
         if (!r->prompt_text[0]) return bad(e, "prompt", "must not be empty");
         return 0;
     }
@@ -362,11 +374,9 @@ int request_parse(const char *body, size_t len, enum request_kind kind, const st
     json_object *model;
     if (json_object_object_get_ex(o, "model", &model) && model) {
         if (!json_object_is_type(model, json_type_string)) rc = bad(err, "model", "must be a string");
-        else if (lim->model_id && strcmp(json_object_get_string(model), lim->model_id))
+        else if (!(rc = copy_string(model, "model", &out->model, err)) && lim->model_id && strcmp(out->model, lim->model_id))
             rc = api_fail(err, 404, "invalid_request_error", "model_not_found", "model",
-                          "The model '%.200s' does not exist (this server has '%.200s')", json_object_get_string(model),
-                          lim->model_id);
-        else out->model = strdup(json_object_get_string(model));
+                          "The model '%.200s' does not exist (this server has '%.200s')", out->model, lim->model_id);
     }
     if (!rc) rc = parse_common(o, out, err);
     if (!rc) rc = kind == REQUEST_CHAT ? parse_chat(o, out, err) : parse_completion(o, out, lim, err);

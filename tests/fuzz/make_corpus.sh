@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # make_corpus.sh - writes the committed seed corpus the fuzz targets replay in `make test`
-# (tests/fuzz/corpus/NAME/, NAME = chat, config, gguf, nemo, safetensors, tokenizer). Rerun it only to
+# (tests/fuzz/corpus/NAME/, NAME = chat, config, gguf, nemo, request, safetensors,
+# tokenizer). Rerun it only to
 # change the seeds; inputs a fuzzer once failed on are added to the corpus by hand, under their
 # libFuzzer name, and kept. Needs python3, and gcc for the .nemo seed writer.
 #   tests/fuzz/make_corpus.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=tests/fuzz/corpus
-mkdir -p $out/chat $out/config $out/gguf $out/nemo $out/safetensors $out/tokenizer
+mkdir -p $out/chat $out/config $out/gguf $out/nemo $out/request $out/safetensors $out/tokenizer
 
 python3 - "$out" <<'PY'
 import base64, glob, json, os, struct, sys
@@ -146,6 +147,79 @@ put('gguf/micro-model', gguf([
     ('blk.3.attn_norm.weight', [8], 0, 1.0), ('blk.3.ffn_up.weight', [8, 8], 0, 0.1),
     ('blk.3.ffn_down.weight', [8, 8], 0, 0.1)]))
 put('gguf/metadata-only', gguf([('general.name', 8, 'x'), ('split.count', 2, 1)], []))
+
+# request: byte 0 the flags (bit 0 completions, else chat; bit 1 the server's model is "demo";
+# bits 2-3 the vocabulary: 1, 1000, 131072, INT32_MAX), then the body. test_server_request.c's
+# good and bad bodies, and OpenAI's shapes.
+CHAT, COMP, DEMO, V1000 = 0, 1, 2, 4
+def req(name, flags, body):
+    put('request/' + name, bytes([flags]) + (body if isinstance(body, bytes) else json.dumps(body).encode()))
+user = [{"role": "user", "content": "q"}]
+fn = {"type": "function", "function": {"name": "get_weather", "description": "the weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+req('chat-full', CHAT | DEMO, b'{"model":"demo","messages":[{"role":"system","content":"be brief"},'
+    b'{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],'
+    b'"temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.05,"max_completion_tokens":7,'
+    b'"stop":["x","yy"],"seed":42,"presence_penalty":1,"frequency_penalty":-0.5,"stream":true,'
+    b'"stream_options":{"include_usage":true},"chat_template_kwargs":{"enable_thinking":false}} \n')
+req('chat-tools', CHAT | DEMO, {"model": "demo", "messages": [
+    {"role": "developer", "content": "use tools"}, {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function":
+        {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+    {"role": "tool", "content": "{\"c\": 21}", "tool_call_id": "c1"}],
+    "tools": [fn], "tool_choice": "auto", "temperature": 0.7, "max_tokens": 16, "stop": ["\n\n"],
+    "stream": True, "stream_options": {"include_usage": True}})
+req('chat-tool-choice-none', CHAT, {"messages": user, "tools": [fn], "tool_choice": "none"})
+req('chat-tool-choice-object', CHAT, {"messages": user, "tools": [fn], "parallel_tool_calls": False,
+    "tool_choice": {"type": "function", "function": {"name": "get_weather"}}})
+req('chat-parts-unicode', CHAT, b'{"messages":[{"role":"user","content":[{"type":"text","text":"\\u00e9\\ud83d\\ude00"}]}],'
+    b'"chat_template_kwargs":{"enable_thinking":false},"seed":-5,"top_k":3,"min_p":0.1}')
+req('chat-speculative', CHAT | DEMO, {"model": "demo", "messages": user, "speculative": {"type": "mtp", "max": 3}})
+req('chat-nulls', CHAT, {"messages": user, "temperature": None, "stop": None, "model": None, "stream_options": None,
+    "n": 1, "logprobs": False, "user": "u", "response_format": {"type": "text"}})
+req('completion-text', COMP | DEMO | V1000, {"model": "demo", "prompt": "In the beginning", "max_tokens": 5,
+    "temperature": 0, "stop": "God", "speculative": {"type": "ngram", "max": 8}})
+req('completion-ids', COMP | V1000, {"prompt": [1, 2, 3, 4, 999], "stream": False, "presence_penalty": 0.5,
+    "frequency_penalty": 0.5, "n": 1, "stop": "\n"})
+req('completion-one-string', COMP, {"prompt": ["hello"], "speculative": True})
+req('completion-ids-big-vocab', COMP | 8, {"prompt": [0, 131071], "speculative": False, "seed": 9223372036854775807})
+req('completion-ids-int-max', COMP | 12, {"prompt": [2147483646], "speculative": {"type": "none", "max": 1}})
+req('completion-draft', COMP, {"prompt": "x", "speculative": {"type": "draft"}, "stream": True,
+    "stream_options": {"include_usage": False}, "top_p": 1, "max_completion_tokens": 16777216})
+# the bad ones: each names its field (or the body)
+bad = [('empty', CHAT, b''), ('open-brace', CHAT, b'{'), ('array', CHAT, b'[]'), ('trailing', CHAT, b'{} x'),
+       ('two-objects', CHAT, b'{"messages":[{"role":"user","content":"q"}]}{}'), ('no-messages', CHAT, b'{}'),
+       ('messages-empty', CHAT, b'{"messages":[]}'), ('messages-string', CHAT, b'{"messages":"hi"}'),
+       ('message-number', CHAT, b'{"messages":[1]}'),
+       ('role-robot', CHAT, b'{"messages":[{"role":"robot","content":"q"}]}'),
+       ('content-number', CHAT, b'{"messages":[{"role":"user","content":5}]}'),
+       ('content-image', CHAT, b'{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}'),
+       ('model-other', CHAT | DEMO, b'{"messages":[{"role":"user","content":"q"}],"model":"other"}'),
+       ('model-number', CHAT, b'{"messages":[{"role":"user","content":"q"}],"model":7}'),
+       ('prompt-out-of-vocab', COMP | V1000, b'{"prompt":[1,1000]}'), ('prompt-negative', COMP | V1000, b'{"prompt":[1,-1]}'),
+       ('prompt-mixed', COMP | V1000, b'{"prompt":[1,"a"]}'), ('prompt-empty-array', COMP, b'{"prompt":[]}'),
+       ('prompt-empty', COMP, b'{"prompt":""}'), ('prompt-object', COMP, b'{"prompt":{}}'),
+       ('prompt-batch', COMP, b'{"prompt":["a","b"]}'), ('prompt-nested', COMP | V1000, b'{"prompt":[[1,2]]}'),
+       ('max-tokens-inf', COMP, b'{"prompt":"a","max_tokens":1e999}'),
+       ('temperature-nan', COMP, b'{"prompt":"a","temperature":NaN}'),
+       ('nul-byte', COMP, b'{"prompt":"a"}\0 {'), ('deep', COMP, b'{"prompt":"a","x":' + b'[' * 100),
+       ('prompt-nul-escape', COMP, b'{"prompt":"\\u0000"}'),
+       ('stop-nul-escape', COMP, b'{"prompt":"a","stop":["\\u0000x"]}'),
+       ('model-nul-escape', COMP | DEMO, b'{"prompt":"a","model":"demo\\u0000x"}'),
+       ('spec-type', COMP, b'{"prompt":"a","speculative":{"type":"eagle"}}'),
+       ('spec-max', COMP, b'{"prompt":"a","speculative":{"max":65}}'),
+       ('spec-string', COMP, b'{"prompt":"a","speculative":"ngram"}')]
+fields = ['"temperature":"hot"', '"temperature":true', '"temperature":3', '"top_p":0', '"top_p":1.5',
+          '"top_k":1.5', '"top_k":-1', '"min_p":[]', '"max_tokens":0', '"max_tokens":"9"',
+          '"max_completion_tokens":-3', '"stop":5', '"stop":[""]', '"stop":["a","b","c","d","e"]',
+          '"seed":1.5', '"seed":18446744073709551616', '"stream":1', '"stream_options":[]',
+          '"stream_options":{"include_usage":"yes"}', '"n":2', '"presence_penalty":9', '"tools":{}',
+          '"tools":[{"type":"function"}]', '"chat_template_kwargs":[]',
+          '"chat_template_kwargs":{"enable_thinking":0}']
+for i, f in enumerate(fields):
+    bad.append(('field-%02d' % i, CHAT, ('{"messages":[{"role":"user","content":"q"}],%s}' % f).encode()))
+for name, flags, body in bad:
+    req('bad-' + name, flags, body)
 
 # tokenizer (text mode): the tokenizer fixture's texts
 for c in json.load(open('tests/fixtures/tokenizer/cases.json')):

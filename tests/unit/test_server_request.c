@@ -138,6 +138,13 @@ static void bad_bodies(void) {
     check_error("{\"prompt\":\"\"}", P, 400, "prompt");
     check_error("{\"prompt\":{}}", P, 400, "prompt");
     check_error("{\"prompt\":\"a\",\"max_tokens\":1e999}", P, 400, NULL);
+    /* a NUL escaped inside a string: as a C string it would be an empty prompt, a stop string ""
+     * that matches everywhere, a model name matching "demo" by a prefix */
+    check_error("{\"prompt\":\"\\u0000a\"}", P, 400, "prompt");
+    check_error("{\"prompt\":[\"\\u0000\"]}", P, 400, "prompt");
+    check_error("{\"prompt\":\"a\",\"stop\":[\"x\",\"\\u0000x\"]}", P, 400, "stop");
+    check_error("{\"prompt\":\"a\",\"stop\":\"\\u0000\"}", P, 400, "stop");
+    check_error("{\"prompt\":\"a\",\"model\":\"demo\\u0000x\"}", P, 400, "model");
     /* a NUL byte inside: json-c would stop there and accept the part before it */
     struct server_request r;
     struct api_error e;

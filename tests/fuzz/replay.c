@@ -81,7 +81,7 @@ static long replay(const char *path) {
         snprintf(names[n++], len, "%s/%s", path, e->d_name);
     }
     closedir(d);
-    qsort(names, n, sizeof *names, cmp_names);
+    if (n) qsort(names, n, sizeof *names, cmp_names); /* names is NULL for an empty directory */
     long count = 0;
     for (size_t i = 0; i < n; i++) {
         long c = replay(names[i]);

@@ -41,6 +41,7 @@ struct nemotron_session {
     int prev_has_last;
     int32_t prev_argmax;
     int32_t *verify_argmax;
+    float *hidden_check;              /* host [H]: a pass's hidden rows read back for finiteness */
     int broken;                       /* a device error happened in one of its passes: refused until
                                        * freed (its state is whatever the device left) */
     /* The MTP step (made with nemotron_session_params.mtp). Every main pass of tokens leaves its

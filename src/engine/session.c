@@ -58,7 +58,8 @@ static nemotron_status create(nemotron_session *s, nemotron_model *m, const nemo
     s->last_logits = nt_calloc((size_t)m->cfg.vocab_size, sizeof(float));
     s->prev_logits = nt_calloc((size_t)m->cfg.vocab_size, sizeof(float));
     s->verify_argmax = nt_calloc((size_t)(s->verify_max > 0 ? s->verify_max : 1), sizeof(int32_t));
-    if (!s->last_logits || !s->prev_logits || !s->verify_argmax)
+    s->hidden_check = nt_calloc((size_t)m->cfg.hidden_size, sizeof(float));
+    if (!s->last_logits || !s->prev_logits || !s->verify_argmax || !s->hidden_check)
         return nt_fail(&s->err, NEMOTRON_ERR_NOMEM, "out of memory for the logits");
     nt_state_clear(&m->fwd, &s->state);
     s->last_argmax = -1;
@@ -74,6 +75,8 @@ static void release(nemotron_session *s) {
     nt_free(s->prev_logits);
     nt_free(s->verify_argmax);
     nt_free(s->mtp_next);
+    nt_free(s->hidden_check);
+    s->hidden_check = NULL;
     s->last_logits = s->prev_logits = NULL;
     s->verify_argmax = NULL;
     s->mtp_next = NULL;
@@ -162,6 +165,26 @@ static long first_degenerate_row(const float *logits, long rows, int V) {
     return -1;
 }
 
+/* The first position of a pass of n whose final hidden row (acts.x) holds a NaN or an infinity,
+ * or -1. Such a value reaches every later position through the recurrence and the attention, so
+ * the last row tells whether there is one; the others are read back only then. row: host [H]. */
+static int all_finite(const float *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) return 0;
+    return 1;
+}
+static long first_nonfinite_row(nemotron_session *s, int n, float *row) {
+    const struct nt_forward *f = &s->model->fwd;
+    size_t H = (size_t)f->H;
+    f->be->ops->to_host(f->be, row, s->acts.x + (size_t)(n - 1) * H, H * sizeof(float));
+    if (f->be->fault[0] || all_finite(row, H)) return -1;
+    for (int t = 0; t < n - 1; t++) {
+        f->be->ops->to_host(f->be, row, s->acts.x + (size_t)t * H, H * sizeof(float));
+        if (!all_finite(row, H)) return t;
+    }
+    return n - 1;
+}
+
 /* ---- the MTP step ---- */
 
 /* Runs the MTP step over the first n waiting rows (their tokens after them in mtp_next; want:
@@ -235,8 +258,20 @@ static nemotron_status run(nemotron_session *s, const int32_t *tokens, const flo
         int pos0 = s->pos;
         s->pos += chunk;
         off += chunk;
-        long bad = logits ? first_degenerate_row(logits + (size_t)(off - chunk) * V, chunk, V) : -1;
-        if (bad < 0 && last && first_degenerate_row(s->last_logits, 1, V) == 0) bad = chunk - 1;
+        /* Non-finite values are named where they first appear: a pass without logits (a prefill's
+         * earlier ones) by its hidden rows; a pass with logits by them (a non-finite lm_head, or
+         * logits all equal from a hidden state an overflowed norm scaled to zero), refined to the
+         * first non-finite hidden row when there is one. Decoding pays nothing for it. */
+        long bad = -1;
+        if (want == NT_LOGITS_NONE) {
+            bad = first_nonfinite_row(s, chunk, s->hidden_check);
+        } else {
+            if (logits) bad = first_degenerate_row(logits + (size_t)(off - chunk) * V, chunk, V);
+            if (bad < 0 && last && first_degenerate_row(s->last_logits, 1, V) == 0) bad = chunk - 1;
+            long first = bad >= 0 ? first_nonfinite_row(s, chunk, s->hidden_check) : -1;
+            if (first >= 0) bad = first;
+        }
+        if (be->fault[0]) return device_failed(s);
         if (bad >= 0)
             return nt_fail(&s->err, NEMOTRON_ERR_NUMERIC,
                            "the logits of position %ld are not finite (NaN or infinity) or all equal: the "

@@ -132,9 +132,25 @@ PY
 "$bin" generate -m "$work/nan" --tokens 1,2,3 -n 4 >"$work/out" 2>"$work/err"
 rc=$?
 check "NaN weights: generate fails ($rc), prints no ids" test "$rc" -ne 0 -a ! -s "$work/out"
-check "NaN weights: the message names the position" grep -q 'logits of position 2 are not finite' "$work/err"
+check "NaN weights: the message names the position" grep -q 'logits of position 0 are not finite' "$work/err"
 "$bin" run -m "$work/nan" -p "And" -n 4 --temp 0 >"$work/out" 2>"$work/err"
 check "NaN weights: run --temp 0 fails too ($?)" grep -q 'are not finite' "$work/err"
+# a NaN in one token's embedding row: named at that token's position (1), where it first appears
+cp -r "$model" "$work/nanemb"
+python3 - "$work/nanemb/model.safetensors" <<'PY'
+import json, struct, sys
+path = sys.argv[1]
+with open(path, 'r+b') as f:
+    n = struct.unpack('<Q', f.read(8))[0]
+    t = json.loads(f.read(n))['backbone.embeddings.weight']
+    begin = t['data_offsets'][0]
+    H = t['shape'][1]
+    f.seek(8 + n + begin + 2 * H * 2)       # row 2 (BF16)
+    f.write(b'\xc0\x7f' * H)
+PY
+"$bin" generate -m "$work/nanemb" --tokens 1,2,3 -n 4 >"$work/out" 2>"$work/err"
+check "NaN in token 2's embedding row: the position it first appears at (1)" \
+    grep -q 'logits of position 1 are not finite' "$work/err"
 cp -r "$model" "$work/overflow"
 sed -i 's/"routed_scaling_factor": *[0-9.e+-]*/"routed_scaling_factor": 1e38/' "$work/overflow/config.json"
 "$bin" generate -m "$work/overflow" --tokens 1,2,3 -n 4 >"$work/out" 2>"$work/err"

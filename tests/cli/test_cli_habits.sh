@@ -118,17 +118,24 @@ check "model cut short during a run: the message says so" grep -q 'a model file 
 
 # non-finite values are an error naming the position, never sampled from: a NaN in the final
 # norm's weights; a config value that overflows (routed_scaling_factor 1e38)
-cp -r "$model" "$work/nan"
-python3 - "$work/nan/model.safetensors" <<'PY'
+# poison DIR TENSOR [ROW]: a copy of the model in DIR with BF16 NaN over TENSOR (or its row ROW)
+poison() {
+    cp -r "$model" "$1"
+    python3 - "$1/model.safetensors" "$2" "${3:-}" <<'PY'
 import json, struct, sys
-path = sys.argv[1]
+path, name, row = sys.argv[1], sys.argv[2], sys.argv[3]
 with open(path, 'r+b') as f:
     n = struct.unpack('<Q', f.read(8))[0]
-    t = json.loads(f.read(n))['backbone.norm_f.weight']
+    t = json.loads(f.read(n))[name]
     begin, end = t['data_offsets']
+    if row:
+        width = 2 * t['shape'][1]
+        begin, end = begin + int(row) * width, begin + (int(row) + 1) * width
     f.seek(8 + n + begin)
     f.write(b'\xc0\x7f' * ((end - begin) // 2))  # BF16 NaN
 PY
+}
+poison "$work/nan" backbone.norm_f.weight
 "$bin" generate -m "$work/nan" --tokens 1,2,3 -n 4 >"$work/out" 2>"$work/err"
 rc=$?
 check "NaN weights: generate fails ($rc), prints no ids" test "$rc" -ne 0 -a ! -s "$work/out"
@@ -136,18 +143,7 @@ check "NaN weights: the message names the position" grep -q 'logits of position 
 "$bin" run -m "$work/nan" -p "And" -n 4 --temp 0 >"$work/out" 2>"$work/err"
 check "NaN weights: run --temp 0 fails too ($?)" grep -q 'are not finite' "$work/err"
 # a NaN in one token's embedding row: named at that token's position (1), where it first appears
-cp -r "$model" "$work/nanemb"
-python3 - "$work/nanemb/model.safetensors" <<'PY'
-import json, struct, sys
-path = sys.argv[1]
-with open(path, 'r+b') as f:
-    n = struct.unpack('<Q', f.read(8))[0]
-    t = json.loads(f.read(n))['backbone.embeddings.weight']
-    begin = t['data_offsets'][0]
-    H = t['shape'][1]
-    f.seek(8 + n + begin + 2 * H * 2)       # row 2 (BF16)
-    f.write(b'\xc0\x7f' * H)
-PY
+poison "$work/nanemb" backbone.embeddings.weight 2
 "$bin" generate -m "$work/nanemb" --tokens 1,2,3 -n 4 >"$work/out" 2>"$work/err"
 check "NaN in token 2's embedding row: the position it first appears at (1)" \
     grep -q 'logits of position 1 are not finite' "$work/err"

@@ -585,13 +585,20 @@ void nemotron_session_reset(nemotron_session *s) {
     s->mtp_follow = s->mtp;
 }
 
-nemotron_status nt_session_mtp_draft(nemotron_session *s, int32_t next, int k, int32_t *drafts, int *n) {
-    *n = 0;
+/* A session with the MTP step that can run (usable, its device not failed). */
+static nemotron_status mtp_usable(nemotron_session *s) {
     nemotron_status st = usable(s);
     if (st) return st;
-    NT_ASSERT(s->mtp && k >= 1 && k <= NT_MTP_CHAIN_ROWS && next >= 0 && next < s->model->fwd.V);
+    NT_ASSERT(s->mtp);
+    return s->model->fwd.be->fault[0] ? device_failed(s) : NEMOTRON_OK;
+}
+
+nemotron_status nt_session_mtp_draft(nemotron_session *s, int32_t next, int k, int32_t *drafts, int *n) {
+    *n = 0;
+    nemotron_status st = mtp_usable(s);
+    if (st) return st;
+    NT_ASSERT(k >= 1 && k <= NT_MTP_CHAIN_ROWS && next >= 0 && next < s->model->fwd.V);
     struct nt_backend *be = s->model->fwd.be;
-    if (be->fault[0]) return device_failed(s);
     if (!s->mtp_rows) return NEMOTRON_OK;
     s->verify_n = 0; /* its passes overwrite the verify pass's rows */
     mtp_run_waiting(s, next, NT_LOGITS_LAST);
@@ -613,12 +620,10 @@ nemotron_status nt_session_mtp_draft(nemotron_session *s, int32_t next, int k, i
 }
 
 nemotron_status nt_session_mtp_settle(nemotron_session *s) {
-    nemotron_status st = usable(s);
+    nemotron_status st = mtp_usable(s);
     if (st) return st;
-    NT_ASSERT(s->mtp);
     const struct nt_forward *f = &s->model->fwd;
     struct nt_backend *be = f->be;
-    if (be->fault[0]) return device_failed(s);
     int r = s->mtp_rows;
     if (r < 2) return NEMOTRON_OK;
     /* the last row waits on: kept aside in the embeddings buffer (free between passes) while the
@@ -635,11 +640,10 @@ nemotron_status nt_session_mtp_settle(nemotron_session *s) {
 }
 
 nemotron_status nt_session_mtp_catch_up(nemotron_session *s, int32_t next) {
-    nemotron_status st = usable(s);
+    nemotron_status st = mtp_usable(s);
     if (st) return st;
-    NT_ASSERT(s->mtp && next >= 0 && next < s->model->fwd.V);
+    NT_ASSERT(next >= 0 && next < s->model->fwd.V);
     struct nt_backend *be = s->model->fwd.be;
-    if (be->fault[0]) return device_failed(s);
     if (!s->mtp_rows) return NEMOTRON_OK;
     s->verify_n = 0;
     mtp_run_waiting(s, next, NT_LOGITS_NONE);
@@ -650,11 +654,10 @@ nemotron_status nt_session_mtp_catch_up(nemotron_session *s, int32_t next) {
 
 nemotron_status nt_session_mtp_logits(nemotron_session *s, int32_t next, float *logits, int *rows) {
     *rows = 0;
-    nemotron_status st = usable(s);
+    nemotron_status st = mtp_usable(s);
     if (st) return st;
-    NT_ASSERT(s->mtp && next >= 0 && next < s->model->fwd.V);
+    NT_ASSERT(next >= 0 && next < s->model->fwd.V);
     struct nt_backend *be = s->model->fwd.be;
-    if (be->fault[0]) return device_failed(s);
     int r = s->mtp_rows;
     if (!r) return NEMOTRON_OK;
     s->verify_n = 0;

@@ -54,6 +54,12 @@ struct nt_pass {
     float *hidden_out;        /* resident [n][hidden] or NULL: the pass also leaves a copy of its
                                * positions' final hidden rows (after norm_f: the MTP step's input)
                                * here; a session sets it on all or none of its main passes */
+    int rehearse;             /* only record the program of this pass's kind for the passes of
+                               * that kind to come (backend.programs): nothing runs, nothing is
+                               * written, pos0 and the tokens are not read. The backend may
+                               * decline (a setup the program needs, made by the first pass that
+                               * uses it, has not happened yet): the kind is then recorded as if
+                               * never rehearsed */
     void *scratch;            /* resident, pass_scratch_bytes for the session's pass_max: the
                                * backend's working memory for the pass (the CPU keeps quantized
                                * activations there); owned by the session, so sessions on
@@ -196,6 +202,11 @@ struct nt_backend_ops {
      * never wins (a row of NaN only gives 0). */
     void (*argmax)(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out);
 
+    /* Optional (NULL: never busy). Whether work this thread queued is still running on the
+     * device: while it is, a session rehearses the pass kinds it expects (nt_pass.rehearse), on
+     * a host that would otherwise only wait. */
+    int (*busy)(struct nt_backend *be);
+
     /* Optional (NULL: none). The read bandwidth of the backend's resident memory in bytes/s,
      * measured now (benchmarks hold decoding against it); 0 when it cannot be measured. */
     double (*read_bandwidth)(struct nt_backend *be);
@@ -205,6 +216,10 @@ struct nt_backend {
     const struct nt_backend_ops *ops;
     int n_threads;            /* host threads the backend's operations use */
     int pass_default;         /* the pass size sessions take when they do not choose one */
+    int programs;             /* it keeps pass programs (the CUDA backend's graphs: begin_pass
+                               * records a kind's program once and replays it) and asks sessions
+                               * to rehearse the kinds they expect (nt_pass.rehearse), which takes
+                               * the recording off the kind's passes */
     char device[128];         /* what it runs on, for people: "cpu", "cuda:0 (NVIDIA H200)" */
     char alloc_error[256];    /* why the last alloc/upload returned NULL: the bytes asked for and
                                * the bytes free ("" when none failed); the loader quotes it */

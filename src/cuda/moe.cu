@@ -221,7 +221,8 @@ __global__ void k_moe_combine(int n, int k, int L, const float *wts, const float
 
 /* The device table of an expert array's data pointers, made on first use (moe_limits checked at
  * load that all experts share dtype and shape: the grouped kernels read one shape). NULL, with
- * the fault recorded, when the table cannot be made. */
+ * the fault recorded, when the table cannot be made; NULL, with the rehearsal declined, when a
+ * rehearsal needs a table no pass has made yet. */
 static const uint8_t *const *expert_table(struct nt_backend *be, const struct nt_matrix *m, int E) {
     struct cuda_backend *b = cb(be);
     pthread_mutex_lock(&b->lock);
@@ -230,6 +231,11 @@ static const uint8_t *const *expert_table(struct nt_backend *be, const struct nt
             pthread_mutex_unlock(&b->lock);
             return t->dev;
         }
+    if (pass_rehearsing()) { /* the table is made with an allocation and a wait: by a pass that runs */
+        pthread_mutex_unlock(&b->lock);
+        pass_decline();
+        return NULL;
+    }
     const uint8_t **host = (const uint8_t **)malloc((size_t)E * sizeof *host);
     struct expert_table *t = (struct expert_table *)calloc(1, sizeof *t);
     const uint8_t **dev = NULL;

@@ -43,10 +43,17 @@ struct pass_graph {
     int snap, embd;              /* a verify pass; the input is embeddings (not tokens) */
     int mtp, keep;               /* the MTP step's program; the pass keeps its hidden rows */
     int runs;                    /* eager runs so far (the program is captured on the second) */
+    int rehearsed;               /* exec was recorded by a rehearsal: the kind's first pass runs
+                                  * eagerly and keeps it only if its fingerprint is the same */
     uint64_t print;              /* fingerprint of every operation and argument of the pass */
     cudaGraphExec_t exec;        /* NULL until captured */
     uint64_t used;               /* clock of the last use: the least recently used is evicted */
 };
+
+/* When sessions rehearse the pass kinds they expect (backend.h: nt_pass.rehearse, ops.busy):
+ * while the device is busy with the thread's work (the default), never ("0": to compare), or at
+ * every chance ("always": tests, where the emulation is never busy). */
+enum { REHEARSE_WHILE_BUSY, REHEARSE_NEVER, REHEARSE_ALWAYS };
 
 /* Passes kept captured per backend: a decode kind, a full prefill kind and a remainder or two
  * per live session, and with speculation a verify kind per draft length (2 .. K + 1) and an MTP
@@ -65,6 +72,8 @@ struct cuda_backend {
     struct pass_graph graphs[MAX_GRAPHS];
     uint64_t clock;
     int no_graphs;               /* NEMOTRON_CUDA_GRAPHS=0: every pass eager (to compare, profile) */
+    int log_graphs;              /* NEMOTRON_CUDA_GRAPHS=log: each capture's kind and cost on stderr */
+    int rehearse;                /* NEMOTRON_CUDA_REHEARSE: REHEARSE_* below */
     int profile;                 /* NEMOTRON_CUDA_PROFILE=1: eager passes, each operation timed */
 };
 
@@ -139,12 +148,17 @@ const char *dtype_name(int dt);
 /* Whether a pass is open on this thread (between begin_pass and end_pass): an operation that
  * would wait for the stream must not then (a capture cannot contain a wait). */
 bool pass_open(void);
+/* Whether the open pass is a rehearsal (nt_pass.rehearse): an operation whose setup has not
+ * happened yet (it would allocate and wait) declines it with pass_decline instead. */
+bool pass_rehearsing(void);
+void pass_decline(void);
 
 /* Drops the captured programs of the session whose pass scratch is `scratch`. */
 void drop_graphs_of(struct cuda_backend *b, const void *scratch);
 
 /* ---- the operations (backend_cuda.cu puts them in the table) -------------------------------- */
 
+int be_busy(struct nt_backend *be);
 void be_begin_pass(struct nt_backend *be, const struct nt_pass *p);
 void be_end_pass(struct nt_backend *be, const struct nt_pass *p);
 size_t be_pass_scratch_bytes(struct nt_backend *be, int64_t max_cols, int n);

@@ -11,18 +11,34 @@
  * backend's fault rather than computed with stale buffers. One launch per pass instead of ~600
  * (Nemotron-3-Nano) removes the launch overhead that otherwise bounds decoding. The state is per
  * host thread: a session runs a pass on one thread.
+ *
+ * REHEARSALS (nt_pass.rehearse). Capturing costs the host 0.3 - 1 ms a kind on the demo model,
+ * paid in the middle of decoding; a session instead rehearses the kinds it expects while the
+ * device runs a pass it queued (src/engine/rehearsal.c): the program is captured and instantiated
+ * without launching, and the kind's first pass runs eagerly and keeps it if their fingerprints
+ * agree (later passes replay it). An operation whose first use makes a setup (an allocation and
+ * a wait: the expert tables) declines a rehearsal instead.
+ *
+ * The environment, for development: NEMOTRON_CUDA_GRAPHS=0 runs every pass eagerly, =log prints
+ * each capture and rehearsal with its cost; NEMOTRON_CUDA_REHEARSE=0 turns rehearsals off,
+ * =always makes them at every chance (the emulation, never busy, tests them so).
  */
 #include "ops.cuh"
 #include "products.cuh"
 
 #include <stdarg.h>
+#include <time.h>
 
-enum pass_mode { MODE_NONE, MODE_EAGER, MODE_CAPTURE, MODE_REPLAY };
+/* MODE_REHEARSE captures without launching; MODE_SKIP, like MODE_REPLAY, only fingerprints (a
+ * rehearsal of a kind already recorded, or under NEMOTRON_CUDA_GRAPHS=0). */
+enum pass_mode { MODE_NONE, MODE_EAGER, MODE_CAPTURE, MODE_REPLAY, MODE_REHEARSE, MODE_SKIP };
 struct pass_run {
     enum pass_mode mode;
     struct pass_graph *g;
     uint64_t print;
     enum cuda_op op; /* the operation running now, for fault messages */
+    bool declined;   /* an operation of the rehearsal declined it (pass_decline) */
+    double t0_ms;    /* when a logged capture began (NEMOTRON_CUDA_GRAPHS=log) */
 };
 static thread_local struct pass_run cur;
 
@@ -33,6 +49,10 @@ static const char *const op_names[] = {
 const char *op_now(void) { return op_names[cur.op]; }
 
 bool pass_open(void) { return cur.mode != MODE_NONE; }
+
+bool pass_rehearsing(void) { return cur.mode == MODE_REHEARSE; }
+
+void pass_decline(void) { cur.declined = true; }
 
 size_t be_pass_scratch_bytes(struct nt_backend *be, int64_t max_cols, int n) {
     return META_BYTES + tok_bytes(n) + (size_t)(n > 0 ? n : 0) * pk_qx_stride(max_cols);
@@ -55,7 +75,7 @@ bool op_start(struct nt_backend *be, enum cuda_op op, const uint64_t *v, int nv)
     uint64_t h = mix64(cur.print, (uint64_t)op);
     for (int i = 0; i < nv; i++) h = mix64(h, v[i]);
     cur.print = h;
-    return cur.mode == MODE_REPLAY;
+    return cur.mode == MODE_REPLAY || cur.mode == MODE_SKIP || cur.declined;
 }
 
 /* ---- the profile --------------------------------------------------------------------------- */
@@ -123,6 +143,12 @@ void prof_print(void) {
     prof_n = 0;
 }
 
+static double wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
 /* ---- programs ------------------------------------------------------------------------------ */
 
 void drop_graphs_of(struct cuda_backend *b, const void *scratch) {
@@ -165,14 +191,54 @@ static struct pass_graph *graph_slot(struct cuda_backend *b, const struct nt_pas
     return g;
 }
 
+int be_busy(struct nt_backend *be) {
+    struct cuda_backend *b = cb(be);
+    if (b->rehearse == REHEARSE_ALWAYS) return 1;
+    /* an error here (a fault of the work queued) is the next waiting call's to report */
+    return !FAULTED(be) && cudaSetDevice(b->device) == cudaSuccess && cudaStreamQuery(ST) == cudaErrorNotReady;
+}
+
+/* A rehearsal (nt_pass.rehearse): the kind's program captured and instantiated, not launched,
+ * unless the kind already has one (or graphs are off): then the operations only fingerprint. The
+ * meta and tokens are not written: the device may still be running the pass before, which reads
+ * them, and the kind's passes write their own. */
+static void begin_rehearsal(struct cuda_backend *b, const struct nt_pass *p) {
+    struct nt_backend *be = &b->base;
+    cur.g = graph_slot(b, p);
+    cur.declined = false;
+    if (cur.g->exec || b->no_graphs) {
+        cur.mode = MODE_SKIP;
+        return;
+    }
+    if (b->log_graphs) cur.t0_ms = wall_ms();
+    if (CK(be, cudaSetDevice(b->device)) && CK(be, cudaStreamBeginCapture(ST, cudaStreamCaptureModeThreadLocal)))
+        cur.mode = MODE_REHEARSE;
+}
+
+static void end_rehearsal(struct nt_backend *be, struct pass_graph *g) {
+    cudaGraph_t graph = NULL;
+    if (!CK(be, cudaStreamEndCapture(ST, &graph))) return;
+    if (!cur.declined && CK(be, cudaGraphInstantiate(&g->exec, graph, 0))) {
+        g->print = cur.print;
+        g->rehearsed = 1;
+    }
+    cudaGraphDestroy(graph);
+    if (cb(be)->log_graphs)
+        fprintf(stderr, "cuda graph: rehearsed n=%d want=%d snap=%d embd=%d mtp=%d keep=%d%s: %.3f ms\n", g->n,
+                g->want, g->snap, g->embd, g->mtp, g->keep, cur.declined ? " (declined: a setup is missing)" : "",
+                wall_ms() - cur.t0_ms);
+}
+
 void be_begin_pass(struct nt_backend *be, const struct nt_pass *p) {
     struct cuda_backend *b = cb(be);
     cur.mode = MODE_NONE;
     cur.g = NULL;
     cur.print = 0;
+    cur.declined = false;
     cur.op = OP_BEGIN_PASS;
     if (FAULTED(be)) return;
     if (p->n <= 0 || !p->scratch) return cuda_fault(be, "begin_pass: a pass needs positions and its scratch");
+    if (p->rehearse) return begin_rehearsal(b, p);
     /* pageable sources: each copy returns once the bytes are staged, so nothing here outlives the
      * call; stream order puts them before the pass's kernels */
     struct pass_meta m = {p->pos0, p->n};
@@ -183,8 +249,12 @@ void be_begin_pass(struct nt_backend *be, const struct nt_pass *p) {
                                              (size_t)p->n * sizeof(int32_t), cudaMemcpyHostToDevice, ST)))
         return;
     cur.g = graph_slot(b, p);
-    enum pass_mode mode = cur.g->exec ? MODE_REPLAY : cur.g->runs ? MODE_CAPTURE : MODE_EAGER;
+    /* a rehearsed program is checked by the kind's first pass, which runs eagerly */
+    enum pass_mode mode = cur.g->exec && !cur.g->rehearsed ? MODE_REPLAY
+                        : cur.g->runs && !cur.g->exec     ? MODE_CAPTURE
+                                                          : MODE_EAGER;
     if (b->no_graphs) mode = MODE_EAGER;
+    if (mode == MODE_CAPTURE && b->log_graphs) cur.t0_ms = wall_ms();
     if (mode == MODE_CAPTURE && !CK(be, cudaStreamBeginCapture(ST, cudaStreamCaptureModeThreadLocal))) return;
     cur.mode = mode;
 }
@@ -222,17 +292,37 @@ void be_end_pass(struct nt_backend *be, const struct nt_pass *p) {
     cur.g = NULL;
     cur.op = OP_END_PASS;
     if (FAULTED(be)) {
-        if (mode == MODE_CAPTURE) abandon_capture(g);
+        if (mode == MODE_CAPTURE || mode == MODE_REHEARSE) abandon_capture(g);
         return;
     }
     switch (mode) {
     case MODE_EAGER:
+        if (g->rehearsed) {
+            /* the rehearsal's program is this pass's (the contract: one program per kind), or,
+             * were it not, dropped for the ordinary capture */
+            g->rehearsed = 0;
+            if (cur.print != g->print) {
+                cudaGraphExecDestroy(g->exec);
+                g->exec = NULL;
+            }
+            if (cb(be)->log_graphs)
+                fprintf(stderr, "cuda graph: n=%d want=%d snap=%d mtp=%d keep=%d: the rehearsed program %s\n", g->n,
+                        g->want, g->snap, g->mtp, g->keep, g->exec ? "is the pass's" : "differs: dropped");
+        }
         g->print = cur.print;
         g->runs++;
+        break;
+    case MODE_REHEARSE:
+        end_rehearsal(be, g);
+        break;
+    case MODE_SKIP:
         break;
     case MODE_CAPTURE: {
         cudaGraph_t graph;
         if (CK(be, cudaStreamEndCapture(ST, &graph))) launch_captured(be, g, graph);
+        if (cb(be)->log_graphs)
+            fprintf(stderr, "cuda graph: captured n=%d want=%d snap=%d embd=%d mtp=%d keep=%d after %d eager runs: %.3f ms\n",
+                    g->n, g->want, g->snap, g->embd, g->mtp, g->keep, g->runs, wall_ms() - cur.t0_ms);
         break;
     }
     case MODE_REPLAY:

@@ -22,6 +22,20 @@ struct nemotron_model {
     int n_stop;
 };
 
+/* The kinds of pass a session runs, as far as a backend's pass programs tell them apart. */
+enum nt_pass_type {
+    NT_PASS_MAIN,                     /* the model's layers over tokens, e.g. a decode step */
+    NT_PASS_VERIFY,                   /* the same with snapshots (nemotron_session_verify) */
+    NT_PASS_MTP                       /* the MTP step (nt_forward_mtp_pass) */
+};
+struct nt_expected {
+    enum nt_pass_type type;
+    int n;
+    enum nt_logits want;
+};
+/* rehearsal.c: a decode step, the first few verify sizes and two MTP sizes */
+#define NT_EXPECTED_MAX 8
+
 struct nemotron_session {
     struct nt_err err;
     nemotron_model *model;
@@ -52,7 +66,25 @@ struct nemotron_session {
      * switched itself off), they are dropped instead, and the MTP skips those positions. */
     int mtp, mtp_follow, mtp_rows;
     int32_t *mtp_next;                /* host [pass_max] */
+    /* The pass kinds it expects and has not rehearsed yet, in the order they will likely come
+     * (rehearsal.c); mtp_ran: an MTP pass ran, so its kinds can be rehearsed. */
+    struct nt_expected expected[NT_EXPECTED_MAX];
+    int n_expected, mtp_ran;
 };
+
+/* A main pass of tokens (snap: a verify pass) and an MTP pass as the session runs them, built in
+ * one place so that a rehearsal of a kind (rehearsal.c) is the kind's pass. */
+struct nt_pass nt_session_main_pass(const nemotron_session *s, const int32_t *tokens, int n, enum nt_logits want,
+                                    int snap);
+struct nt_pass nt_session_mtp_pass(const nemotron_session *s, int pos0, const int32_t *tokens, int n,
+                                   enum nt_logits want);
+
+/* Adds a kind to the passes the session expects (duplicates and kinds it cannot run are
+ * ignored); nothing on a backend that keeps no pass programs. */
+void nt_session_expect(nemotron_session *s, enum nt_pass_type type, int n, enum nt_logits want);
+/* Called after a pass was queued, before waiting for it: rehearses expected kinds while the device
+ * is still busy, so that their programs are recorded on a host that would otherwise wait. */
+void nt_session_rehearse_while_busy(nemotron_session *s);
 
 /* Drafts up to k tokens with the session's MTP step (a session made with mtp), `next` being the
  * token after the session's last position (picked, not evaluated): the step runs the waiting

@@ -63,6 +63,7 @@ static nemotron_status create(nemotron_session *s, nemotron_model *m, const nemo
         return nt_fail(&s->err, NEMOTRON_ERR_NOMEM, "out of memory for the logits");
     nt_state_clear(&m->fwd, &s->state);
     s->last_argmax = -1;
+    nt_session_expect(s, NT_PASS_MAIN, 1, NT_LOGITS_LAST); /* a decode step */
     return NEMOTRON_OK;
 }
 
@@ -185,17 +186,45 @@ static long first_nonfinite_row(nemotron_session *s, int n, float *row) {
     return n - 1;
 }
 
+/* ---- passes ---- */
+
+struct nt_pass nt_session_main_pass(const nemotron_session *s, const int32_t *tokens, int n, enum nt_logits want,
+                                    int snap) {
+    struct nt_pass p = {.n = n, .pos0 = s->pos, .tokens = tokens, .snap = snap, .want = want,
+                        .hidden_out = s->mtp ? s->acts.hidden : NULL, .scratch = s->acts.scratch};
+    return p;
+}
+
+struct nt_pass nt_session_mtp_pass(const nemotron_session *s, int pos0, const int32_t *tokens, int n,
+                                   enum nt_logits want) {
+    struct nt_pass p = {.n = n, .pos0 = pos0, .tokens = tokens, .mtp = 1, .want = want, .scratch = s->acts.scratch};
+    return p;
+}
+
+/* Queues a pass on the backend (a CPU pass runs now), then uses the wait for the kinds expected. */
+static void launch(nemotron_session *s, const struct nt_pass *p) {
+    nt_pass_enter();
+    nt_forward_pass(&s->model->fwd, &s->state, &s->acts, p);
+    nt_pass_leave();
+    nt_session_rehearse_while_busy(s);
+}
+
+static void launch_mtp(nemotron_session *s, const struct nt_pass *p) {
+    nt_pass_enter();
+    nt_forward_mtp_pass(&s->model->fwd, &s->state, &s->acts, p);
+    nt_pass_leave();
+    s->mtp_ran = 1;
+    nt_session_rehearse_while_busy(s);
+}
+
 /* ---- the MTP step ---- */
 
 /* Runs the MTP step over the first n waiting rows (their tokens after them in mtp_next; want:
  * the logits it leaves in acts). The caller says what waits afterwards. */
 static void mtp_run(nemotron_session *s, int n, enum nt_logits want) {
     NT_ASSERT(n > 0 && n <= s->mtp_rows && s->mtp_rows <= s->pass_max);
-    struct nt_pass p = {.n = n, .pos0 = s->pos - s->mtp_rows, .tokens = s->mtp_next, .mtp = 1, .want = want,
-                        .scratch = s->acts.scratch};
-    nt_pass_enter();
-    nt_forward_mtp_pass(&s->model->fwd, &s->state, &s->acts, &p);
-    nt_pass_leave();
+    struct nt_pass p = nt_session_mtp_pass(s, s->pos - s->mtp_rows, s->mtp_next, n, want);
+    launch_mtp(s, &p);
 }
 
 /* Runs the MTP step over every waiting row, next being the token after the last. No row waits
@@ -230,21 +259,17 @@ static nemotron_status run(nemotron_session *s, const int32_t *tokens, const flo
         int chunk = n - off < s->pass_max ? n - off : s->pass_max;
         int last = off + chunk == n;
         enum nt_logits want = logits ? NT_LOGITS_ALL : last ? NT_LOGITS_LAST : NT_LOGITS_NONE;
-        struct nt_pass p = {.n = chunk, .pos0 = s->pos, .want = want, .scratch = s->acts.scratch};
+        struct nt_pass p;
         if (embd) {
             be->ops->write(be, s->acts.embd, embd + (size_t)off * H, (size_t)chunk * H * sizeof(float));
-            p.embd = s->acts.embd;
+            p = (struct nt_pass){.n = chunk, .pos0 = s->pos, .embd = s->acts.embd, .want = want,
+                                 .scratch = s->acts.scratch};
             s->mtp_rows = 0; /* the MTP step takes tokens: it skips what waits and these */
         } else {
-            p.tokens = tokens + off;
-            if (s->mtp) {
-                mtp_before_pass(s, p.tokens[0]);
-                p.hidden_out = s->acts.hidden;
-            }
+            p = nt_session_main_pass(s, tokens + off, chunk, want, 0);
+            if (s->mtp) mtp_before_pass(s, p.tokens[0]);
         }
-        nt_pass_enter();
-        nt_forward_pass(f, &s->state, &s->acts, &p);
-        nt_pass_leave();
+        launch(s, &p);
         if (p.hidden_out) mtp_after_pass(s, p.tokens, chunk);
         if (logits)
             be->ops->to_host(be, logits + (size_t)off * V, s->acts.logits, (size_t)chunk * V * sizeof(float));
@@ -312,15 +337,9 @@ nemotron_status nemotron_session_verify(nemotron_session *s, const int32_t *toke
     const struct nt_forward *f = &s->model->fwd;
     struct nt_backend *be = f->be;
     if (be->fault[0]) return device_failed(s);
-    struct nt_pass p = {.n = n, .pos0 = s->pos, .tokens = tokens, .snap = 1, .want = NT_LOGITS_ARGMAX,
-                        .scratch = s->acts.scratch};
-    if (s->mtp) {
-        mtp_before_pass(s, tokens[0]);
-        p.hidden_out = s->acts.hidden;
-    }
-    nt_pass_enter();
-    nt_forward_pass(f, &s->state, &s->acts, &p);
-    nt_pass_leave();
+    if (s->mtp) mtp_before_pass(s, tokens[0]);
+    struct nt_pass p = nt_session_main_pass(s, tokens, n, NT_LOGITS_ARGMAX, 1);
+    launch(s, &p);
     if (p.hidden_out) mtp_after_pass(s, tokens, n);
     /* the last logits before the pass stay at hand for accept(0) */
     float *before = s->last_logits;
@@ -606,11 +625,8 @@ nemotron_status nt_session_mtp_draft(nemotron_session *s, int32_t next, int k, i
     /* each chained step at the position after the last: its KV row is the MTP's guess, redone
      * by the waiting rows' run once the position is verified */
     for (int j = 1; j < k && !be->fault[0]; j++) {
-        struct nt_pass p = {.n = 1, .pos0 = s->pos + j - 1, .tokens = &drafts[j - 1], .mtp = 1,
-                            .want = NT_LOGITS_LAST, .scratch = s->acts.scratch};
-        nt_pass_enter();
-        nt_forward_mtp_pass(&s->model->fwd, &s->state, &s->acts, &p);
-        nt_pass_leave();
+        struct nt_pass p = nt_session_mtp_pass(s, s->pos + j - 1, &drafts[j - 1], 1, NT_LOGITS_LAST);
+        launch_mtp(s, &p);
         be->ops->to_host(be, &drafts[j], s->acts.argmax, sizeof(int32_t));
     }
     if (be->fault[0]) return device_failed(s);

@@ -29,9 +29,11 @@
  * long enough that what the steps since the last judgement lost against plain decoding (its
  * catch-up and drafts: tens of steps, where an n-gram probe loses a step or two) is at most
  * PROBE_SHARE of it: what made it not pay (the draft's cost on this device) rarely changes, and
- * probing again must not cost more than the bound the pay check keeps (5 %). */
+ * probing again must not cost more than the bound the pay check keeps (5 %), which the first
+ * judgement's loss shares (2 % rather than 3: a 256-token run of the demo's MTP step lost 5 - 8 %
+ * with 3, docs/PERF.md). */
 #define BACKOFF_MAX_UNPAID 1024
-#define PROBE_SHARE 0.03
+#define PROBE_SHARE 0.02
 /* the most tokens a draft model catches up on after a switch-off (draft_catch_up) */
 #define CATCH_UP_MAX 32
 /* The pay check (both drafters): a verify step that keeps some drafts can still cost more than
@@ -46,11 +48,14 @@
 #define RATE_WEIGHT 0.25
 #define RATE_REFRESH 64
 /* A drafter whose drafts cost passes (a draft model, the MTP step) is judged early: once its
- * verify steps have EARLY_SAMPLES samples at under EARLY_SHARE of the plain rate, waiting for
- * RATE_SAMPLES would only lose more (on the H200 the demo's MTP drafts cost a short run 15 %
- * before they were judged: docs/PERF.md). */
+ * verify steps have EARLY_SAMPLES samples at under EARLY_SHARE of the plain rate, or its first
+ * one ran under FIRST_SHARE of it (one token for more than two plain steps' time: its drafts
+ * all failed), waiting for RATE_SAMPLES would only lose more (on the H200 the demo's MTP drafts
+ * cost a short run 15 % before they were judged, and each verify step then still lost about two
+ * plain steps: docs/PERF.md). */
 #define EARLY_SAMPLES 2
 #define EARLY_SHARE 0.7
+#define FIRST_SHARE 0.5
 
 enum drafter { DRAFT_NGRAM, DRAFT_MODEL, DRAFT_MTP, DRAFT_FN };
 
@@ -90,6 +95,29 @@ struct nemotron_spec {
 nemotron_spec_params nemotron_spec_default_params(void) {
     nemotron_spec_params p = {.spec_max = SPEC_DEFAULT_K};
     return p;
+}
+
+/* Whether the drafter's drafts cost passes: a draft model's or the MTP step's (n-gram lookup's
+ * cost nothing; a caller's function is the caller's). */
+static int costly(const nemotron_spec *sp) { return sp->kind == DRAFT_MODEL || sp->kind == DRAFT_MTP; }
+
+/* The passes the decoder's first steps run, for the session to rehearse while the prompt's pass
+ * runs (rehearsal.c): verify passes of the first draft length, of 1 and 2 drafts (a step that
+ * kept fewer drafts asks for kept + 1 next), then of the lengths it doubles to; the MTP step's
+ * draft (one row, or the two a kept draft leaves waiting). */
+static void expect_passes(nemotron_spec *sp) {
+    nemotron_session *s = sp->target;
+    nt_session_expect(s, NT_PASS_VERIFY, 1 + sp->draft_len, NT_LOGITS_ARGMAX);
+    if (sp->kind == DRAFT_MTP) {
+        nt_session_expect(s, NT_PASS_MTP, 1, NT_LOGITS_LAST);
+        nt_session_expect(s, NT_PASS_MTP, 2, NT_LOGITS_LAST);
+    }
+    for (int d = 1; d <= 2 && d <= sp->K; d++) nt_session_expect(s, NT_PASS_VERIFY, 1 + d, NT_LOGITS_ARGMAX);
+    /* a costly drafter's longer drafts come only once its first ones land (rarely, where the pay
+     * check keeps it on at all): the wait for them is better spent on its MTP kinds */
+    int longest = costly(sp) ? 4 : sp->K;
+    for (int d = sp->draft_len * 2; d < 2 * longest; d *= 2)
+        nt_session_expect(s, NT_PASS_VERIFY, 1 + (d < longest ? d : longest), NT_LOGITS_ARGMAX);
 }
 
 static nemotron_status create(nemotron_spec *sp, nemotron_session *target, nemotron_sampler *sampler,
@@ -148,6 +176,7 @@ static nemotron_status create(nemotron_spec *sp, nemotron_session *target, nemot
     sp->history = nt_calloc((size_t)sp->cap_hist, sizeof(int32_t));
     sp->logits = nt_calloc((size_t)sp->V, sizeof(float));
     if (!sp->history || !sp->logits) return nt_fail(&sp->err, NEMOTRON_ERR_NOMEM, "out of memory for the history");
+    expect_passes(sp);
     return NEMOTRON_OK;
 }
 
@@ -325,9 +354,6 @@ static nemotron_status plain_step(nemotron_spec *sp, int32_t *out) {
     return NEMOTRON_OK;
 }
 
-/* Whether the drafter's drafts cost passes: a draft model's or the MTP step's (n-gram lookup's
- * cost nothing; a caller's function is the caller's). */
-static int costly(const nemotron_spec *sp) { return sp->kind == DRAFT_MODEL || sp->kind == DRAFT_MTP; }
 
 /* Whether this step drafts: not while switched off, nor when the pay check wants a timed plain
  * step because the verify steps were timed and its plain rate has too few samples, or an old one
@@ -402,7 +428,8 @@ static void adapt(nemotron_spec *sp, int n_draft, int kept) {
     } else {
         sp->draft_len = kept + 1 > 1 ? kept + 1 : 1;
     }
-    int early = costly(sp) && sp->n_rate_spec >= EARLY_SAMPLES && sp->rate_spec < EARLY_SHARE * sp->rate_plain;
+    int early = costly(sp) && ((sp->n_rate_spec >= EARLY_SAMPLES && sp->rate_spec < EARLY_SHARE * sp->rate_plain) ||
+                               (sp->n_rate_spec == 1 && sp->rate_spec < FIRST_SHARE * sp->rate_plain));
     if (sp->n_rate_plain >= RATE_SAMPLES && (sp->n_rate_spec >= RATE_SAMPLES || early)) {
         sp->unpaid = sp->rate_spec < sp->rate_plain;
         double lost_steps = sp->probe_s * sp->rate_plain - sp->probe_tokens;

@@ -13,7 +13,11 @@
 #   - greedy tokens of the demo model (16 fast, 32 full) equal the CPU's, bf16 and default mix;
 #   - within CUDA, a 72-token prompt of the default-mix demo in one pass (tensor-core products),
 #     in passes of 7 and of 1 (dp4a products) gives bit-identical logits (one arithmetic per
-#     position). tests/gpu/run.sh checks more of this on a GPU, where it is fast.
+#     position). tests/gpu/run.sh checks more of this on a GPU, where it is fast;
+#   - rehearsed pass programs (src/engine/rehearsal.c; NEMOTRON_CUDA_REHEARSE=always rehearses at
+#     every chance, since the emulated device is never busy): speculative runs of the demo (n-gram,
+#     MTP) print plain decoding's tokens, every kind they rehearse is confirmed by its first pass
+#     and never captured again, and none differs or is declined.
 # Runs in the release and the ASan build (there every kernel's memory access is checked); skipped,
 # with a line saying so, on a machine that is not x86-64 (no emulated binary). Needs python3 with
 # numpy.
@@ -95,5 +99,30 @@ for p in 512 7 1; do
 done
 for p in 512 7; do
     if cmp -s "$work/p1.npy" "$work/p$p.npy"; then pass; else fail "logits of passes of $p differ from passes of 1"; fi
+done
+
+# rehearsed pass programs: the output is plain decoding's, and the log says each rehearsed kind was
+# the pass's program (its first pass confirms it) and was not captured again
+quote="In the beginning God created the heaven and the earth. In the beginning God"
+"$emu" run -m $demo -p "$quote" -n 12 --temp 0 --ignore-eos --device cuda >"$work/r.plain" 2>/dev/null ||
+    fail "rehearsal: plain run"
+for spec in ngram mtp; do
+    if NEMOTRON_CUDA_REHEARSE=always NEMOTRON_CUDA_GRAPHS=log "$emu" run -m $demo -p "$quote" -n 12 --temp 0 \
+        --ignore-eos --device cuda --spec $spec >"$work/r.$spec" 2>"$work/r.$spec.log" &&
+        cmp -s "$work/r.plain" "$work/r.$spec"; then
+        pass
+    else
+        fail "rehearsal: --spec $spec output differs from plain decoding's (or failed: $(tail -1 "$work/r.$spec.log"))"
+    fi
+    rehearsed=$(grep -c "^cuda graph: rehearsed" "$work/r.$spec.log")
+    confirmed=$(grep -c "the rehearsed program is the pass's" "$work/r.$spec.log")
+    bad=$(grep -E "differs|declined" "$work/r.$spec.log")
+    again=$(sed -n 's/^cuda graph: captured \(n=[0-9]* want=[0-9]* snap=[0-9]* embd=[0-9]* mtp=[0-9]* keep=[0-9]*\).*/\1/p' \
+        "$work/r.$spec.log" | while read -r kind; do grep -q "rehearsed $kind" "$work/r.$spec.log" && echo "$kind"; done)
+    if [ "$rehearsed" -ge 3 ] && [ "$confirmed" -ge 2 ] && [ -z "$bad" ] && [ -z "$again" ]; then
+        pass
+    else
+        fail "rehearsal --spec $spec: $rehearsed rehearsed, $confirmed confirmed, differs/declined: '$bad', captured again: '$again'"
+    fi
 done
 summary

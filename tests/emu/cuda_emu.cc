@@ -184,6 +184,7 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaSuccess: return "no error";
     case cudaErrorInvalidValue: return "invalid argument (emulated)";
     case cudaErrorMemoryAllocation: return "out of memory (emulated)";
+    case cudaErrorNotReady: return "device not ready (emulated)";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered (emulated)";
     default: return "emulated failure";
     }
@@ -311,6 +312,10 @@ cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) {
     return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t) {
+    STICKY();
+    return cudaSuccess;
+}
+cudaError_t cudaStreamQuery(cudaStream_t) {
     STICKY();
     return cudaSuccess;
 }

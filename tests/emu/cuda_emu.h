@@ -108,6 +108,7 @@ typedef void *cudaStream_t;
 #define cudaSuccess 0
 #define cudaErrorInvalidValue 1
 #define cudaErrorMemoryAllocation 2
+#define cudaErrorNotReady 600
 #define cudaErrorIllegalAddress 700
 #define cudaStreamPerThread ((cudaStream_t)0)
 enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
@@ -140,6 +141,8 @@ cudaError_t cudaMemset(void *d, int v, size_t n);
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t st);
 cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st);
 cudaError_t cudaStreamSynchronize(cudaStream_t st);
+/* the emulated stream has always finished (cudaSuccess), or reports its sticky fault */
+cudaError_t cudaStreamQuery(cudaStream_t st);
 cudaError_t cudaStreamBeginCapture(cudaStream_t st, cudaStreamCaptureMode m);
 cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *g);
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long flags);

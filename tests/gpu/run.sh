@@ -10,6 +10,7 @@
 #                 (build/bin/gpu_test_ops: its own named tolerances); verify: verify passes,
 #                 accept, snapshots and embeddings input on whole models (build/bin/test_verify);
 #                 spec: speculative decoding gives plain decoding's tokens (build/bin/test_spec);
+#                 rehearsal-*: rehearsed pass programs change no token (while busy, and always);
 #                 mtp: the MTP step against its reference (build/bin/test_mtp);
 #   2. fixtures:  whole-model logits of every transformers fixture, CUDA against CPU, float
 #                 weights and the default packed mix (.nemo);
@@ -129,6 +130,26 @@ greedy_same() { # greedy_same MODEL
 check greedy-demo-bf16 greedy_same $demo
 check demo-convert $bin convert $demo -o "$log/demo.nemo" --quant default
 check greedy-demo-packed greedy_same "$log/demo.nemo"
+
+# 3b. rehearsed pass programs (src/engine/rehearsal.c): speculative runs of the demo print plain
+#     decoding's tokens, rehearsing while the device is busy (the default) and at every chance
+#     (always: captures while the stream still runs the pass before); each rehearsed kind is
+#     confirmed by its first pass, none differs or is declined
+rehearsal_same() { # rehearsal_same MODE
+    local quote="In the beginning God created the heaven and the earth. And the earth was without form, and void. In the beginning God"
+    $bin run -m $demo -p "$quote" -n 64 --temp 0 --ignore-eos --device cuda >"$log/rehearse.plain" || return 1
+    local spec n=0
+    for spec in "--spec ngram" "--spec mtp" "--draft-model models/nemotron-h-kjv-draft"; do
+        NEMOTRON_CUDA_REHEARSE=$1 NEMOTRON_CUDA_GRAPHS=log $bin run -m $demo -p "$quote" -n 64 --temp 0 --ignore-eos \
+            --device cuda $spec >"$log/rehearse.out" 2>"$log/rehearse.$1.log" || return 1
+        cmp "$log/rehearse.plain" "$log/rehearse.out" || { echo "$spec: output differs"; return 1; }
+        ! grep -E "differs|declined" "$log/rehearse.$1.log" || return 1
+        n=$((n + $(grep -c "^cuda graph: rehearsed" "$log/rehearse.$1.log")))
+    done
+    [ $n -ge 3 ] && echo "$n kinds rehearsed ($1), outputs identical"
+}
+check rehearsal-busy rehearsal_same busy
+check rehearsal-always rehearsal_same always
 
 # 4. within CUDA: a prompt in one pass of 64 against 64 passes of one
 text_ids=$(python3 -c "import json; d=json.load(open('tests/fixtures/demo/reference.json')); print(','.join(map(str, d['logits_ids'][:64])))" 2>/dev/null || echo "")

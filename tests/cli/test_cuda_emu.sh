@@ -13,7 +13,9 @@
 #   - greedy tokens of the demo model (16 fast, 32 full) equal the CPU's, bf16 and default mix;
 #   - within CUDA, a 72-token prompt of the default-mix demo in one pass (tensor-core products),
 #     in passes of 7 and of 1 (dp4a products) gives bit-identical logits (one arithmetic per
-#     position). tests/gpu/run.sh checks more of this on a GPU, where it is fast.
+#     position). tests/gpu/run.sh checks more of this on a GPU, where it is fast;
+#   - a .nemo converted from a GGUF in llama.cpp's block types (dev/gguf/synth_gguf.py, q5 mix)
+#     gives the GGUF's logits bit for bit on CUDA too (the same dtypes, so the same kernels).
 # Runs in the release and the ASan build (there every kernel's memory access is checked); skipped,
 # with a line saying so, on a machine that is not x86-64 (no emulated binary). Needs python3 with
 # numpy.
@@ -96,4 +98,12 @@ done
 for p in 512 7; do
     if cmp -s "$work/p1.npy" "$work/p$p.npy"; then pass; else fail "logits of passes of $p differ from passes of 1"; fi
 done
+
+# a GGUF's block types kept in a .nemo: the CUDA logits of both files are the same bits
+if python3 dev/gguf/synth_gguf.py $demo "$work/q5.gguf" --mix q5 --jobs 1 >/dev/null 2>&1 &&
+    "$bin" convert "$work/q5.gguf" -o "$work/q5.nemo" >/dev/null 2>&1 &&
+    "$emu" logits -m "$work/q5.gguf" --tokens "$prompt" -o "$work/g.npy" --device cuda >/dev/null 2>&1 &&
+    "$emu" logits -m "$work/q5.nemo" --tokens "$prompt" -o "$work/n.npy" --device cuda >/dev/null 2>&1 &&
+    cmp -s "$work/g.npy" "$work/n.npy"; then pass
+else fail "CUDA logits of a .nemo converted from a block-typed GGUF differ from the GGUF's (or a step failed)"; fi
 summary

@@ -39,11 +39,11 @@ static const struct command {
     {"template", CMD_TEMPLATE, "--messages FILE.json [--tools FILE.json]", "print the Nemotron 3 chat rendering"},
     {"bench", CMD_BENCH, "-m MODEL [-p 512[,N...]] [-n 128[,N...]]",
      "prompt (pp) and generation (tg) speed, and the share of memory bandwidth reached"},
-    {"convert", CMD_CONVERT, "HF_DIR -o MODEL.nemo [--quant MIX]",
-     "one-file model in the packed formats (MIX: default, q8_2f, bf16, source)"},
+    {"convert", CMD_CONVERT, "HF_DIR|FILE.gguf -o MODEL.nemo [--quant MIX]",
+     "one-file model: a directory in the packed formats, a GGUF losslessly in its own types"},
     {"synth", CMD_SYNTH, "--shape NAME -o MODEL.nemo", "a model of a published shape with random weights"},
     {"gguf-info", CMD_GGUF_INFO, "FILE.gguf",
-     "a GGUF file's metadata and tensor table (GGUF files can be inspected, not yet run)"},
+     "a GGUF file's metadata and tensor table (-m FILE.gguf runs one)"},
     {"version", CMD_VERSION, "", "print the version"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -63,7 +63,7 @@ static const struct option {
     const char *help;
 } options[] = {
     {O_MODEL, "-m|--model", "MODEL", MODEL_CMDS | CMD_CONVERT | CMD_GGUF_INFO,
-     "a Hugging Face model directory (config.json + *.safetensors) or a .nemo file"},
+     "a Hugging Face model directory (config.json + *.safetensors), a .nemo or a GGUF file"},
     {O_TOKENS, "--tokens", "IDS", CMD_LOGITS | CMD_GENERATE, "token ids: 1,2,3 or [1, 2, 3]"},
     {O_OUTPUT, "-o|--output", "FILE", CMD_LOGITS | CMD_CONVERT | CMD_SYNTH, "the output file"},
     {O_N, "-n|--n-predict", "N", CMD_GENERATE | CMD_RUN | CMD_CHAT | CMD_BENCH,
@@ -109,7 +109,7 @@ static const struct option {
     {O_VERIFY, "--verify", "K[,K...]", CMD_BENCH,
      "time verify passes of 1+K positions (speculative decoding's check) against decode steps"},
     {O_JSON, "--json", NULL, CMD_BENCH, "one JSON object per line instead of the table"},
-    {O_QUANT, "--quant", "MIX", CMD_CONVERT | CMD_SYNTH, "default, q8_2f, bf16 (convert: also source)"},
+    {O_QUANT, "--quant", "MIX", CMD_CONVERT | CMD_SYNTH, "default, q8_2f, bf16 (convert: also source, the default for a GGUF, whose block types any MIX keeps)"},
     {O_SHAPE, "--shape", "NAME", CMD_SYNTH, "the published shape (--list shows them)"},
     {O_LIST, "--list", NULL, CMD_SYNTH, "list the shapes"},
     {O_HELP, "-h|--help", NULL, ~0u, "this help"},

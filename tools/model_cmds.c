@@ -1,12 +1,15 @@
 /* model_cmds.c - `nemotron convert` and `nemotron synth`: writing .nemo model files.
  *
- *   nemotron convert HF_DIR -o MODEL.nemo [--quant default|q8_2f|bf16|source] [-t N]
+ *   nemotron convert HF_DIR|FILE.gguf -o MODEL.nemo [--quant default|q8_2f|bf16|source] [-t N]
  *   nemotron synth --shape NAME -o MODEL.nemo [--quant default|q8_2f|bf16] [--seed S]
  *   nemotron synth --list
  *
  * Both stream through the library (nemotron_convert, nemotron_synth), which writes to a
  * temporary name and renames on success. On a terminal, stderr shows a progress bar. Ctrl-C (or
  * SIGTERM) removes the temporary file and exits with 130.
+ *
+ * A GGUF converts with --quant source unless a mix is asked for: its weights are quantized
+ * already, and the point of converting one is a .nemo that computes exactly what it did.
  */
 #include <limits.h>
 #include <signal.h>
@@ -17,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "model/gguf_model.h"
 
 /* The library writes `TARGET.partial` and renames it over TARGET when complete, and removes it
  * when it fails; a SIGINT would end the process in between and leave it behind (a full-size
@@ -90,7 +94,7 @@ static int finish(struct progress *p, const char *what, nemotron_status st, cons
 
 int cmd_convert(const struct args *a) {
     if (!a->model || !a->output) {
-        fprintf(stderr, "nemotron: convert: usage: nemotron convert HF_DIR -o MODEL.nemo [--quant MIX]\n");
+        fprintf(stderr, "nemotron: convert: usage: nemotron convert HF_DIR|FILE.gguf -o MODEL.nemo [--quant MIX]\n");
         return 2;
     }
     nemotron_convert_params p = nemotron_convert_default_params();
@@ -98,6 +102,7 @@ int cmd_convert(const struct args *a) {
         fprintf(stderr, "nemotron: --quant: '%s' is not one of default, q8_2f, bf16, source\n", a->quant);
         return 2;
     }
+    if (!a->quant && nt_path_is_gguf(a->model)) p.quant = NEMOTRON_QUANT_SOURCE;
     p.n_threads = a->threads;
     struct progress pr = {.what = "convert", .t0 = cli_now()};
     if (isatty(STDERR_FILENO)) {

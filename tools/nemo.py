@@ -22,7 +22,12 @@ import numpy as np
 
 FILE_PREFIX = "nemotron.file/"
 PLAIN = {"F32": (np.dtype("<f4"), 4), "F16": (np.dtype("<f2"), 2), "BF16": (np.dtype("<u2"), 2)}
-PACKED = ("q8_2f", "q4tp")
+# llama.cpp's block types (docs/FORMATS-GGUF.md): elements and bytes per block; a matrix is
+# rows x cols / elements blocks, the GGUF tensor's bytes as they were
+GGML = {"ggml.Q8_0": (32, 34), "ggml.Q4_0": (32, 18), "ggml.Q4_1": (32, 20), "ggml.Q5_0": (32, 22),
+        "ggml.Q5_1": (32, 24), "ggml.IQ4_NL": (32, 18), "ggml.MXFP4": (32, 17),
+        "ggml.Q4_K": (256, 144), "ggml.Q5_K": (256, 176), "ggml.Q6_K": (256, 210)}
+PACKED = ("q8_2f", "q4tp") + tuple(GGML)
 CRC_CHUNK = 64 << 20  # bytes per zlib.crc32 call: bounded memory per call on huge tensors
 
 
@@ -47,6 +52,8 @@ def _round4(n):
 def payload_bytes(fmt, rows, cols):
     """FORMATS.md: q8_2f = q + rs + cs, padded to 4; q4tp = nibbles + params + codes, padded to
     4, plus one spare u32 word (the last group's 2-byte code read)."""
+    if fmt in GGML:
+        return rows * cols // GGML[fmt][0] * GGML[fmt][1]
     if fmt == "q8_2f":
         return _round4(rows * cols + 2 * rows + 2 * cols)
     gpr = cols // 32
@@ -64,6 +71,8 @@ def shape_problem(fmt, shape):
         return f"cols {cols} is not a multiple of 4"
     if fmt == "q4tp" and cols % 32:
         return f"cols {cols} is not a multiple of 32"
+    if fmt in GGML and cols % GGML[fmt][0]:
+        return f"cols {cols} is not a multiple of {fmt}'s block of {GGML[fmt][0]}"
     return None
 
 
@@ -256,6 +265,9 @@ def decode(nemo, e):
         return np.frombuffer(buf, dtype="<f2").astype(np.float32).reshape(e.shape)
     if e.fmt == "BF16":  # the top half of an f32
         return (np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16).view(np.float32).reshape(e.shape)
+    if e.fmt in GGML:
+        raise NemoError(f"{nemo.path}: {e.name!r} is in llama.cpp's block type {e.fmt[5:]}: this tool "
+                        f"lists and verifies it but does not decode it (gguf-py's dequantize does)")
     raise NemoError(f"{nemo.path}: {e.name!r} is an embedded file, not a tensor (use `file`)")
 
 
@@ -263,14 +275,14 @@ def decode(nemo, e):
 
 def cmd_list(nemo, args):
     width = max([len(e.name) for e in nemo.entries] + [4])
-    print(f"{'name':<{width}}  {'format':<6}  {'shape':<20}  {'bytes':>12}  crc32")
+    print(f"{'name':<{width}}  {'format':<11}  {'shape':<20}  {'bytes':>12}  crc32")
     bad = 0
     for e in nemo.entries:
         got = nemo.crc(e)
         ok = got == e.crc
         bad += not ok
         status = e.crc + (" ok" if ok else f" BAD (data gives {got})")
-        print(f"{e.name:<{width}}  {e.fmt:<6}  {str(e.shape):<20}  {e.nbytes:>12}  {status}")
+        print(f"{e.name:<{width}}  {e.fmt:<11}  {str(e.shape):<20}  {e.nbytes:>12}  {status}")
     extra = {k: v for k, v in nemo.meta.items() if k != "nemotron.tensors"}
     print(f"# {len(nemo.entries)} entries, {nemo.size} bytes; metadata {json.dumps(extra)}")
     return 1 if bad else 0

@@ -1,10 +1,16 @@
-/* convert.c - nemotron_convert: a Hugging Face checkpoint into one .nemo file, streamed.
+/* convert.c - nemotron_convert: a Hugging Face checkpoint or a llama.cpp GGUF into one .nemo
+ * file, streamed.
  *
  * The checkpoint is validated completely first (config, every tensor's presence, dtype and shape,
  * through the same binder a load uses), so a bad checkpoint writes nothing. Then each tensor is
  * read in chunks of rows from the mmap, widened to f32, checked finite, and written in its stored
  * form (mix.c): plain dtypes row by row; q4tp's nibbles row by row with its small row params and
  * codes kept until the tensor's end; q8_2f in two reads (its column field depends on every row).
+ * A GGUF's block-typed tensors (Q4_K, ...) are copied byte for byte whatever the mix: the .nemo
+ * holds them in their block type (docs/NEMO.md), so it runs the same kernels on the same bytes as
+ * the GGUF and gives its logits bit for bit. The GGUF's metadata arrives as the config.json,
+ * tokenizer.json and tokenizer_config.json its source made (src/model/gguf_model.c), embedded as
+ * any directory's files.
  * Pages of the checkpoint are dropped from the mapping once a chunk is done, so memory stays at
  * a few chunks whatever the checkpoint's size. The writer (model/nemo.c) checksums the bytes as
  * they pass and renames the file into place only when everything is written.
@@ -21,7 +27,6 @@
 #include "../model/nemo.h"
 #include "../model/source.h"
 #include "../model/weights.h"
-#include "../quant/ggml_blocks.h"
 #include "../quant/ggml_blocks.h"
 #include "../quant/quant.h"
 #include "mix.h"
@@ -157,6 +162,24 @@ static nemotron_status write_plain(struct converter *c, const struct job *j) {
     return NEMOTRON_OK;
 }
 
+/* A ggml block type: the source's bytes, copied in chunks of whole rows (never widened: the
+ * blocks are the weights). */
+static nemotron_status write_blocks(struct converter *c, const struct job *j) {
+    uint64_t row_bytes = nt_matrix_bytes(j->to, 1, j->cols);
+    int64_t step = (int64_t)(CHUNK_F32_BYTES / row_bytes);
+    if (step < 1) step = 1;
+    for (int64_t r0 = 0; r0 < j->rows; r0 += step) {
+        int64_t nr = j->rows - r0 < step ? j->rows - r0 : step;
+        const uint8_t *src = (const uint8_t *)j->src->data + (size_t)((uint64_t)r0 * row_bytes);
+        size_t n = (size_t)((uint64_t)nr * row_bytes);
+        nemotron_status st = append(c, src, n);
+        if (st) return st;
+        release_pages(src, n);
+        advance(c, n);
+    }
+    return NEMOTRON_OK;
+}
+
 /* Splits nr rows over the threads for a row-independent quantizer. */
 #define PARALLEL_ROWS(c, nr, body)                                                  \
     _Pragma("omp parallel num_threads((c)->threads)") {                             \
@@ -253,14 +276,15 @@ static nemotron_status write_job(struct converter *c, const struct job *j) {
     switch (j->to) {
     case NT_DTYPE_Q4TP: return write_q4tp(c, j);
     case NT_DTYPE_Q8_2F: return write_q8_2f(c, j);
-    default: return write_plain(c, j);
+    default: return nt_dtype_is_ggml_block(j->to) ? write_blocks(c, j) : write_plain(c, j);
     }
 }
 
 /* The output's tensors: every checkpoint tensor in the table's order, in its stored form; and a
  * tied model's head, when the mix quantizes projections, as its own q8_2f lm_head (the engine
  * uses an lm_head that is present, so the head gets the mix's format while the embeddings stay
- * rows to look up). */
+ * rows to look up). Embeddings in a ggml block type stay the head too, as in the GGUF: a head
+ * made from their blocks would be a second quantization. */
 static nemotron_status plan(const struct nt_tensor_table *t, const struct nt_config *cfg,
                             nemotron_quant quant, struct job **out, int *n_out, struct nt_err *err) {
     struct job *jobs = nt_calloc((size_t)t->n_tensors + 1, sizeof *jobs);
@@ -269,14 +293,6 @@ static nemotron_status plan(const struct nt_tensor_table *t, const struct nt_con
     const struct nt_tensor *emb = NULL;
     for (int i = 0; i < t->n_tensors; i++) {
         const struct nt_tensor *s = &t->tensors[i];
-        if (nt_dtype_is_ggml_block(s->dtype)) {
-            nt_free(jobs);
-            return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED,
-                           "tensor '%s' is in llama.cpp's block type %s: a .nemo holds f32/f16/bf16, q8_2f and "
-                           "q4tp, and converting the blocks would quantize the weights a second time; run "
-                           "the .gguf itself (-m FILE.gguf)",
-                           s->name, nt_dtype_name(s->dtype));
-        }
         struct job *j = &jobs[n++];
         j->name = s->name;
         j->src = s;
@@ -289,6 +305,11 @@ static nemotron_status plan(const struct nt_tensor_table *t, const struct nt_con
         enum nt_role role = nt_tensor_role(s->name, s->ndim);
         if (role == NT_ROLE_EMBEDDINGS) emb = s;
         j->to = nt_stored_form(role, s->dtype, j->rows, j->cols, quant);
+        const char *why;
+        if (nt_dtype_is_ggml_block(j->to) && !nt_format_accepts(j->to, j->rows, j->cols, &why)) {
+            nt_free(jobs); /* (the GGUF reader admits whole blocks only: a guard, not a path) */
+            return nt_fail(err, NEMOTRON_ERR_TENSOR, "tensor '%s': %s", s->name, why);
+        }
         if ((uint64_t)j->cols * sizeof(float) > CHUNK_F32_BYTES) {
             nt_free(jobs);
             return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED,
@@ -296,7 +317,8 @@ static nemotron_status plan(const struct nt_tensor_table *t, const struct nt_con
                            s->name, (long long)j->cols);
         }
     }
-    if (cfg->tie_word_embeddings && emb && !nt_table_find(t, "lm_head.weight")) {
+    if (cfg->tie_word_embeddings && emb && !nt_dtype_is_ggml_block(emb->dtype) &&
+        !nt_table_find(t, "lm_head.weight")) {
         enum nt_dtype to = nt_stored_form(NT_ROLE_PROJECTION, emb->dtype, emb->shape[0], emb->shape[1], quant);
         if (to == NT_DTYPE_Q8_2F || to == NT_DTYPE_Q4TP) {
             struct job *j = &jobs[n++];
@@ -312,6 +334,7 @@ static nemotron_status plan(const struct nt_tensor_table *t, const struct nt_con
 }
 
 static uint64_t source_bytes(const struct job *j) {
+    if (nt_dtype_is_ggml_block(j->to)) return nt_matrix_bytes(j->to, j->rows, j->cols);
     uint64_t b = (uint64_t)j->rows * (uint64_t)j->cols * nt_dtype_size(j->src->dtype);
     return j->to == NT_DTYPE_Q8_2F ? 2 * b : b;    /* q8_2f reads its source twice */
 }
@@ -326,7 +349,8 @@ static nemotron_status convert(const char *src, const char *dst, const nemotron_
     if (files.is_nemo) {
         nt_model_source_close(&files);
         return nt_fail(err, NEMOTRON_ERR_ARG,
-                       "%s is already a .nemo; convert reads a Hugging Face model directory", src);
+                       "%s is already a .nemo; convert reads a Hugging Face model directory or a "
+                       "GGUF file", src);
     }
     struct nt_weights w;
     /* the whole checkpoint is checked against its config before anything is written */
@@ -356,7 +380,7 @@ static nemotron_status convert(const char *src, const char *dst, const nemotron_
     for (int i = 0; i < n_jobs && !st; i++) {
         const struct job *j = &jobs[i];
         int64_t rc[2] = {j->rows, j->cols};
-        int packed = j->to == NT_DTYPE_Q8_2F || j->to == NT_DTYPE_Q4TP;
+        int packed = j->to == NT_DTYPE_Q8_2F || j->to == NT_DTYPE_Q4TP || nt_dtype_is_ggml_block(j->to);
         st = nt_nemo_writer_declare(c.w, j->name, j->to, packed ? 2 : j->ndim, packed ? rc : j->shape, err);
         c.total += source_bytes(j);
     }

@@ -1,6 +1,7 @@
 /* mix.c - the stored form of each tensor: its role from the name, then the mix's choice. */
 #include "mix.h"
 
+#include "../quant/ggml_blocks.h"
 #include "../quant/quant.h"
 
 static int ends_with(const char *s, const char *suffix) {
@@ -26,7 +27,8 @@ static enum nt_dtype packed_or_fallback(enum nt_dtype want, int64_t rows, int64_
 
 enum nt_dtype nt_stored_form(enum nt_role role, enum nt_dtype source, int64_t rows, int64_t cols,
                              nemotron_quant quant) {
-    if (quant == NEMOTRON_QUANT_SOURCE) return source;
+    /* a GGUF's block types are already quantized: any other form would quantize a second time */
+    if (quant == NEMOTRON_QUANT_SOURCE || nt_dtype_is_ggml_block(source)) return source;
     switch (role) {
     case NT_ROLE_SMALL:
     case NT_ROLE_ROUTER: return NT_DTYPE_F32;

@@ -24,7 +24,8 @@ enum nt_role nt_tensor_role(const char *name, int ndim);
 
 /* The stored form of a tensor of this role and shape under `quant`. `source` is the dtype it
  * has in the checkpoint (NEMOTRON_QUANT_SOURCE keeps it; embeddings keep f16 when given f16,
- * else become bf16). A packed choice that the shape does not admit falls back: q4tp -> q8_2f
+ * else become bf16; a GGUF's block types, docs/FORMATS-GGUF.md, are kept under every mix: they
+ * are quantized already). A packed choice that the shape does not admit falls back: q4tp -> q8_2f
  * -> bf16. */
 enum nt_dtype nt_stored_form(enum nt_role role, enum nt_dtype source, int64_t rows, int64_t cols,
                              nemotron_quant quant);

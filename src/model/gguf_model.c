@@ -4,7 +4,8 @@
  * given a second binder: its metadata becomes a config.json (then parsed and validated as any
  * other, nt_config_parse), its tensors become views under the checkpoint's names, its tokenizer
  * metadata a tokenizer.json (src/text/tokenizer_gguf.c). Nothing is copied or repacked: every
- * view points into the file's mapping. A `convert` of a GGUF therefore writes an ordinary .nemo.
+ * view points into the file's mapping. A `convert` of a GGUF writes these files and views into a
+ * .nemo, block types kept (src/convert/convert.c).
  *
  * Layer kinds come from the tensors each block holds (ssm_in: Mamba; attn_q: attention;
  * ffn_up_exps: MoE; ffn_up: dense MLP), not from the metadata alone: files exist whose per-layer

@@ -8,8 +8,8 @@
  * The reader adds the file with the safetensors code (safetensors.c validates the header:
  * JSON, dtypes, spans in bounds and disjoint, unique names), then checks the nemotron metadata
  * against it entry by entry, then every CRC-32 (zlib), in parallel pieces combined with
- * crc32_combine. Only then are the packed entries retyped (U8 -> q8_2f / q4tp, [bytes] ->
- * [rows, cols]) and the embedded files moved out of the tensor list. A failure anywhere
+ * crc32_combine. Only then are the payload entries retyped (U8 -> q8_2f / q4tp / a ggml block
+ * type, [bytes] -> [rows, cols]) and the embedded files moved out of the tensor list. A failure anywhere
  * removes the file from the table again, so callers never see a half-checked file.
  */
 #include "nemo.h"
@@ -28,6 +28,7 @@
 #include <json-c/json.h>
 #include <zlib.h>
 
+#include "../quant/ggml_blocks.h"
 #include "../quant/quant.h"
 
 /* The safetensors reader refuses headers over 100 MB (safetensors.c); the writer refuses to
@@ -45,17 +46,37 @@
 /* An append of at least this many bytes has its checksum computed on several threads. */
 #define CRC_PARALLEL_BYTES ((size_t)8 << 20)
 
-/* The formats an entry may have; KIND_FILE marks an embedded file. */
+/* The formats an entry may have; KIND_FILE marks an embedded file. llama.cpp's block types
+ * are tagged "ggml." + ggml's own name, so that no tag of theirs can be read as a safetensors
+ * dtype or an engine format of the same spelling (docs/NEMO.md). */
 #define KIND_FILE ((int)NT_DTYPE_ALL_COUNT)
 
 static const struct {
     const char *tag;
     int kind;
 } kinds[] = {
-    {"q4tp", NT_DTYPE_Q4TP}, {"q8_2f", NT_DTYPE_Q8_2F}, {"F32", NT_DTYPE_F32},
-    {"BF16", NT_DTYPE_BF16}, {"F16", NT_DTYPE_F16},     {"file", KIND_FILE},
+    {"q4tp", NT_DTYPE_Q4TP},
+    {"q8_2f", NT_DTYPE_Q8_2F},
+    {"F32", NT_DTYPE_F32},
+    {"BF16", NT_DTYPE_BF16},
+    {"F16", NT_DTYPE_F16},
+    {"ggml.Q8_0", NT_DTYPE_GGML_Q8_0},
+    {"ggml.Q4_0", NT_DTYPE_GGML_Q4_0},
+    {"ggml.Q4_1", NT_DTYPE_GGML_Q4_1},
+    {"ggml.Q5_0", NT_DTYPE_GGML_Q5_0},
+    {"ggml.Q5_1", NT_DTYPE_GGML_Q5_1},
+    {"ggml.IQ4_NL", NT_DTYPE_GGML_IQ4_NL},
+    {"ggml.MXFP4", NT_DTYPE_GGML_MXFP4},
+    {"ggml.Q4_K", NT_DTYPE_GGML_Q4_K},
+    {"ggml.Q5_K", NT_DTYPE_GGML_Q5_K},
+    {"ggml.Q6_K", NT_DTYPE_GGML_Q6_K},
+    {"file", KIND_FILE},
 };
 #define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
+/* The tags, listed in messages. */
+#define KIND_TAGS                                                                                  \
+    "q4tp, q8_2f, F32, BF16, F16, ggml.Q8_0, ggml.Q4_0, ggml.Q4_1, ggml.Q5_0, ggml.Q5_1, "       \
+    "ggml.IQ4_NL, ggml.MXFP4, ggml.Q4_K, ggml.Q5_K, ggml.Q6_K or file"
 
 static const char *kind_tag(int kind) {
     for (int i = 0; i < N_KINDS; i++)
@@ -64,7 +85,12 @@ static const char *kind_tag(int kind) {
     return NULL;
 }
 
-static int is_packed(int kind) { return kind == NT_DTYPE_Q8_2F || kind == NT_DTYPE_Q4TP; }
+/* A matrix stored as a U8 payload of nt_matrix_bytes bytes with a logical [rows, cols]: the
+ * engine's packed formats and llama.cpp's block types (the GGUF tensor's bytes as they were). */
+static int is_packed(int kind) {
+    return kind == NT_DTYPE_Q8_2F || kind == NT_DTYPE_Q4TP ||
+        (kind != KIND_FILE && nt_dtype_is_ggml_block((enum nt_dtype)kind));
+}
 
 /* ---------------------------------------------------------------------------------------------
  * Shared checks: UTF-8, names, checksums.
@@ -458,7 +484,7 @@ nemotron_status nt_nemo_writer_declare(struct nt_nemo_writer *w, const char *nam
     if (!plain && !is_packed((int)fmt))
         return nt_fail(err, NEMOTRON_ERR_ARG,
                        "%s: tensor '%s': format %d is not one a .nemo stores (q8_2f, q4tp, F32, "
-                       "F16, BF16)",
+                       "F16, BF16, a ggml block type)",
                        w->path, name, (int)fmt);
     struct wentry x = {.kind = (int)fmt, .ndim = ndim};
     if (is_packed(x.kind)) {
@@ -817,9 +843,8 @@ static nemotron_status check_entry(const char *path, const struct nt_tensor *x, 
             r->kind = kinds[i].kind;
     if (r->kind < 0)
         return nt_fail(err, NEMOTRON_ERR_FORMAT,
-                       "%s: tensor '%s': unknown format \"%s\" (expected q4tp, q8_2f, F32, BF16, "
-                       "F16 or file)",
-                       path, name, tag);
+                       "%s: tensor '%s': unknown format \"%s\" (expected " KIND_TAGS ")", path,
+                       name, tag);
 
     if (!json_object_is_type(crc, json_type_string) ||
         !parse_crc(json_object_get_string(crc), (size_t)json_object_get_string_len(crc), &r->want))

@@ -1,7 +1,8 @@
 /* nemo.h - the .nemo model container: one safetensors file holding a whole converted model.
  *
  * A .nemo is a valid safetensors file (docs/NEMO.md has the byte layout): the packed matrices
- * (q8_2f, q4tp; FORMATS.md) are stored as U8 tensors of their payload bytes, plain tensors
+ * (q8_2f, q4tp; FORMATS.md) and matrices in llama.cpp's block types (docs/FORMATS-GGUF.md:
+ * a GGUF tensor's bytes as they were) are stored as U8 tensors of their payload bytes, plain tensors
  * (F32, F16, BF16) as themselves, and the model's small files (config.json, tokenizer.json, ...)
  * as U8 tensors named "nemotron.file/<name>". The header's __metadata__ says what each entry
  * really is: "nemotron.format" = "1" and "nemotron.tensors", a JSON object giving every
@@ -75,9 +76,9 @@ nemotron_status nt_nemo_writer_new(struct nt_nemo_writer **out, const char *path
 nemotron_status nt_nemo_writer_meta(struct nt_nemo_writer *w, const char *key, const char *value,
                                     struct nt_err *err);
 
-/* Declares the next tensor; tensors are stored in declaration order. fmt is NT_DTYPE_Q8_2F or
- * NT_DTYPE_Q4TP (ndim 2, [rows, cols] accepted by nt_format_accepts; stored as
- * nt_matrix_bytes payload bytes) or NT_DTYPE_F32 / F16 / BF16 (any ndim up to NT_MAX_DIMS,
+/* Declares the next tensor; tensors are stored in declaration order. fmt is NT_DTYPE_Q8_2F,
+ * NT_DTYPE_Q4TP or a ggml block dtype (ndim 2, [rows, cols] accepted by nt_format_accepts;
+ * stored as nt_matrix_bytes payload bytes) or NT_DTYPE_F32 / F16 / BF16 (any ndim up to NT_MAX_DIMS,
  * dimensions >= 0). The name is UTF-8, unique, not "__metadata__" and not under
  * "nemotron.file/". Before begin. */
 nemotron_status nt_nemo_writer_declare(struct nt_nemo_writer *w, const char *name,

@@ -17,7 +17,9 @@
 #   - rehearsed pass programs (src/engine/rehearsal.c; NEMOTRON_CUDA_REHEARSE=always rehearses at
 #     every chance, since the emulated device is never busy): speculative runs of the demo (n-gram,
 #     MTP) print plain decoding's tokens, every kind they rehearse is confirmed by its first pass
-#     and never captured again, and none differs or is declined.
+#     and never captured again, and none differs or is declined;
+#   - a .nemo converted from a GGUF in llama.cpp's block types (dev/gguf/synth_gguf.py, q5 mix)
+#     gives the GGUF's logits bit for bit on CUDA too (the same dtypes, so the same kernels).
 # Runs in the release and the ASan build (there every kernel's memory access is checked); skipped,
 # with a line saying so, on a machine that is not x86-64 (no emulated binary). Needs python3 with
 # numpy.
@@ -125,4 +127,12 @@ for spec in ngram mtp; do
         fail "rehearsal --spec $spec: $rehearsed rehearsed, $confirmed confirmed, differs/declined: '$bad', captured again: '$again'"
     fi
 done
+
+# a GGUF's block types kept in a .nemo: the CUDA logits of both files are the same bits
+if python3 dev/gguf/synth_gguf.py $demo "$work/q5.gguf" --mix q5 --jobs 1 >/dev/null 2>&1 &&
+    "$bin" convert "$work/q5.gguf" -o "$work/q5.nemo" >/dev/null 2>&1 &&
+    "$emu" logits -m "$work/q5.gguf" --tokens "$prompt" -o "$work/g.npy" --device cuda >/dev/null 2>&1 &&
+    "$emu" logits -m "$work/q5.nemo" --tokens "$prompt" -o "$work/n.npy" --device cuda >/dev/null 2>&1 &&
+    cmp -s "$work/g.npy" "$work/n.npy"; then pass
+else fail "CUDA logits of a .nemo converted from a block-typed GGUF differ from the GGUF's (or a step failed)"; fi
 summary

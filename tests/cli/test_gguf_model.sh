@@ -12,7 +12,8 @@
 #     both files, for a file whose head_count_kv metadata is all zeros (layer kinds and heads come
 #     from the tensors), for a split into 3 parts opened by its first (a later part refused), for
 #     the tiny tied model (make_model tiny-tied: no output.weight, every
-#     block kind), and for a .nemo converted from the GGUF (--quant source);
+#     block kind), and for a .nemo converted from the GGUF (--quant source), which carries the
+#     chat template (tokenizer.chat_template -> its tokenizer_config.json);
 #   - greedy text from `run -p` is the directory's, byte for byte;
 #   - the tokenizer made from tokenizer.ggml.* gives the ids of the model's tokenizer.json on the
 #     45 texts of tests/fixtures/tokenizer/cases.json (accents, CJK, emoji, special tokens in
@@ -24,8 +25,13 @@
 #     architecture, a stacked-experts tensor of the wrong count, a truncated file;
 #   - the real Q4_K_M file runs in its block types (src/quant/ggml_blocks.c, src/cpu/matmul_ggml.c)
 #     and agrees with llama.cpp's outputs on it (tests/tools/check_llama_agreement.py: greedy ids,
-#     teacher-forced argmax, the last 8 positions' logits; issue 18 item 3), and `convert` refuses
-#     it naming the block type (a .nemo would quantize the blocks again) and writes nothing.
+#     teacher-forced argmax, the last 8 positions' logits; issue 18 item 3), and `convert` (no
+#     --quant: a GGUF's default is source) writes a .nemo of it that keeps every block type
+#     (nemotron.tensors: ggml.Q4_K, ggml.Q5_K, ggml.Q6_K, ggml.Q8_0) and gives the 48-token
+#     logits bit-identical (cmp of the .npy) and the greedy `run` text byte for byte, with the
+#     tokenizer and chat template carried (`template` renders the same); `--quant default` keeps
+#     the blocks too (its logits bit-identical as well: the file's float tensors are vectors and
+#     the f32 router, which every mix keeps f32).
 # Needs python3 (standard library only). Prints one summary line.
 suite=gguf_model
 . "$(dirname "$0")/checks.sh"
@@ -69,6 +75,17 @@ check "zero head_count_kv: logits bit-identical (heads from attn_k)" \
     same_logits "$work/tiny" "$work/kv0.gguf" 1,5,9,200,3,77
 check "convert a GGUF to a .nemo (source)" bash -c "'$bin' convert '$work/bf16.gguf' -o '$work/from-gguf.nemo' --quant source >/dev/null 2>&1"
 check ".nemo of the GGUF: logits bit-identical" same_logits "$model" "$work/from-gguf.nemo" "$seq48"
+template_carried() { # the chat template: directory -> GGUF metadata -> the .nemo's tokenizer_config.json
+    python3 - "$model/tokenizer_config.json" "$work/from-gguf.nemo" <<'PY'
+import json, struct, sys
+want = json.load(open(sys.argv[1]))['chat_template']
+b = open(sys.argv[2], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+e = json.loads(b[8:8 + n])['nemotron.file/tokenizer_config.json']['data_offsets']
+sys.exit(json.loads(b[8 + n + e[0]:8 + n + e[1]]).get('chat_template') != want)
+PY
+}
+check ".nemo of the GGUF: the chat template carried" template_carried
 
 # tokenizers: the directory's tokenizer.json against the GGUF metadata's
 tokenizer_agrees() { # GGUF
@@ -115,9 +132,27 @@ if [ -f "$real" ]; then
     check "real Q4_K_M file: agreement with llama.cpp's outputs on it" \
         python3 tests/tools/check_llama_agreement.py "$bin" "$real" "${real%.gguf}.reference.json" \
         "${real%.gguf}.llama-logits-last8.npy"
-    check "convert of the Q4_K_M file refused naming the block type, no output" \
-        bash -c "! '$bin' convert '$real' -o '$work/q.nemo' 2>'$work/conv.log' && [ ! -e '$work/q.nemo' ] &&
-                 grep -q \"block type Q6_K\" '$work/conv.log'"
+    check "real Q4_K_M file: convert to .nemo" bash -c "'$bin' convert '$real' -o '$work/q.nemo' >/dev/null 2>&1"
+    check "real Q4_K_M .nemo: block types kept" python3 - "$work/q.nemo" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+h = json.loads(b[8:8 + struct.unpack('<Q', b[:8])[0]])
+got = {v['format'] for v in json.loads(h['__metadata__']['nemotron.tensors']).values()}
+sys.exit(got != {'ggml.Q4_K', 'ggml.Q5_K', 'ggml.Q6_K', 'ggml.Q8_0', 'F32', 'file'})
+PY
+    check "real Q4_K_M .nemo: logits bit-identical to the GGUF's" same_logits "$real" "$work/q.nemo" "$seq48"
+    check "real Q4_K_M .nemo: greedy run text identical" \
+        cmp -s <("$bin" run -m "$real" -p "And God said" -n 24 --temp 0 2>/dev/null) \
+               <("$bin" run -m "$work/q.nemo" -p "And God said" -n 24 --temp 0 2>/dev/null)
+    check "real Q4_K_M .nemo: greedy generate ids identical" \
+        cmp -s <("$bin" generate -m "$real" --tokens "$seq48" -n 16 2>/dev/null) \
+               <("$bin" generate -m "$work/q.nemo" --tokens "$seq48" -n 16 2>/dev/null)
+    check "real Q4_K_M .nemo: its tokenizer gives the GGUF's ids" \
+        cmp -s <(echo "And God said, Let there be light" | "$bin" tokenize --tokenizer "$real") \
+               <(echo "And God said, Let there be light" | "$bin" tokenize --tokenizer "$work/q.nemo")
+    check "real Q4_K_M, --quant default: blocks kept, logits bit-identical" \
+        bash -c "'$bin' convert '$real' -o '$work/qd.nemo' --quant default >/dev/null 2>&1" &&
+        check "  (compared)" same_logits "$real" "$work/qd.nemo" "$seq48"
 else
     echo "gguf_model: $real absent: the real-file checks skipped"
 fi

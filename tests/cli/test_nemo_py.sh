@@ -13,7 +13,10 @@
 #     Python's is libm's);
 #   - nemo.py file returns the embedded files byte for byte, and show runs;
 #   - a flipped data byte, a truncated file and a file that is not a .nemo are refused by both
-#     readers, with a message and no Python traceback.
+#     readers, with a message and no Python traceback;
+#   - a .nemo converted from a GGUF in llama.cpp's block types (dev/gguf/synth_gguf.py, q5 mix):
+#     nemo.py verify accepts it, list shows its ggml.* formats, and dequant of a block-typed
+#     tensor is refused with a message (the tool does not decode them), no traceback.
 # Needs python3 with numpy (scripts/setup.sh installs python3-numpy). Prints one summary line.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -144,5 +147,20 @@ for bad in "$work/cut.nemo" tests/fixtures/tied-bf16/model.safetensors "$work/no
     else fail "nemo.py verify on $bad: $(cat "$work/out")"; fi
     if "$probe" open "$bad" 2>/dev/null; then fail "the C reader accepted $bad"; else pass; fi
 done
+
+# a GGUF's block types in a .nemo
+g="$work/q5.gguf"
+if python3 dev/gguf/synth_gguf.py models/nemotron-h-kjv "$g" --mix q5 --jobs 1 >"$work/out" 2>&1 &&
+    "$bin" convert "$g" -o "$work/q5.nemo" >>"$work/out" 2>&1; then pass
+else fail "writing the q5 GGUF and its .nemo: $(cat "$work/out")"; fi
+if nemo verify "$work/q5.nemo" >"$work/out" 2>&1 && grep -q "OK: .* every checksum verified" "$work/out"; then pass
+else fail "nemo.py verify on a converted GGUF: $(cat "$work/out")"; fi
+if nemo list "$work/q5.nemo" >"$work/out" 2>&1 && grep -q " ggml.Q5_0 " "$work/out" &&
+    grep -q " ggml.Q4_K " "$work/out"; then pass
+else fail "nemo.py list on a converted GGUF: $(cat "$work/out")"; fi
+if nemo dequant "$work/q5.nemo" backbone.layers.0.mixer.out_proj.weight -o "$work/w.npy" >"$work/out" 2>&1; then
+    fail "nemo.py dequant of a block type exited 0"
+elif grep -q "does not decode it" "$work/out" && ! grep -q Traceback "$work/out"; then pass
+else fail "nemo.py dequant of a block type: $(cat "$work/out")"; fi
 
 summary

@@ -7,8 +7,8 @@
  * are in the message) and opens again, up to once per entry. That lets the fuzzer reach the
  * steps after verification (retyping, embedding) with the library unchanged.
  *
- * A file that opens is checked against the reader's contract: packed tensors have ndim 2, an
- * accepted shape and nt_matrix_bytes bytes; plain ones numel * element size; no entry under
+ * A file that opens is checked against the reader's contract: packed tensors (q8_2f, q4tp and
+ * llama.cpp's block types) have ndim 2, an accepted shape and nt_matrix_bytes bytes; plain ones numel * element size; no entry under
  * the file prefix is left a tensor; every embedded file is found by name; all views lie in
  * the input; opening the same bytes again into the table fails (names clash) and changes
  * nothing. A refused file must leave the table empty with a message.
@@ -17,6 +17,7 @@
  * real writer: `fuzz_nemo_seeds DIR`. tests/fuzz/README.md has the commands.
  */
 #include "model/nemo.h"
+#include "quant/ggml_blocks.h"
 #include "quant/quant.h"
 
 #include <stdint.h>
@@ -44,7 +45,7 @@ static void check_loaded(const struct nt_tensor_table *t, const uint8_t *b, size
         EXPECT(nt_table_find(t, x->name) == x);
         EXPECT(strncmp(x->name, NT_NEMO_FILE_PREFIX, strlen(NT_NEMO_FILE_PREFIX)) != 0);
         EXPECT(inside(x->data, x->nbytes, b, size));
-        if (x->dtype == NT_DTYPE_Q8_2F || x->dtype == NT_DTYPE_Q4TP) {
+        if (x->dtype == NT_DTYPE_Q8_2F || x->dtype == NT_DTYPE_Q4TP || nt_dtype_is_ggml_block(x->dtype)) {
             EXPECT(x->ndim == 2 && nt_format_accepts(x->dtype, x->shape[0], x->shape[1], NULL));
             EXPECT(x->nbytes == nt_matrix_bytes(x->dtype, x->shape[0], x->shape[1]));
         } else {
@@ -153,10 +154,11 @@ static void seed(const char *dir, const char *file, const struct t *ts, int n,
             fail(path, &err);
     if (nt_nemo_writer_begin(w, &err)) fail(path, &err);
     for (int i = 0; i < n; i++) {
-        uint64_t bytes = ts[i].fmt == NT_DTYPE_Q8_2F || ts[i].fmt == NT_DTYPE_Q4TP
-            ? nt_matrix_bytes(ts[i].fmt, ts[i].shape[0], ts[i].shape[1])
-            : nt_dtype_size(ts[i].fmt);
-        if (ts[i].fmt != NT_DTYPE_Q8_2F && ts[i].fmt != NT_DTYPE_Q4TP)
+        int packed = ts[i].fmt == NT_DTYPE_Q8_2F || ts[i].fmt == NT_DTYPE_Q4TP ||
+            nt_dtype_is_ggml_block(ts[i].fmt);
+        uint64_t bytes = packed ? nt_matrix_bytes(ts[i].fmt, ts[i].shape[0], ts[i].shape[1])
+                                : nt_dtype_size(ts[i].fmt);
+        if (!packed)
             for (int d = 0; d < ts[i].ndim; d++) bytes *= (uint64_t)ts[i].shape[d];
         for (uint64_t j = 0; j < bytes; j++) {
             uint8_t v = (uint8_t)(i * 37 + j);
@@ -185,6 +187,16 @@ int main(int argc, char **argv) {
         {"q\"u\\o/t\xc3\xa9\n", NT_DTYPE_Q4TP, 2, {1, 64}},
         {"o", NT_DTYPE_Q8_2F, 2, {1, 4}},
     };
+    /* every llama.cpp block type, as a converted GGUF holds them (one or two rows of whole
+     * blocks), beside a plain tensor */
+    static const struct t blocks[] = {
+        {"q8_0", NT_DTYPE_GGML_Q8_0, 2, {2, 32}},     {"q4_0", NT_DTYPE_GGML_Q4_0, 2, {1, 64}},
+        {"q4_1", NT_DTYPE_GGML_Q4_1, 2, {2, 32}},     {"q5_0", NT_DTYPE_GGML_Q5_0, 2, {1, 32}},
+        {"q5_1", NT_DTYPE_GGML_Q5_1, 2, {1, 32}},     {"iq4_nl", NT_DTYPE_GGML_IQ4_NL, 2, {1, 32}},
+        {"mxfp4", NT_DTYPE_GGML_MXFP4, 2, {3, 32}},   {"q4_k", NT_DTYPE_GGML_Q4_K, 2, {1, 256}},
+        {"q5_k", NT_DTYPE_GGML_Q5_K, 2, {1, 256}},    {"q6_k", NT_DTYPE_GGML_Q6_K, 2, {2, 256}},
+        {"norm", NT_DTYPE_F32, 1, {2}},
+    };
     static const char *const files[] = {"config.json",
                                         "{\"model_type\":\"nemotron_h\"}",
                                         "tokenizer_config.json",
@@ -193,6 +205,7 @@ int main(int argc, char **argv) {
                                         ""};
     seed(argv[1], "mix.nemo", mix, 7, files, 6);
     seed(argv[1], "weird.nemo", weird, 2, files, 2);
+    seed(argv[1], "blocks.nemo", blocks, (int)(sizeof blocks / sizeof blocks[0]), files, 2);
     seed(argv[1], "files-only.nemo", NULL, 0, files, 4);
     seed(argv[1], "empty.nemo", NULL, 0, NULL, 0);
     return 0;

@@ -22,7 +22,8 @@ metadata key out, --kv-zero writes head_count_kv as zeros on every block (as som
 files do), --no-tensors writes the metadata alone. --split N writes N parts as llama.cpp's
 gguf-split does (OUT names the first, NAME-00001-of-0000N.gguf): the metadata in the first, the
 tensors in turn over the parts, split.no / split.count / split.tensors.count in each. A directory without tokenizer.json gets no
-tokenizer keys.
+tokenizer keys; tokenizer_config.json's chat_template, where there is one, becomes
+tokenizer.chat_template.
 """
 import argparse
 import ctypes
@@ -219,6 +220,10 @@ def main():
     keys = model_keys(cfg, arch, os.path.basename(os.path.normpath(a.model_dir)), a.kv_zero)
     if tok:
         keys += tokenizer_keys(tok, cfg)
+    tc_path = os.path.join(a.model_dir, 'tokenizer_config.json')
+    template = json.load(open(tc_path)).get('chat_template') if os.path.exists(tc_path) else None
+    if isinstance(template, str):  # as llama.cpp's converter carries it
+        keys.append(('tokenizer.chat_template', 8, template))
     for k in keys:
         if k[0] not in a.drop_key:
             w.add(*k)

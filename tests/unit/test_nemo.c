@@ -1,6 +1,7 @@
 /* test_nemo.c - the .nemo container: writer, reader, and every way a file can be wrong.
  *
- * A sample model (packed, plain, scalar, empty and oddly named tensors, three embedded files)
+ * A sample model (packed, llama.cpp block-typed, plain, scalar, empty and oddly named tensors,
+ * three embedded files)
  * is written under a mkdtemp directory in several append patterns, which must give the same
  * bytes; it is read back with nt_nemo_open and as a plain safetensors file, and its header is
  * checked against the spec (docs/NEMO.md) with json-c and zlib directly. Corrupted copies are
@@ -20,6 +21,7 @@
 #include <zlib.h>
 
 #include "../test.h"
+#include "quant/ggml_blocks.h"
 #include "quant/quant.h"
 
 static char tmp_root[] = "/tmp/nemotron-test-nemo.XXXXXX";
@@ -78,11 +80,17 @@ static const struct sample S[] = {
      * nemotron.tensors, where the writer must still find its checksum digits */
     {"we\"ird\\name \xc3\xa9\n", NT_DTYPE_F32, 3, {1, 2, 1}},
     {"model.layers.2.mixer.o_proj.weight", NT_DTYPE_Q8_2F, 2, {5, 4}}, /* odd rows */
+    /* llama.cpp's block types, as a converted GGUF holds them: Q6_K's 210-byte blocks leave the
+     * next tensor unaligned */
+    {"model.layers.3.mixer.experts.0.down_proj.weight", NT_DTYPE_GGML_Q6_K, 2, {2, 256}},
+    {"model.layers.3.mixer.shared_experts.up_proj.weight", NT_DTYPE_GGML_Q5_0, 2, {3, 64}},
 };
 #define NS ((int)(sizeof S / sizeof S[0]))
 #define Q8 0
 #define Q4 1
 #define F32 2
+#define Q6K 9
+#define Q50 10
 
 static const struct {
     const char *name, *text;
@@ -95,7 +103,7 @@ static const struct {
 
 static uint64_t sample_bytes(int i) {
     const struct sample *s = &S[i];
-    if (s->fmt == NT_DTYPE_Q8_2F || s->fmt == NT_DTYPE_Q4TP)
+    if (s->fmt == NT_DTYPE_Q8_2F || s->fmt == NT_DTYPE_Q4TP || nt_dtype_is_ggml_block(s->fmt))
         return nt_matrix_bytes(s->fmt, s->shape[0], s->shape[1]);
     uint64_t n = nt_dtype_size(s->fmt);
     for (int d = 0; d < s->ndim; d++) n *= (uint64_t)s->shape[d];
@@ -234,6 +242,10 @@ enum edit {
     E_PACKED_STORED_F32,
     E_EMPTY_INSIDE,
     E_HOLE,
+    E_BLOCK_TAG_UNKNOWN,
+    E_BLOCK_AS_OTHER_BLOCK,
+    E_BLOCK_COLS,
+    E_BLOCK_ROWS,
     E_COUNT
 };
 
@@ -281,6 +293,14 @@ static const struct {
                         ""},
     [E_HOLE] = {NEMOTRON_ERR_FORMAT, "the data section has a hole: bytes [",
                 ") before tensor 'nemotron.file/config.json' belong to no tensor"},
+    [E_BLOCK_TAG_UNKNOWN] = {NEMOTRON_ERR_FORMAT, "unknown format \"ggml.Q3_K\"",
+                             "experts.0.down_proj"},
+    [E_BLOCK_AS_OTHER_BLOCK] = {NEMOTRON_ERR_FORMAT, "ggml.Q4_K [2, 256] is a payload of 288 bytes",
+                                "U8 [420]"},
+    [E_BLOCK_COLS] = {NEMOTRON_ERR_FORMAT, "cols 48 is not a multiple of Q5_0's block of 32",
+                      "shared_experts.up_proj"},
+    [E_BLOCK_ROWS] = {NEMOTRON_ERR_FORMAT, "ggml.Q5_0 [4, 64] is a payload of 176 bytes",
+                      "shared_experts.up_proj"},
     [E_PACKED_STORED_F32] = {NEMOTRON_ERR_FORMAT,
                              "payload of 48 bytes, but the header stores F32 [12]", "in_proj"},
 };
@@ -302,6 +322,20 @@ static uint8_t *rebuild(const uint8_t *good, size_t size, enum edit e, size_t *o
     case E_TAG_UNKNOWN:
         json_object_object_add(get(inner, q4), "format", json_object_new_string("q5"));
         break;
+    case E_BLOCK_TAG_UNKNOWN:
+        json_object_object_add(get(inner, S[Q6K].name), "format", json_object_new_string("ggml.Q3_K"));
+        break;
+    case E_BLOCK_AS_OTHER_BLOCK:
+        json_object_object_add(get(inner, S[Q6K].name), "format", json_object_new_string("ggml.Q4_K"));
+        break;
+    case E_BLOCK_COLS:
+    case E_BLOCK_ROWS: {
+        json_object *s = json_object_new_array();
+        json_object_array_add(s, json_object_new_int(e == E_BLOCK_COLS ? 3 : 4));
+        json_object_array_add(s, json_object_new_int(e == E_BLOCK_COLS ? 48 : 64));
+        json_object_object_add(get(inner, S[Q50].name), "shape", s);
+        break;
+    }
     case E_TAG_Q4_AS_Q8:
         json_object_object_add(get(inner, q4), "format", json_object_new_string("q8_2f"));
         break;
@@ -577,7 +611,8 @@ static void test_roundtrip(void) {
         n_ok += in && !strcmp(json_object_get_string(get(in, "crc32")), want);
         const char *fmt = json_object_get_string(get(in, "format"));
         const char *dt = json_object_get_string(get(entry, "dtype"));
-        if (!strcmp(fmt, "q4tp") || !strcmp(fmt, "q8_2f") || !strcmp(fmt, "file"))
+        if (!strcmp(fmt, "q4tp") || !strcmp(fmt, "q8_2f") || !strcmp(fmt, "file") ||
+            !strncmp(fmt, "ggml.", 5))
             CHECK(!strcmp(dt, "U8") && json_object_array_length(get(entry, "shape")) == 1,
                   "'%s' (%s) is stored as U8 [bytes]", name, fmt);
         else CHECK(!strcmp(dt, fmt), "'%s': plain dtype kept", name);
@@ -908,6 +943,11 @@ static void test_writer_misuse(void) {
     CHECK(nt_nemo_writer_declare(w, "a", NT_DTYPE_Q4TP, 2, bad, &err) == NEMOTRON_ERR_ARG &&
               contains(err.msg, "not a multiple of 32") && contains(err.msg, "'a'"),
           "q4tp cols 48: %s", err.msg);
+    static const int64_t k_odd[2] = {2, 288};
+    CHECK(nt_nemo_writer_declare(w, "a", NT_DTYPE_GGML_Q4_K, 2, k_odd, &err) == NEMOTRON_ERR_ARG &&
+              contains(err.msg, "cols 288 is not a multiple of Q4_K's block of 256") &&
+              contains(err.msg, "'a'"),
+          "Q4_K cols 288: %s", err.msg);
     CHECK(nt_nemo_writer_declare(w, "a", NT_DTYPE_Q8_2F, 1, q, &err) == NEMOTRON_ERR_ARG &&
               contains(err.msg, "needs 2 dimensions"),
           "q8_2f 1-D: %s", err.msg);

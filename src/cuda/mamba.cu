@@ -14,6 +14,16 @@
  * + w[K - 1] in; then silu. snap (a verify pass; else NULL): slot t gets the ring before
  * position t. */
 
+/* STATE_EARLY. A layer's conv ring and SSM state are written only by its own kernels of earlier
+ * passes (and by a rollback's copies between passes), all finished before any kernel of this
+ * pass's layer can start: an early-launched kernel starts only once the kernel before it has
+ * passed its own grid_wait (cuda_util.cuh), so everything two kernels back has finished. So
+ * k_mamba_conv_one and k_mamba_scan load the state before their grid_wait, overlapping the load
+ * with the end of the kernel before. NT_STATE_EARLY=0 at build time: after it (to compare). */
+#ifndef NT_STATE_EARLY
+#define NT_STATE_EARLY 1
+#endif
+
 /* Input p of channel c relative to the pass start: p < 0 is in the ring (ring[K - 1 + p]). */
 __device__ __forceinline__ float conv_input(int p, int K, int CD, int I, int zxdw, int c, const float *zxd,
                                             const float *ring) {
@@ -22,13 +32,21 @@ __device__ __forceinline__ float conv_input(int p, int K, int CD, int I, int zxd
 
 __global__ void k_mamba_conv_one(int K, int CD, int I, const float *conv_w, const float *conv_b, const float *zxd,
                                  float *ring, float *snap, float *xbc) {
-    grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
-    grid_launch_dependents();
     int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= CD) return;
-    const float *wc = conv_w + (size_t)c * K;
+    bool live = c < CD;
     float r[NT_MAX_CONV_KERNEL];
+#if NT_STATE_EARLY
+    /* the ring is this layer's state (STATE_EARLY): read while the kernel before ends */
+    if (live)
+        for (int k = 0; k < K - 1; k++) r[k] = ring[(size_t)k * CD + c];
+#endif
+    grid_wait(); /* launched early (NT_LAUNCH_EARLY): the input zxd after this */
+    grid_launch_dependents();
+    if (!live) return;
+    const float *wc = conv_w + (size_t)c * K;
+#if !NT_STATE_EARLY
     for (int k = 0; k < K - 1; k++) r[k] = ring[(size_t)k * CD + c];
+#endif
     if (snap)
         for (int k = 0; k < K - 1; k++) snap[(size_t)k * CD + c] = r[k];
     float in = zxd[I + c];
@@ -126,8 +144,6 @@ __global__ void __launch_bounds__(SCAN_QB * SCAN_SPLIT)
                  const float *__restrict__ dt_bias, const float *__restrict__ A_neg, const float *__restrict__ Dv,
                  const float *__restrict__ zxd, const float *__restrict__ xbc, float *__restrict__ state,
                  float *__restrict__ snap, float *__restrict__ y) {
-    grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
-    grid_launch_dependents();
     typedef scan_chunk<NPT> chunk;
     const int TC = chunk::TC;
     __shared__ __align__(16) chunk ch[2];
@@ -138,8 +154,16 @@ __global__ void __launch_bounds__(SCAN_QB * SCAN_SPLIT)
     float A = A_neg[h], Dh = Dv[h], bias = dt_bias[h];
     size_t state_floats = (size_t)nh * N * P, S_off = (size_t)h * N * P + (size_t)j * NPT * P + q;
     float st[NPT];
+#if NT_STATE_EARLY
 #pragma unroll
     for (int kk = 0; kk < NPT; kk++) st[kk] = live ? state[S_off + (size_t)kk * P] : 0.0f;
+#endif
+    grid_wait(); /* launched early (NT_LAUNCH_EARLY): the inputs xbc and zxd after this */
+    grid_launch_dependents();
+#if !NT_STATE_EARLY
+#pragma unroll
+    for (int kk = 0; kk < NPT; kk++) st[kk] = live ? state[S_off + (size_t)kk * P] : 0.0f;
+#endif
 
     /* copies chunk c's inputs into ch[c & 1] (nothing past the last chunk) */
     auto issue = [&](int c) {

@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(ROUTE_THREADS) k_moe_route(int E, int k, int n
 /* NT_ROUTE_WARP=1 (the default): passes without expert groups and with E <= ROUTE_THREADS run
  * k_moe_route_warp, one warp per position, no block barriers (k_moe_route's 2 k + 1 barriers and
  * block picks were its 9.2 us at one position on the H200, docs/PERF.md). Bit for bit
- * k_moe_route's outputs for every input, NaN included; NT_ROUTE_WARP=0 builds only the block
+ * k_moe_route's outputs for every input, NaN included; NT_ROUTE_WARP=0 launches only the block
  * kernel, to time the two side by side (dev/cuda/README.md). */
 #ifndef NT_ROUTE_WARP
 #define NT_ROUTE_WARP 1
@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(RW_WARPS * 32) k_moe_route_warp(int n, int E, 
     float *s = logits + (size_t)t * E;
     float sg[SLOTS], sc[SLOTS];
     unsigned taken = 0; /* bit j: expert lane + 32 j chosen */
-    bool nan = false;
+    bool has_nan = false;
 #pragma unroll
     for (int j = 0; j < SLOTS; j++) {
         int e = lane + 32 * j;
@@ -160,10 +160,10 @@ __global__ void __launch_bounds__(RW_WARPS * 32) k_moe_route_warp(int n, int E, 
             s[e] = v;
             sg[j] = v;
             sc[j] = __fadd_rn(v, b[j]);
-            nan |= sc[j] != sc[j];
+            has_nan |= sc[j] != sc[j];
         }
     }
-    bool exact = __ballot_sync(0xffffffffu, nan) != 0;
+    bool exact = __ballot_sync(0xffffffffu, has_nan) != 0;
     float sum = 0.0f, my_w[SLOTS]; /* lane l keeps the weights of picks l + 32 m */
     int my_i[SLOTS];
 #pragma unroll

@@ -32,7 +32,7 @@ void be_embed(struct nt_backend *be, const struct nt_pass *p, const struct nt_ma
 /* One block of NORM_THREADS per position: h (+= o), then y = w * (h * inv). A decode step runs
  * 53 of these on one position each: with 256 threads each thread walked ~10 dependent loads of a
  * 2688-wide row twice (ncu: 10.9 us a call); 1024 threads walk ~3. The block size is the same for
- * every pass, so a position's sum has one tree whatever n is. NT_NORM_FAST=0 builds only this
+ * every pass, so a position's sum has one tree whatever n is. NT_NORM_FAST=0 launches only this
  * kernel (the reference k_rmsnorm_fast is timed against, dev/cuda/README.md); with the default
  * 1 it runs for rows wider than k_rmsnorm_fast holds. */
 #ifndef NT_NORM_FAST

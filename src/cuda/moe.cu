@@ -82,12 +82,163 @@ __global__ void __launch_bounds__(ROUTE_THREADS) k_moe_route(int E, int k, int n
     }
 }
 
+/* NT_ROUTE_WARP=1 (the default): passes without expert groups and with E <= ROUTE_THREADS run
+ * k_moe_route_warp, one warp per position, no block barriers (k_moe_route's 2 k + 1 barriers and
+ * block picks were its 9.2 us at one position on the H200, docs/PERF.md). Bit for bit
+ * k_moe_route's outputs for every input, NaN included; NT_ROUTE_WARP=0 launches only the block
+ * kernel, to time the two side by side (dev/cuda/README.md). */
+#ifndef NT_ROUTE_WARP
+#define NT_ROUTE_WARP 1
+#endif
+#define RW_WARPS 4 /* positions per block */
+
+/* A score as an unsigned key whose order is the floats' (NaN aside): the sign bit flipped for
+ * positives, every bit for negatives; -0 first made +0, since k_moe_route's pick treats them as
+ * equal (v > bv false both ways: the lower index wins). */
+__device__ __forceinline__ unsigned route_key(float v) {
+    unsigned u = __float_as_uint(v == 0.0f ? 0.0f : v);
+    return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+/* k_moe_route's pick when the warp's scores hold a NaN, where `better` is no order and the
+ * winner depends on the tree: there thread e holds expert e (E <= ROUTE_THREADS), warp j's lane 0
+ * ends its butterfly with its pick, and thread 0 joins warps 0, 1, ... in turn. Here slot j of
+ * the lanes is that warp j: the same butterflies, then the same join. */
+template <int SLOTS> __device__ inline int route_pick_exact(const float *sc, unsigned taken, int E) {
+    int lane = threadIdx.x & 31;
+    float rv[SLOTS];
+    int ri[SLOTS];
+#pragma unroll
+    for (int j = 0; j < SLOTS; j++) {
+        int e = lane + 32 * j;
+        float v = 0.0f;
+        int i = -1;
+        if (e < E && !(taken >> j & 1)) v = sc[j], i = e;
+        for (int o = 16; o > 0; o >>= 1) {
+            float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+            int i2 = __shfl_xor_sync(0xffffffffu, i, o);
+            if (better(v2, i2, v, i)) { v = v2; i = i2; }
+        }
+        rv[j] = __shfl_sync(0xffffffffu, v, 0);
+        ri[j] = __shfl_sync(0xffffffffu, i, 0);
+    }
+    float bv = rv[0];
+    int bi = ri[0];
+#pragma unroll
+    for (int j = 1; j < SLOTS; j++)
+        if (better(rv[j], ri[j], bv, bi)) { bv = rv[j]; bi = ri[j]; }
+    return bi;
+}
+
+/* One warp per position (RW_WARPS a block), without expert groups, E <= 32 SLOTS <= ROUTE_THREADS:
+ * lane l holds experts l + 32 j, j < SLOTS, in registers. k_moe_route's expressions (the sigmoid,
+ * the biased score, the weight sum in pick order, the normalisation) and winners: the largest
+ * score, then the lowest index - a total order when no score is NaN, so each lane's best of its
+ * slots and two warp reductions of route_key then the index find it whatever the tree; a warp
+ * with a NaN score takes route_pick_exact. The bias loads before grid_wait (a constant). */
+template <int SLOTS>
+__global__ void __launch_bounds__(RW_WARPS * 32) k_moe_route_warp(int n, int E, int k, int norm, float scaling,
+                                                                   float *logits, const float *bias, int32_t *idx,
+                                                                   float *wts) {
+    int lane = threadIdx.x & 31, t = blockIdx.x * RW_WARPS + (threadIdx.x >> 5);
+    float b[SLOTS];
+#pragma unroll
+    for (int j = 0; j < SLOTS; j++) b[j] = lane + 32 * j < E ? bias[lane + 32 * j] : 0.0f;
+    grid_wait(); /* launched early (NT_LAUNCH_EARLY): only the bias before this */
+    grid_launch_dependents();
+    if (t >= n) return; /* whole warps */
+    float *s = logits + (size_t)t * E;
+    float sg[SLOTS], sc[SLOTS];
+    unsigned taken = 0; /* bit j: expert lane + 32 j chosen */
+    bool has_nan = false;
+#pragma unroll
+    for (int j = 0; j < SLOTS; j++) {
+        int e = lane + 32 * j;
+        sg[j] = sc[j] = 0.0f;
+        if (e < E) {
+            float v = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-s[e])));
+            s[e] = v;
+            sg[j] = v;
+            sc[j] = __fadd_rn(v, b[j]);
+            has_nan |= sc[j] != sc[j];
+        }
+    }
+    bool exact = __ballot_sync(0xffffffffu, has_nan) != 0;
+    float sum = 0.0f, my_w[SLOTS]; /* lane l keeps the weights of picks l + 32 m */
+    int my_i[SLOTS];
+#pragma unroll
+    for (int m = 0; m < SLOTS; m++) my_w[m] = 0.0f, my_i[m] = 0;
+    for (int pick = 0; pick < k; pick++) {
+        int bi;
+        if (exact) {
+            bi = route_pick_exact<SLOTS>(sc, taken, E);
+        } else {
+            unsigned key = 0;
+            int mine = 0x7fffffff;
+#pragma unroll
+            for (int j = 0; j < SLOTS; j++) { /* increasing index: a tie keeps the first */
+                int e = lane + 32 * j;
+                unsigned kj = route_key(sc[j]);
+                if (e < E && !(taken >> j & 1) && (mine == 0x7fffffff || kj > key)) key = kj, mine = e;
+            }
+            unsigned best = __reduce_max_sync(0xffffffffu, mine == 0x7fffffff ? 0u : key);
+            bi = __reduce_min_sync(0xffffffffu, mine != 0x7fffffff && key == best ? mine : 0x7fffffff);
+            if (bi == 0x7fffffff) bi = -1;
+        }
+        if (bi < 0) bi = 0; /* k <= E is a config invariant; stay in bounds (as k_moe_route) */
+        float w = 0.0f;
+#pragma unroll
+        for (int j = 0; j < SLOTS; j++)
+            if (j == bi >> 5) w = sg[j];
+        w = __shfl_sync(0xffffffffu, w, bi & 31); /* s[bi], from the lane that wrote it */
+        if (lane == (bi & 31)) taken |= 1u << (bi >> 5);
+        sum = __fadd_rn(sum, w);
+#pragma unroll
+        for (int m = 0; m < SLOTS; m++)
+            if (pick == lane + 32 * m) my_w[m] = w, my_i[m] = bi;
+    }
+#pragma unroll
+    for (int m = 0; m < SLOTS; m++) {
+        int pick = lane + 32 * m;
+        if (pick < k) {
+            float wj = my_w[m];
+            if (norm) wj = __fdiv_rn(wj, __fadd_rn(sum, 1e-20f));
+            idx[(size_t)t * k + pick] = my_i[m];
+            wts[(size_t)t * k + pick] = __fmul_rn(wj, scaling);
+        }
+    }
+}
+
+static int route_reference; /* nt_cuda_route_reference */
+extern "C" void nt_cuda_route_reference(int on) { route_reference = on; }
+
+/* The warp kernel's slots for E experts (a power of two up to ROUTE_THREADS / 32); 0: the
+ * block kernel's shape (expert groups, more experts, NT_ROUTE_WARP=0 or the tests' reference). */
+static int route_warp_slots(const struct nt_moe_dims *d) {
+    if (!NT_ROUTE_WARP || route_reference || d->n_group > 1 || d->E > ROUTE_THREADS) return 0;
+    int slots = 1;
+    while (32 * slots < d->E) slots *= 2;
+    return slots;
+}
+
 void be_moe_route(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d, float *logits,
                   const float *score_bias, int32_t *idx, float *wts) {
     OP_START(be, OP_ROUTE, DIMS(d), U(logits), U(score_bias), U(idx), U(wts));
     PROFILE(be, "moe_route n=%d", p->n);
-    NT_LAUNCH_EARLY(k_moe_route, p->n, ROUTE_THREADS, 0, d->E, d->k, d->n_group, d->topk_group, d->norm_topk_prob,
-              d->routed_scaling_factor, logits, score_bias, idx, wts);
+    int blocks = (p->n + RW_WARPS - 1) / RW_WARPS;
+#define ROUTE_WARP(S)                                                                                                \
+    NT_LAUNCH_EARLY(k_moe_route_warp<S>, blocks, RW_WARPS * 32, 0, p->n, d->E, d->k, d->norm_topk_prob,              \
+                    d->routed_scaling_factor, logits, score_bias, idx, wts)
+    switch (route_warp_slots(d)) {
+    case 1: ROUTE_WARP(1); break;
+    case 2: ROUTE_WARP(2); break;
+    case 4: ROUTE_WARP(4); break;
+    case 8: ROUTE_WARP(8); break;
+    default:
+        NT_LAUNCH_EARLY(k_moe_route, p->n, ROUTE_THREADS, 0, d->E, d->k, d->n_group, d->topk_group,
+                        d->norm_topk_prob, d->routed_scaling_factor, logits, score_bias, idx, wts);
+    }
+#undef ROUTE_WARP
     LAUNCHED(be);
 }
 

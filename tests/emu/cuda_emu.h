@@ -99,6 +99,7 @@ static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) {
 struct alignas(16) float4 {
     float x, y, z, w;
 };
+static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 
 /* Device memory is host memory (256-byte aligned, as cudaMalloc's), the stream runs everything
  * at once, and a stream capture records launches and copies that a graph launch replays, in
@@ -215,6 +216,15 @@ template <class T> static inline T __shfl_up_sync(unsigned, T v, unsigned o) {
 }
 static inline unsigned __ballot_sync(unsigned, int p) { return emu::ballot(p); }
 static inline int __reduce_add_sync(unsigned, int v) { return emu::reduce_add(v); }
+/* redux.sync's max and min (every lane gets the warp's), as butterflies of exchanges */
+static inline unsigned __reduce_max_sync(unsigned, unsigned v) {
+    for (int o = 16; o > 0; o >>= 1) v = std::max(v, emu_exchange(v, emu_lane() ^ o));
+    return v;
+}
+static inline int __reduce_min_sync(unsigned, int v) {
+    for (int o = 16; o > 0; o >>= 1) v = std::min(v, emu_exchange(v, emu_lane() ^ o));
+    return v;
+}
 
 /* mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 with a zero accumulator: cuda_emu.cc. */
 void emu_mma_m16n8k32_s8(int d[4], int a0, int a1, int a2, int a3, int b0, int b1);

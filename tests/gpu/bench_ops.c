@@ -6,7 +6,9 @@
  *   gpu_bench_ops [--quick]     (--quick: small shapes, to check the program itself)
  *
  * Also attention (decode at a 2048-token context, the last 512-position pass of a 2048-token
- * prompt) and Mamba's conv + scan, whose prefill cost grows with the prompt, not with the weights.
+ * prompt) and Mamba's conv + scan, whose prefill cost grows with the prompt, not with the weights;
+ * and two small operations of a decode step (add_rmsnorm, the router's top-k), whose time is a
+ * latency chain: MB read counts what they touch.
  *
  * Each measurement runs the operation R times inside one pass, as forward.c runs a layer's
  * operations: the first pass of the program runs eagerly, the second is captured into a CUDA
@@ -146,6 +148,23 @@ static void moe_op(const struct nt_pass *p, void *arg) {
     be->ops->moe_experts(be, p, &c->d, &c->w, c->x, c->idx, c->wts, c->scratch, c->y);
 }
 
+/* The small operations of a decode step (latency chains, not bandwidth): a MoE layer's
+ * add_rmsnorm (h += o + shared, then the norm) and the router's top-k. */
+struct small_case {
+    struct nt_moe_dims d;
+    float *h, *o, *o2, *w, *y, *logits, *bias, *wts;
+    int32_t *idx;
+    int H;
+};
+static void norm_op(const struct nt_pass *p, void *arg) {
+    struct small_case *c = arg;
+    be->ops->add_rmsnorm(be, p, c->h, c->o, c->o2, c->w, c->H, 1e-5f, c->y);
+}
+static void route_op(const struct nt_pass *p, void *arg) {
+    struct small_case *c = arg;
+    be->ops->moe_route(be, p, &c->d, c->logits, c->bias, c->idx, c->wts);
+}
+
 struct attn_case {
     struct nt_attn_dims d;
     float *q, *k, *v, *kc, *vc, *out;
@@ -251,6 +270,32 @@ int main(int argc, char **argv) {
         be->ops->release(be, c.scratch);
         be->ops->release(be, c.y);
         free(idx);
+    }
+    /* add_rmsnorm at Nano's width and the router (E 128, k 6): a decode step runs 53 and 23 */
+    {
+        struct small_case m;
+        memset(&m, 0, sizeof m);
+        int nmax = 64;
+        m.H = 2688 / sc;
+        m.d = (struct nt_moe_dims){.E = 128, .k = 6, .n_group = 1, .topk_group = 1, .norm_topk_prob = 1,
+                                   .routed_scaling_factor = 2.5f};
+        m.h = dev_floats((size_t)nmax * m.H, -1.0f, 1.0f);
+        m.o = dev_floats((size_t)nmax * m.H, -0.01f, 0.01f);
+        m.o2 = dev_floats((size_t)nmax * m.H, -0.01f, 0.01f);
+        m.w = dev_floats((size_t)m.H, 0.5f, 1.5f);
+        m.logits = dev_floats((size_t)nmax * 128, -4.0f, 4.0f);
+        m.bias = dev_floats(128, 0.0f, 0.004f);
+        m.y = be->ops->alloc(be, (size_t)nmax * m.H * sizeof(float));
+        m.wts = be->ops->alloc(be, (size_t)nmax * 6 * sizeof(float));
+        m.idx = be->ops->alloc(be, (size_t)nmax * 6 * sizeof(int32_t));
+        if (!m.y || !m.wts || !m.idx) die("no device memory");
+        static const int sn[] = {1, 4, 64};
+        for (int j = 0; j < 3; j++) {
+            double s = time_op(sn[j], 0, m.H, 20, norm_op, &m);
+            row("add_rmsnorm (+ shared) 2688", sn[j], s, 16.0 * sn[j] * m.H, 0);
+            s = time_op(sn[j], 0, 128, 20, route_op, &m);
+            row("moe_route E 128 k 6", sn[j], s, 4.0 * sn[j] * 128, 0);
+        }
     }
     /* attention: Nano's 32 query heads over 2 kv heads of 128; decode at a 2048-token context,
      * and the last 512-position pass of a 2048-token prompt */

@@ -984,6 +984,153 @@ static void test_route(const struct route_cfg *rc, int n) {
     compare_cuda(w2, wts[CPU], wts[GPU], n, k, (size_t)k, TOL_ROUTE);
 }
 
+/* Identical bytes, NaN included (compare() holds values to be finite): one line either way. */
+static void same_bytes(const char *what, const char *rn, const void *ref, const char *gn, const void *got,
+                       size_t elems) {
+    const uint32_t *a = ref, *b = got;
+    size_t bad = elems;
+    for (size_t i = 0; i < elems && bad == elems; i++)
+        if (a[i] != b[i]) bad = i;
+    CHECK(bad == elems, "%s [seed %016llx]: %s vs %s, %zu words: word %zu differs: 0x%08x against 0x%08x", what,
+          (unsigned long long)case_seed, gn, rn, elems, bad, bad < elems ? b[bad] : 0, bad < elems ? a[bad] : 0);
+}
+
+/* Router logits whose choice only CUDA against CUDA can judge, by scenario: 0 random; 1 NaN at
+ * an eighth of the experts; 2 all NaN; 3 NaN at expert 0 and at the warp edges, the rest equal;
+ * 4 all equal; 5 +-inf among random logits (sigmoid 1 and 0: ties); 6 three levels (wide ties);
+ * 7 NaN at the last expert only. */
+static void route_row_special(float *l, int E, int scen) {
+    for (int e = 0; e < E; e++) l[e] = uni(-4.0f, 4.0f);
+    if (scen == 1)
+        for (int i = 0; i < (E + 7) / 8; i++) l[below(E)] = NAN;
+    for (int e = 0; e < E; e++) {
+        if (scen == 2) l[e] = NAN;
+        if (scen == 3) l[e] = e == 0 || e % 32 == 31 || e % 32 == 0 ? NAN : 0.75f;
+        if (scen == 4) l[e] = -1.5f;
+        if (scen == 5 && below(4) == 0) l[e] = below(2) ? INFINITY : -INFINITY;
+        if (scen == 6) l[e] = (float)below(3);
+    }
+    if (scen == 7) l[E - 1] = NAN;
+}
+
+/* moe.cu's one-warp router (no expert groups, E <= 256) against the block kernel it stands in
+ * for (nt_cuda_route_reference), bit for bit - scores, indices and weights - on rows the CPU
+ * comparison cannot take (NaN, whose winner the block kernel's tree decides; infinities; wide
+ * ties under a bias that repeats every 8 experts), and each position alike in passes of 64, 7
+ * and 1 (the first rows of the 64). */
+static void test_route_warp(const struct route_cfg *rc) {
+    new_case();
+    struct nt_moe_dims d = {.E = rc->E, .k = rc->k, .L = 0, .mi = 0, .n_group = rc->n_group,
+                            .topk_group = rc->topk_group, .norm_topk_prob = rc->norm,
+                            .routed_scaling_factor = rc->scale};
+    enum { N = 64 };
+    static const int pass_n[] = {N, 7, 1};
+    int E = d.E, k = d.k;
+    float *tab = random_vec(8, 0.0001f, 0.004f), *bias = hmalloc((size_t)E * 4);
+    for (int e = 0; e < E; e++) bias[e] = tab[e % 8];
+    float *l = hmalloc((size_t)N * E * 4);
+    for (int t = 0; t < N; t++) route_row_special(l + (size_t)t * E, E, t % 8);
+    struct twin bt = twin_in(bias, (size_t)E * 4);
+    void *out[2][3][3]; /* [reference][pass][scores, indices, weights] */
+    for (int ref = 0; ref < 2; ref++) {
+        nt_cuda_route_reference(ref);
+        for (int pi = 0; pi < 3; pi++) {
+            int n = pass_n[pi];
+            struct twin lt = twin_in(l, (size_t)n * E * 4);
+            struct twin it = twin_poison((size_t)n * k * 4), wt = twin_poison((size_t)n * k * 4);
+            BE[GPU]->ops->moe_route(BE[GPU], begin(GPU, n, 0, E, NULL), &d, F(lt, GPU), F(bt, GPU),
+                                    (int32_t *)it.p[GPU], F(wt, GPU));
+            end(GPU);
+            out[ref][pi][0] = back(GPU, lt.p[GPU], (size_t)n * E * 4);
+            out[ref][pi][1] = back(GPU, it.p[GPU], (size_t)n * k * 4);
+            out[ref][pi][2] = back(GPU, wt.p[GPU], (size_t)n * k * 4);
+        }
+    }
+    nt_cuda_route_reference(0);
+    static const char *part[] = {"sigmoid scores", "expert indices", "weights"};
+    for (int pi = 0; pi < 3; pi++)
+        for (int j = 0; j < 3; j++) {
+            char what[200];
+            snprintf(what, sizeof what, "moe_route %s (E %d k %d) NaN/inf/ties n=%d: %s", rc->name, E, k,
+                     pass_n[pi], part[j]);
+            size_t elems = (size_t)pass_n[pi] * (j ? k : E);
+            same_bytes(what, "block kernel", out[1][pi][j], "warp kernel", out[0][pi][j], elems);
+            if (pi) same_bytes(what, "pass of 64", out[0][0][j], "this pass", out[0][pi][j], elems);
+        }
+    int valid = 1;
+    for (int i = 0; i < N * k; i++) valid &= ((int32_t *)out[0][0][1])[i] >= 0 && ((int32_t *)out[0][0][1])[i] < E;
+    CHECK(valid, "moe_route %s NaN/inf/ties [seed %016llx]: expert indices out of range", rc->name,
+          (unsigned long long)case_seed);
+}
+
+/* rmsnorm and add_rmsnorm of the same 64 rows in passes of 64, 7 and 1 (its first rows): each
+ * row's bits alike in every pass (one arithmetic per position: the block tree depends on H
+ * only), the CPU within TOL_NORM; and with w one float off 16-byte alignment (norms.cu's
+ * float-at-a-time path) the same bits as aligned (float4). */
+static void test_norm_passes(int H) {
+    new_case();
+    enum { N = 64 };
+    static const int pass_n[] = {N, 7, 1};
+    float eps = 1e-5f;
+    float *h = hmalloc((size_t)N * H * 4);
+    for (int t = 0; t < N; t++) {
+        float scale = powf(10.0f, uni(-3.0f, 1.5f));
+        for (int i = 0; i < H; i++) h[(size_t)t * H + i] = sval(0.01f, 1.0f) * scale;
+    }
+    float *o = random_vec((size_t)N * H, 0.01f, 1.0f), *o2 = random_vec((size_t)N * H, 0.01f, 1.0f);
+    float *w = random_vec((size_t)H + 4, 0.2f, 2.0f);
+    memmove(w + 1, w, (size_t)H * 4); /* the same weights at w + 1 */
+    struct twin wt = twin_in(w + 1, (size_t)H * 4), wot = twin_in(w, (size_t)(H + 4) * 4);
+    float *y[2][3], *hs[2][3]; /* [w aligned, w off][pass] */
+    for (int off = 0; off < 2; off++)
+        for (int pi = 0; pi < 3; pi++) {
+            int n = pass_n[pi];
+            size_t bytes = (size_t)n * H * 4;
+            struct twin ht = twin_in(h, bytes), ot = twin_in(o, bytes), o2t = twin_in(o2, bytes);
+            struct twin y1 = twin_poison(bytes), y2 = twin_poison(bytes);
+            const float *wg = off ? F(wot, GPU) + 1 : F(wt, GPU);
+            const struct nt_pass *p = begin(GPU, n, 0, H, NULL);
+            BE[GPU]->ops->rmsnorm(BE[GPU], p, F(ht, GPU), wg, H, eps, F(y1, GPU), H);
+            BE[GPU]->ops->add_rmsnorm(BE[GPU], p, F(ht, GPU), F(ot, GPU), F(o2t, GPU), wg, H, eps, F(y2, GPU));
+            end(GPU);
+            float *both = hmalloc(2 * bytes);
+            memcpy(both, back(GPU, y1.p[GPU], bytes), bytes);
+            memcpy((uint8_t *)both + bytes, back(GPU, y2.p[GPU], bytes), bytes);
+            y[off][pi] = both;
+            hs[off][pi] = back(GPU, ht.p[GPU], bytes);
+        }
+    /* the CPU on the pass of 64 */
+    struct twin ht = twin_in(h, (size_t)N * H * 4), ot = twin_in(o, (size_t)N * H * 4);
+    struct twin o2t = twin_in(o2, (size_t)N * H * 4), y1 = twin_poison((size_t)N * H * 4);
+    struct twin y2 = twin_poison((size_t)N * H * 4);
+    const struct nt_pass *p = begin(CPU, N, 0, H, NULL);
+    BE[CPU]->ops->rmsnorm(BE[CPU], p, F(ht, CPU), F(wt, CPU), H, eps, F(y1, CPU), H);
+    BE[CPU]->ops->add_rmsnorm(BE[CPU], p, F(ht, CPU), F(ot, CPU), F(o2t, CPU), F(wt, CPU), H, eps, F(y2, CPU));
+    end(CPU);
+    char what[160];
+    if (H <= 8192) { /* TOL_NORM's widths: wider, the CPU's serial sum drifts towards it */
+        snprintf(what, sizeof what, "rmsnorm H=%d n=%d", H, N);
+        compare_cuda(what, F(y1, CPU), y[0][0], N, H, (size_t)H, TOL_NORM);
+        snprintf(what, sizeof what, "add_rmsnorm H=%d n=%d: y of h + (o + o2)", H, N);
+        compare_cuda(what, F(y2, CPU), y[0][0] + (size_t)N * H, N, H, (size_t)H, TOL_NORM);
+    }
+    for (int off = 0; off < 2; off++)
+        for (int pi = 0; pi < 3; pi++) {
+            int n = pass_n[pi];
+            if (off) {
+                snprintf(what, sizeof what, "rmsnorm, add_rmsnorm H=%d n=%d, w unaligned", H, n);
+                same_bytes(what, "w aligned", y[0][pi], "w unaligned", y[off][pi], 2 * (size_t)n * H);
+            }
+            if (pi) {
+                snprintf(what, sizeof what, "rmsnorm H=%d n=%d%s: y, h", H, n, off ? ", w unaligned" : "");
+                same_bytes(what, "rmsnorm pass of 64", y[off][0], "this pass", y[off][pi], (size_t)n * H);
+                same_bytes(what, "add_rmsnorm pass of 64", y[off][0] + (size_t)N * H, "this pass",
+                           y[off][pi] + (size_t)n * H, (size_t)n * H);
+                same_bytes(what, "h of the pass of 64", hs[off][0], "this pass", hs[off][pi], (size_t)n * H);
+            }
+        }
+}
+
 struct experts_cfg {
     const char *name;
     int E, k, L, mi;
@@ -1345,6 +1492,24 @@ int main(int argc, char **argv) {
     test_copy_write(100003);
     test_copy_write(1);
     group_end();
+
+    /* the short-chain kernels of a decode step (moe.cu's warp router, norms.cu's k_rmsnorm_fast) */
+    static const struct route_cfg wcfg[] = {
+        {"nano", 128, 6, 1, 1, 1, 2.5f},
+        {"odd", 40, 5, 1, 1, 0, 1.0f},     /* E no multiple of 32 */
+        {"tiny", 16, 3, 1, 1, 1, 0.5f},    /* one expert a lane at most */
+        {"all", 33, 33, 1, 1, 1, 1.0f},    /* k = E: every expert picked */
+        {"wide", 200, 22, 1, 1, 1, 5.0f},  /* 8 slots a lane, the last ones partly empty */
+        {"max", 256, 40, 1, 1, 0, 2.0f},   /* the most experts the warp kernel takes; more picks than lanes */
+        {"grouped", 128, 6, 8, 4, 1, 2.5f}, /* the block kernel on both sides */
+    };
+    for (size_t i = 0; i < sizeof wcfg / sizeof wcfg[0]; i++) test_route_warp(&wcfg[i]);
+    group_end();
+    static const int pass_h[] = {2688, 1001, 37, 4100, 8192, 16000, 20000};
+    for (size_t i = 0; i < sizeof pass_h / sizeof pass_h[0]; i++) {
+        test_norm_passes(pass_h[i]);
+        group_end();
+    }
 
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("gpu_test_ops: %.1f s\n", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));

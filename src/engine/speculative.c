@@ -83,10 +83,15 @@ struct nemotron_spec {
      * steps since the last plain one, and whether speculation is off because it did not pay */
     double rate_plain, rate_spec;
     int n_rate_plain, n_rate_spec, since_plain, unpaid;
+    double plain_rates[RATE_SAMPLES]; /* the latest plain steps' rates (rate_plain: the highest) */
+    int plain_next;
     /* since the last judgement: the seconds of verify steps and of the draft's catch-ups, and the
      * tokens those steps emitted (what they lost against plain steps) */
     double probe_s;
     int probe_tokens;
+    /* a draft model's catch-ups: their seconds since the last judgement (part of probe_s), and the
+     * latest one's seconds per token (what a probe's catch-up of CATCH_UP_MAX tokens will cost) */
+    double catch_up_s, catch_up_token_s;
     float *logits;                    /* host [V]: one verified position's logits (sampling) */
     int32_t drafts[NEMOTRON_SPEC_MAX + 1], argmax[NEMOTRON_SPEC_MAX + 1];
     nemotron_spec_stats stats;
@@ -284,8 +289,9 @@ static int draft_ngram(const int32_t *h, int n, int32_t *draft, int max) {
  * would cost it a long pass at every probe: past CATCH_UP_MAX it starts again on the latest
  * CATCH_UP_MAX tokens (its drafts then see less of the text; which tokens are emitted does not
  * depend on them). The prompt, which it has never seen, it evaluates whole. */
-static nemotron_status draft_catch_up(nemotron_spec *sp) {
+static nemotron_status draft_catch_up(nemotron_spec *sp, int *evaluated) {
     int want = sp->n_hist - 1;
+    *evaluated = 0;
     if (sp->draft_done >= want) return NEMOTRON_OK;
     if (sp->draft_done > 0 && want - sp->draft_done > CATCH_UP_MAX) {
         nemotron_session_reset(sp->draft);
@@ -293,6 +299,7 @@ static nemotron_status draft_catch_up(nemotron_spec *sp) {
     }
     nemotron_status st = nemotron_session_eval(sp->draft, sp->history + sp->draft_done, want - sp->draft_done, NULL);
     if (st) return from_session(sp, st, sp->draft, "draft session");
+    *evaluated = want - sp->draft_done;
     sp->draft_done = want;
     return NEMOTRON_OK;
 }
@@ -403,11 +410,36 @@ static double now_s(void) {
 
 double (*nt_spec_clock)(void) = now_s;
 
-/* Adds a step's tokens per second to an average of the pay check. */
+/* Adds a verify step's tokens per second to the pay check's average. */
 static void add_rate(double *rate, int *n, double tokens, double seconds) {
     double r = tokens / (seconds > 1e-9 ? seconds : 1e-9);
     *rate = *n ? *rate + RATE_WEIGHT * (r - *rate) : r;
     if (*n < RATE_SAMPLES) ++*n;
+}
+
+/* Adds a plain step's rate: the plain rate is the highest of the latest RATE_SAMPLES. A plain
+ * step costs the same every time but for one-off costs that only slow it (the first pass of its
+ * kind on a backend that records pass programs, a busy host); an average of the first steps,
+ * which carry them, made speculation that loses look as if it paid (the demo's MTP step on the
+ * H200, docs/PERF.md). */
+static void add_plain_rate(nemotron_spec *sp, double seconds) {
+    sp->plain_rates[sp->plain_next] = 1.0 / (seconds > 1e-9 ? seconds : 1e-9);
+    sp->plain_next = (sp->plain_next + 1) % RATE_SAMPLES;
+    if (sp->n_rate_plain < RATE_SAMPLES) sp->n_rate_plain++;
+    sp->rate_plain = 0;
+    for (int i = 0; i < sp->n_rate_plain; i++)
+        if (sp->plain_rates[i] > sp->rate_plain) sp->rate_plain = sp->plain_rates[i];
+}
+
+/* Seconds of the clock the sessions spent rehearsing pass programs (rehearsal.c): the pay check
+ * takes them off the step they fell in. */
+static double rehearsal_seconds(const nemotron_spec *sp) {
+    return sp->target->rehearsal_s + (sp->draft ? sp->draft->rehearsal_s : 0);
+}
+
+/* The clock's seconds since t0 less the rehearsals since r0. */
+static double step_seconds(const nemotron_spec *sp, double t0, double r0) {
+    return nt_spec_clock() - t0 - (rehearsal_seconds(sp) - r0);
 }
 
 /* Speculation off for the next `backoff` steps, then a probe; the next switch-off waits twice as
@@ -433,8 +465,13 @@ static void adapt(nemotron_spec *sp, int n_draft, int kept) {
     if (sp->n_rate_plain >= RATE_SAMPLES && (sp->n_rate_spec >= RATE_SAMPLES || early)) {
         sp->unpaid = sp->rate_spec < sp->rate_plain;
         double lost_steps = sp->probe_s * sp->rate_plain - sp->probe_tokens;
+        /* the next probe's loss: this judgement's, its catch-up counted as a full one if that costs
+         * more (the first judgement's covered a short prompt; a probe's covers CATCH_UP_MAX tokens) */
+        double caught = sp->catch_up_s * sp->rate_plain, full = sp->catch_up_token_s * CATCH_UP_MAX * sp->rate_plain;
+        if (sp->kind == DRAFT_MODEL && full > caught) lost_steps += full - caught;
         sp->probe_s = 0;
         sp->probe_tokens = 0;
+        sp->catch_up_s = 0;
         if (sp->unpaid) {
             switch_off(sp);
             sp->n_rate_spec = 0; /* the probe after it is judged on its own steps */
@@ -500,13 +537,19 @@ nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out,
      * starts: the price of coming back (one pass, counted against the probe), not of this step;
      * after a verify step it lacks at most that step's last token, which is part of drafting */
     if (drafting && sp->kind == DRAFT_MODEL && sp->draft_lags) {
-        double c0 = nt_spec_clock();
-        if ((st = draft_catch_up(sp))) goto done;
+        double c0 = nt_spec_clock(), r0 = rehearsal_seconds(sp);
+        int caught = 0;
+        if ((st = draft_catch_up(sp, &caught))) goto done;
         sp->draft_lags = 0;
-        sp->probe_s += nt_spec_clock() - c0;
+        double seconds = step_seconds(sp, c0, r0);
+        sp->probe_s += seconds;
+        sp->catch_up_s += seconds;
+        if (caught > 0) sp->catch_up_token_s = seconds / caught;
     }
-    double t0 = nt_spec_clock(); /* the step's time, drafting included, for the pay check */
-    if (drafting && sp->kind == DRAFT_MODEL && (st = draft_catch_up(sp))) goto done;
+    /* the step's time, drafting included, for the pay check */
+    double t0 = nt_spec_clock(), r0 = rehearsal_seconds(sp);
+    int caught = 0; /* (the last step's last draft: part of this step) */
+    if (drafting && sp->kind == DRAFT_MODEL && (st = draft_catch_up(sp, &caught))) goto done;
     if (drafting && (st = want_drafts(sp, max, &n_draft, &snap))) goto done;
     if (n_draft == 0) {
         if ((st = plain_step(sp, &out[0]))) goto done;
@@ -514,7 +557,7 @@ nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out,
         *n_out = 1;
         sp->draft_lags = 1;
         if (sp->kind != DRAFT_FN) {
-            add_rate(&sp->rate_plain, &sp->n_rate_plain, 1, nt_spec_clock() - t0);
+            add_plain_rate(sp, step_seconds(sp, t0, r0));
             sp->since_plain = 0;
         }
         goto done;
@@ -552,7 +595,7 @@ nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out,
     *n_out = emitted;
     if (sp->kind == DRAFT_MODEL) st = draft_settle(sp, base, n_draft, kept, snap);
     if (!st && sp->kind != DRAFT_FN) {
-        double seconds = nt_spec_clock() - t0;
+        double seconds = step_seconds(sp, t0, r0);
         add_rate(&sp->rate_spec, &sp->n_rate_spec, emitted, seconds);
         sp->probe_s += seconds;
         sp->probe_tokens += emitted;

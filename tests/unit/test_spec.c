@@ -27,7 +27,7 @@
 #include <string.h>
 
 /* NGEN: a run's tokens; NGEN_PAY: the pay check's runs (long enough for several switch-offs) */
-enum { PROMPT = 6, NGEN = 28, NGEN_PAY = 600, KMAX = 16, NCTX = 1024 };
+enum { PROMPT = 6, NGEN = 28, NGEN_PAY = 2400, KMAX = 16, NCTX = 2560 };
 
 /* The runs of one model on one device. Bit K of a mask: run with K drafts per step. */
 struct plan {
@@ -301,7 +301,9 @@ static double work_clock(void) {
  * token per 1 of plain steps: speculation must go off, and come back for probes. The first
  * switch-off comes after RATE_SAMPLES plain steps and RATE_SAMPLES = 4 verify steps of 1, 2, 4
  * and 4 drafts (11), which with the draft's catch-up on the prompt cost 28 for 15 tokens: 13
- * lost, so it is off for 13 / PROBE_SHARE = 433 steps; the next probe comes within NGEN_PAY.
+ * lost; the next probe's catch-up will cover CATCH_UP_MAX = 32 tokens (32, where the prompt's
+ * cost 6), so it is off for (13 + 26) / PROBE_SHARE (0.02) = 1950 steps; that probe comes within
+ * NGEN_PAY.
  * When a draft position costs 1/20, a step costs 1.25 for 5 tokens: it must stay on. */
 static void check_pay(const char *name, nemotron_model *m) {
     enum { K = 4, FIRST_OFF_DRAFTS = 1 + 2 + 4 + 4 };

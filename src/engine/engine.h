@@ -84,9 +84,10 @@ struct nt_pass nt_session_mtp_pass(const nemotron_session *s, int pos0, const in
 /* Adds a kind to the passes the session expects (duplicates and kinds it cannot run are
  * ignored); nothing on a backend that keeps no pass programs. */
 void nt_session_expect(nemotron_session *s, enum nt_pass_type type, int n, enum nt_logits want);
-/* Called after a pass was queued, before waiting for it: rehearses expected kinds while the device
- * is still busy, so that their programs are recorded on a host that would otherwise wait. */
-void nt_session_rehearse_while_busy(nemotron_session *s);
+/* Called after a pass of n positions was queued, before waiting for it: rehearses expected kinds
+ * while the device is still busy with a pass that long (NT_REHEARSE_MIN_N), so that their
+ * programs are recorded on a host that would otherwise wait. */
+void nt_session_rehearse_while_busy(nemotron_session *s, int n);
 
 /* Drafts up to k tokens with the session's MTP step (a session made with mtp), `next` being the
  * token after the session's last position (picked, not evaluated): the step runs the waiting

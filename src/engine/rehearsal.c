@@ -4,11 +4,18 @@
  * Why: the CUDA backend records a kind's program (a CUDA graph) on the kind's second pass, and
  * recording one costs the host 0.3 - 1 ms on the demo model (docs/PERF.md) - as much as 2 to 5
  * of its decode steps. Speculative decoding meets a new kind at every new draft length, so a
- * 256-token run paid 5 - 6 recordings, 3 - 6 % of it. Rehearsed while the device runs a pass the
- * host only waits for (a prompt's pass, then each step's), the recording costs the run nothing;
- * the kind's first pass runs as before and checks the rehearsed program against itself.
+ * 256-token run paid 5 - 6 recordings, 3 - 6 % of it. Rehearsed while the device runs a prompt's
+ * pass, which the host only waits for, the recording costs the run nothing; the kind's first pass
+ * runs as before and checks the rehearsed program against itself.
  */
 #include "engine.h"
+
+/* Only a pass of this many positions is waited for long enough: a rehearsal costs the host 0.1 -
+ * 0.5 ms on the demo model, a decode step of it 0.2 ms of the device, so rehearsing in decode
+ * steps' waits cost a 256-token run 3 - 5 % in kinds it never used (docs/PERF.md); a prompt's
+ * pass (8 positions and more) gives the host milliseconds to fill. What was not rehearsed is
+ * recorded as before, by the kind's second pass. */
+#define NT_REHEARSE_MIN_N 8
 
 /* The tokens of a rehearsal: never read (nt_pass.rehearse), but a pass of tokens names some. */
 static const int32_t unread_tokens[NEMOTRON_SPEC_MAX + 1];
@@ -35,9 +42,9 @@ static void rehearse(nemotron_session *s, const struct nt_expected *e) {
     nt_pass_leave();
 }
 
-void nt_session_rehearse_while_busy(nemotron_session *s) {
+void nt_session_rehearse_while_busy(nemotron_session *s, int n) {
     struct nt_backend *be = s->model->fwd.be;
-    if (!s->n_expected || !be->ops->busy) return;
+    if (n < NT_REHEARSE_MIN_N || !s->n_expected || !be->ops->busy) return;
     for (int i = 0; i < s->n_expected && !be->fault[0] && be->ops->busy(be);) {
         /* an MTP kind after the session's first MTP pass, which makes what its program needs */
         if (s->expected[i].type == NT_PASS_MTP && !s->mtp_ran) {

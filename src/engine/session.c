@@ -201,12 +201,13 @@ struct nt_pass nt_session_mtp_pass(const nemotron_session *s, int pos0, const in
     return p;
 }
 
-/* Queues a pass on the backend (a CPU pass runs now), then uses the wait for the kinds expected. */
+/* Queues a pass on the backend (a CPU pass runs now), then uses the wait for the kinds expected
+ * when the pass is a prompt's (rehearsal.c says why only then). */
 static void launch(nemotron_session *s, const struct nt_pass *p) {
     nt_pass_enter();
     nt_forward_pass(&s->model->fwd, &s->state, &s->acts, p);
     nt_pass_leave();
-    nt_session_rehearse_while_busy(s);
+    if (!p->snap) nt_session_rehearse_while_busy(s, p->n);
 }
 
 static void launch_mtp(nemotron_session *s, const struct nt_pass *p) {
@@ -214,7 +215,7 @@ static void launch_mtp(nemotron_session *s, const struct nt_pass *p) {
     nt_forward_mtp_pass(&s->model->fwd, &s->state, &s->acts, p);
     nt_pass_leave();
     s->mtp_ran = 1;
-    nt_session_rehearse_while_busy(s);
+    nt_session_rehearse_while_busy(s, p->n);
 }
 
 /* ---- the MTP step ---- */

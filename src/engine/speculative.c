@@ -120,7 +120,7 @@ static void expect_passes(nemotron_spec *sp) {
     for (int d = 1; d <= 2 && d <= sp->K; d++) nt_session_expect(s, NT_PASS_VERIFY, 1 + d, NT_LOGITS_ARGMAX);
     /* a costly drafter's longer drafts come only once its first ones land (rarely, where the pay
      * check keeps it on at all): the wait for them is better spent on its MTP kinds */
-    int longest = costly(sp) ? 4 : sp->K;
+    int longest = costly(sp) ? 2 : sp->K;
     for (int d = sp->draft_len * 2; d < 2 * longest; d *= 2)
         nt_session_expect(s, NT_PASS_VERIFY, 1 + (d < longest ? d : longest), NT_LOGITS_ARGMAX);
 }

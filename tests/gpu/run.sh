@@ -11,6 +11,7 @@
 #                 accept, snapshots and embeddings input on whole models (build/bin/test_verify);
 #                 spec: speculative decoding gives plain decoding's tokens (build/bin/test_spec);
 #                 rehearsal-*: rehearsed pass programs change no token (while busy, and always);
+#                 gguf-real: a real GGUF on CUDA against the CPU, and its .nemo bit for bit;
 #                 mtp: the MTP step against its reference (build/bin/test_mtp);
 #   2. fixtures:  whole-model logits of every transformers fixture, CUDA against CPU, float
 #                 weights and the default packed mix (.nemo);
@@ -150,6 +151,32 @@ rehearsal_same() { # rehearsal_same MODE
 }
 check rehearsal-busy rehearsal_same busy
 check rehearsal-always rehearsal_same always
+
+# 3c. a real GGUF (llama.cpp's Q4_K_M of the demo model: ../shared/data/gguf, or $NT_GGUF_FILE):
+#     CUDA against the CPU, held as the packed mix is (its block types quantize the activations
+#     alike: at most PACKED_SHARE of the quantization's own difference from the demo's bf16
+#     logits), 64 greedy tokens equal, and its lossless .nemo gives the .gguf's CUDA logits bit for bit
+gguf_same() { # gguf_same FILE
+    local ids="1170,290,2281,43,299,319,290,1061,300,290,982,43,299,456,290,1649"
+    $bin logits -m $demo --tokens "$ids" -o "$log/gguf.float.npy" &&
+        $bin logits -m "$1" --tokens "$ids" -o "$log/gguf.cpu.npy" &&
+        $bin logits -m "$1" --tokens "$ids" -o "$log/gguf.cuda.npy" --device cuda &&
+        python3 tests/gpu/compare.py gguf "$log/gguf.cpu.npy" "$log/gguf.cuda.npy" $PACKED_SHARE "$log/gguf.float.npy" &&
+        $bin convert "$1" -o "$log/gguf.nemo" &&
+        $bin logits -m "$log/gguf.nemo" --tokens "$ids" -o "$log/gguf.nemo.npy" --device cuda &&
+        cmp "$log/gguf.cuda.npy" "$log/gguf.nemo.npy" &&
+        $bin generate -m "$1" --tokens $prompt -n 64 --ignore-eos >"$log/gguf.greedy.cpu" &&
+        $bin generate -m "$1" --tokens $prompt -n 64 --ignore-eos --device cuda >"$log/gguf.greedy.cuda" &&
+        cmp <(head -1 "$log/gguf.greedy.cpu") <(head -1 "$log/gguf.greedy.cuda") &&
+        echo "logits within the packed share, .nemo = .gguf on CUDA, 64 greedy tokens identical"
+}
+gguf_file=${NT_GGUF_FILE:-../shared/data/gguf/kjv-Q4_K_M.gguf}
+if [ -f "$gguf_file" ]; then
+    check gguf-real gguf_same "$gguf_file"
+else
+    results+=("SKIP  gguf-real  $gguf_file not here (NT_GGUF_FILE names it)")
+    echo "${results[-1]}"
+fi
 
 # 4. within CUDA: a prompt in one pass of 64 against 64 passes of one
 text_ids=$(python3 -c "import json; d=json.load(open('tests/fixtures/demo/reference.json')); print(','.join(map(str, d['logits_ids'][:64])))" 2>/dev/null || echo "")

@@ -66,6 +66,13 @@ struct nt_pass {
                                * different threads never share it */
 };
 
+/* A pass's branch (ops.branch). */
+enum nt_branch {
+    NT_BRANCH_OPEN,           /* the operations after it form the branch */
+    NT_BRANCH_CLOSE,          /* the branch ends; the operations after it run beside it */
+    NT_BRANCH_JOIN            /* the operations after it may use the branch's results */
+};
+
 /* One range of copy_many. */
 struct nt_copy {
     void *dst;
@@ -201,6 +208,14 @@ struct nt_backend_ops {
     /* out[t] = the lowest index of the largest logits[t][.] (rows of `vocab`), for t < n; a NaN
      * never wins (a row of NaN only gives 0). */
     void (*argmax)(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out);
+
+    /* Optional (NULL: a pass runs its operations in order). Between NT_BRANCH_OPEN and
+     * NT_BRANCH_CLOSE a pass calls operations that read only what the operations before the open
+     * wrote, and whose results only the operations after NT_BRANCH_JOIN read (forward.c: a MoE
+     * layer's shared expert, between its router product and its routed experts): a backend may
+     * run them beside the operations between the close and the join. Part of the pass's program
+     * (called the same way in every pass of a kind); every pass closes and joins what it opens. */
+    void (*branch)(struct nt_backend *be, const struct nt_pass *p, enum nt_branch what);
 
     /* Optional (NULL: never busy). Whether work this thread queued is still running on the
      * device: while it is, a session rehearses the pass kinds it expects (nt_pass.rehearse), on

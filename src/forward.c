@@ -308,8 +308,14 @@ static void moe_mixer(const struct nt_forward *f, const struct nt_moe_weights *w
     struct nt_backend *be = f->be;
     const struct nt_moe_dims *d = &f->moe;
     int n = p->n;
-    /* router logits in f32, then the choice and the weights */
+    /* router logits in f32 */
     be->ops->matmul(be, p, n, &w->gate, NULL, NT_ACT_NONE, a->x, f->H, a->router, d->E);
+    /* the shared expert sees the full input; its output joins o in the next add_rmsnorm. It needs
+     * neither the route nor the routed experts: a branch beside them (backend.h) */
+    if (be->ops->branch) be->ops->branch(be, p, NT_BRANCH_OPEN);
+    mlp(f, &w->shared, p, a->x, a->inner, a->shared);
+    if (be->ops->branch) be->ops->branch(be, p, NT_BRANCH_CLOSE);
+    /* the choice and the weights, then the routed experts */
     be->ops->moe_route(be, p, d, a->router, w->score_bias, a->idx, a->wts);
     if (w->latent) {
         /* routed experts work in the latent space: x -> fc1 -> experts -> fc2 */
@@ -319,8 +325,7 @@ static void moe_mixer(const struct nt_forward *f, const struct nt_moe_weights *w
     } else {
         be->ops->moe_experts(be, p, d, w, a->x, a->idx, a->wts, a->moe_scratch, a->o);
     }
-    /* the shared expert sees the full input; its output joins o in the next add_rmsnorm */
-    mlp(f, &w->shared, p, a->x, a->inner, a->shared);
+    if (be->ops->branch) be->ops->branch(be, p, NT_BRANCH_JOIN);
 }
 
 /* A layer's residual step: h += o (+ a MoE layer's shared expert's output), x = the next norm. */

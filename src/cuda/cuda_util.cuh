@@ -36,8 +36,10 @@ void cuda_fault(struct nt_backend *be, const char *fmt, ...) __attribute__((form
 #define FAULTED(be) ((be)->fault[0] != '\0')
 
 /* Every operation goes to the calling thread's default stream: sessions on different threads
- * run concurrently, and one thread's pass is ordered without events. */
-#define ST cudaStreamPerThread
+ * run concurrently, and one thread's pass is ordered without events; inside a pass's branch
+ * (pass.cu, be_branch) the thread's side stream. */
+extern thread_local cudaStream_t nt_stream;
+#define ST nt_stream
 
 /* kernel<<<grid, block, smem, ST>>>(args) and the dynamic shared array: macros, so the host
  * emulation (tests/emu/cuda_emu.h) can stand in for them. */

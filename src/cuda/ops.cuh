@@ -105,7 +105,7 @@ static inline uint8_t *qx_of(const struct nt_pass *p) {
 /* The operations, for fingerprints and for the fault message's "in <operation>". */
 enum cuda_op {
     OP_NONE, OP_EMBED, OP_RMSNORM, OP_ADD_RMSNORM, OP_MATMUL, OP_CONV, OP_SCAN, OP_GNORM, OP_ATTENTION,
-    OP_ROUTE, OP_EXPERTS, OP_ARGMAX, OP_BEGIN_PASS, OP_END_PASS, OP_TO_HOST, OP_MEMORY
+    OP_ROUTE, OP_EXPERTS, OP_ARGMAX, OP_BEGIN_PASS, OP_END_PASS, OP_TO_HOST, OP_MEMORY, OP_BRANCH
 };
 
 /* Starts operation `op` with the arguments v[0..nv): names it for fault messages, adds it to the
@@ -159,6 +159,7 @@ void drop_graphs_of(struct cuda_backend *b, const void *scratch);
 /* ---- the operations (backend_cuda.cu puts them in the table) -------------------------------- */
 
 int be_busy(struct nt_backend *be);
+void be_branch(struct nt_backend *be, const struct nt_pass *p, enum nt_branch what);
 void be_begin_pass(struct nt_backend *be, const struct nt_pass *p);
 void be_end_pass(struct nt_backend *be, const struct nt_pass *p);
 size_t be_pass_scratch_bytes(struct nt_backend *be, int64_t max_cols, int n);

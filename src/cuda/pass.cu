@@ -42,9 +42,68 @@ struct pass_run {
 };
 static thread_local struct pass_run cur;
 
+thread_local cudaStream_t nt_stream = cudaStreamPerThread;
+
+/* BRANCHES (backend.h, ops.branch): in a pass of one position a MoE layer's shared expert runs on
+ * the thread's side stream beside the route and the routed experts, which at one position are
+ * chains of latency (docs/PERF.md: 32 us for 31 MB) that leave the memory idle. A fork event lets
+ * the side stream start after the operations before the branch, a join event makes the main
+ * stream wait for it before the next operation; captured, they are the graph's edges. Longer
+ * passes run their branches in order: their products share the pass scratch's quantized rows.
+ * NT_SIDE_STREAM=0 at build time: no branch runs beside (to compare). The side stream and the
+ * events are made by the thread's first pass (outside any capture) and kept for the thread's life. */
+#ifndef NT_SIDE_STREAM
+#define NT_SIDE_STREAM 1
+#endif
+static thread_local struct {
+    cudaStream_t side;
+    cudaEvent_t fork, join;
+    int device;
+    bool open; /* a branch of the pass now is on the side stream */
+} br = {NULL, NULL, NULL, -1, false};
+
+static void make_side_stream(struct cuda_backend *b) {
+    struct nt_backend *be = &b->base;
+    if (!NT_SIDE_STREAM || (br.side && br.device == b->device)) return;
+    if (br.side) { /* another device's */
+        cudaStreamDestroy(br.side);
+        cudaEventDestroy(br.fork);
+        cudaEventDestroy(br.join);
+        br.side = NULL;
+    }
+    if (CK(be, cudaStreamCreateWithFlags(&br.side, cudaStreamNonBlocking)) &&
+        CK(be, cudaEventCreateWithFlags(&br.fork, cudaEventDisableTiming)) &&
+        CK(be, cudaEventCreateWithFlags(&br.join, cudaEventDisableTiming)))
+        br.device = b->device;
+    else
+        br.side = NULL;
+}
+
+void be_branch(struct nt_backend *be, const struct nt_pass *p, enum nt_branch what) {
+    OP_START(be, OP_BRANCH, (uint64_t)what, (uint64_t)p->n);
+    if (!NT_SIDE_STREAM || p->n != 1 || !br.side) return;
+    switch (what) {
+    case NT_BRANCH_OPEN:
+        if (CK(be, cudaEventRecord(br.fork, cudaStreamPerThread)) && CK(be, cudaStreamWaitEvent(br.side, br.fork, 0))) {
+            nt_stream = br.side;
+            br.open = true;
+        }
+        break;
+    case NT_BRANCH_CLOSE:
+        nt_stream = cudaStreamPerThread;
+        break;
+    case NT_BRANCH_JOIN:
+        if (br.open) {
+            CK(be, cudaEventRecord(br.join, br.side)) && CK(be, cudaStreamWaitEvent(cudaStreamPerThread, br.join, 0));
+            br.open = false;
+        }
+        break;
+    }
+}
+
 static const char *const op_names[] = {
     "(no operation)", "embed", "rmsnorm", "add_rmsnorm", "matmul", "mamba_conv", "mamba_scan", "mamba_gated_norm",
-    "attention", "moe_route", "moe_experts", "argmax", "begin_pass", "end_pass", "to_host", "memory"};
+    "attention", "moe_route", "moe_experts", "argmax", "begin_pass", "end_pass", "to_host", "memory", "branch"};
 
 const char *op_now(void) { return op_names[cur.op]; }
 
@@ -238,6 +297,10 @@ void be_begin_pass(struct nt_backend *be, const struct nt_pass *p) {
     cur.op = OP_BEGIN_PASS;
     if (FAULTED(be)) return;
     if (p->n <= 0 || !p->scratch) return cuda_fault(be, "begin_pass: a pass needs positions and its scratch");
+    nt_stream = cudaStreamPerThread;
+    br.open = false;
+    if (!CK(be, cudaSetDevice(b->device))) return;
+    make_side_stream(b);
     if (p->rehearse) return begin_rehearsal(b, p);
     /* pageable sources: each copy returns once the bytes are staged, so nothing here outlives the
      * call; stream order puts them before the pass's kernels */
@@ -288,12 +351,19 @@ static void launch_captured(struct nt_backend *be, struct pass_graph *g, cudaGra
 void be_end_pass(struct nt_backend *be, const struct nt_pass *p) {
     struct pass_graph *g = cur.g;
     enum pass_mode mode = cur.mode;
+    bool in_branch = nt_stream != cudaStreamPerThread || br.open;
     cur.mode = MODE_NONE;
     cur.g = NULL;
     cur.op = OP_END_PASS;
+    nt_stream = cudaStreamPerThread;
+    br.open = false;
     if (FAULTED(be)) {
         if (mode == MODE_CAPTURE || mode == MODE_REHEARSE) abandon_capture(g);
         return;
+    }
+    if (in_branch) {
+        if (mode == MODE_CAPTURE || mode == MODE_REHEARSE) abandon_capture(g);
+        return cuda_fault(be, "end_pass inside a branch (forward.c closes and joins every branch it opens)");
     }
     switch (mode) {
     case MODE_EAGER:

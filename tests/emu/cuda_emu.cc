@@ -319,6 +319,20 @@ cudaError_t cudaStreamQuery(cudaStream_t) {
     STICKY();
     return cudaSuccess;
 }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned) {
+    STICKY();
+    static char side_streams; /* any address other than the default stream's 0 */
+    *st = &side_streams;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t) {
+    STICKY();
+    return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) {
+    STICKY();
+    return cudaSuccess;
+}
 cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
     STICKY();
     capturing = new emu::program;
@@ -363,6 +377,7 @@ cudaError_t cudaEventCreate(cudaEvent_t *e) {
     *e = new emu::event{0};
     return cudaSuccess;
 }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { return cudaEventCreate(e); }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
     delete e;
     STICKY();

@@ -112,6 +112,8 @@ typedef void *cudaStream_t;
 #define cudaErrorNotReady 600
 #define cudaErrorIllegalAddress 700
 #define cudaStreamPerThread ((cudaStream_t)0)
+#define cudaStreamNonBlocking 1
+#define cudaEventDisableTiming 2
 enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
 enum cudaStreamCaptureMode { cudaStreamCaptureModeThreadLocal = 1 };
 enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
@@ -144,6 +146,11 @@ cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st);
 cudaError_t cudaStreamSynchronize(cudaStream_t st);
 /* the emulated stream has always finished (cudaSuccess), or reports its sticky fault */
 cudaError_t cudaStreamQuery(cudaStream_t st);
+/* Other streams run in the same order as the default one (everything at once): a side stream is a
+ * name, and an event's wait is already met. */
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t st);
+cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned flags);
 cudaError_t cudaStreamBeginCapture(cudaStream_t st, cudaStreamCaptureMode m);
 cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *g);
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long flags);
@@ -151,6 +158,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t st);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e);
 cudaError_t cudaGraphDestroy(cudaGraph_t g);
 cudaError_t cudaEventCreate(cudaEvent_t *e);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);

@@ -217,6 +217,12 @@ struct nt_backend_ops {
      * (called the same way in every pass of a kind); every pass closes and joins what it opens. */
     void (*branch)(struct nt_backend *be, const struct nt_pass *p, enum nt_branch what);
 
+    /* Optional (NULL: none). The seconds (CLOCK_MONOTONIC) the calling thread has spent so far in
+     * one-off work of passes on backends of this kind: recording pass programs (a capture's host
+     * time, rehearsals). A caller that times passes to choose between them (the speculative
+     * decoder's pay check) takes them off: they say nothing of the kind's cost. */
+    double (*one_off_seconds)(struct nt_backend *be);
+
     /* Optional (NULL: never busy). Whether work this thread queued is still running on the
      * device: while it is, a session rehearses the pass kinds it expects (nt_pass.rehearse), on
      * a host that would otherwise only wait. */

@@ -337,6 +337,7 @@ static const struct nt_backend_ops cuda_ops = {
     be_moe_scratch_floats,
     be_argmax,
     be_branch,
+    be_one_off_seconds,
     be_busy,
     be_read_bandwidth,
 };

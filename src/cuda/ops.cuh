@@ -159,6 +159,7 @@ void drop_graphs_of(struct cuda_backend *b, const void *scratch);
 /* ---- the operations (backend_cuda.cu puts them in the table) -------------------------------- */
 
 int be_busy(struct nt_backend *be);
+double be_one_off_seconds(struct nt_backend *be);
 void be_branch(struct nt_backend *be, const struct nt_pass *p, enum nt_branch what);
 void be_begin_pass(struct nt_backend *be, const struct nt_pass *p);
 void be_end_pass(struct nt_backend *be, const struct nt_pass *p);

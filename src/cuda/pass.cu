@@ -38,8 +38,10 @@ struct pass_run {
     uint64_t print;
     enum cuda_op op; /* the operation running now, for fault messages */
     bool declined;   /* an operation of the rehearsal declined it (pass_decline) */
-    double t0_ms;    /* when a logged capture began (NEMOTRON_CUDA_GRAPHS=log) */
+    double t0_ms;    /* when the pass began (a capture's or a rehearsal's recording is one-off) */
 };
+/* The thread's seconds recording programs: captures and rehearsals (be_one_off_seconds). */
+static thread_local double one_off_s;
 static thread_local struct pass_run cur;
 
 thread_local cudaStream_t nt_stream = cudaStreamPerThread;
@@ -250,6 +252,11 @@ static struct pass_graph *graph_slot(struct cuda_backend *b, const struct nt_pas
     return g;
 }
 
+double be_one_off_seconds(struct nt_backend *be) {
+    (void)be;
+    return one_off_s;
+}
+
 int be_busy(struct nt_backend *be) {
     struct cuda_backend *b = cb(be);
     if (b->rehearse == REHEARSE_ALWAYS) return 1;
@@ -269,7 +276,7 @@ static void begin_rehearsal(struct cuda_backend *b, const struct nt_pass *p) {
         cur.mode = MODE_SKIP;
         return;
     }
-    if (b->log_graphs) cur.t0_ms = wall_ms();
+    cur.t0_ms = wall_ms();
     if (CK(be, cudaSetDevice(b->device)) && CK(be, cudaStreamBeginCapture(ST, cudaStreamCaptureModeThreadLocal)))
         cur.mode = MODE_REHEARSE;
 }
@@ -317,7 +324,7 @@ void be_begin_pass(struct nt_backend *be, const struct nt_pass *p) {
                         : cur.g->runs && !cur.g->exec     ? MODE_CAPTURE
                                                           : MODE_EAGER;
     if (b->no_graphs) mode = MODE_EAGER;
-    if (mode == MODE_CAPTURE && b->log_graphs) cur.t0_ms = wall_ms();
+    cur.t0_ms = wall_ms(); /* a capture's recording is one-off work (be_one_off_seconds) */
     if (mode == MODE_CAPTURE && !CK(be, cudaStreamBeginCapture(ST, cudaStreamCaptureModeThreadLocal))) return;
     cur.mode = mode;
 }
@@ -404,4 +411,6 @@ void be_end_pass(struct nt_backend *be, const struct nt_pass *p) {
     case MODE_NONE:
         return cuda_fault(be, "end_pass without begin_pass");
     }
+    /* (a first run is not counted: its launches overlap its kernels, whose time is the pass's) */
+    if (mode == MODE_CAPTURE || mode == MODE_REHEARSE) one_off_s += 1e-3 * (wall_ms() - cur.t0_ms);
 }

@@ -70,8 +70,6 @@ struct nemotron_session {
      * (rehearsal.c); mtp_ran: an MTP pass ran, so its kinds can be rehearsed. */
     struct nt_expected expected[NT_EXPECTED_MAX];
     int n_expected, mtp_ran;
-    double rehearsal_s;               /* seconds spent rehearsing (nt_spec_clock's): a one-off cost the
-                                       * pay check takes off the step it fell in */
 };
 
 /* A main pass of tokens (snap: a verify pass) and an MTP pass as the session runs them, built in

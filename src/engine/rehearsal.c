@@ -51,9 +51,7 @@ void nt_session_rehearse_while_busy(nemotron_session *s, int n) {
             i++;
             continue;
         }
-        double t0 = nt_spec_clock();
         rehearse(s, &s->expected[i]);
-        s->rehearsal_s += nt_spec_clock() - t0;
         s->n_expected--;
         memmove(&s->expected[i], &s->expected[i + 1], (size_t)(s->n_expected - i) * sizeof s->expected[0]);
     }

@@ -431,15 +431,21 @@ static void add_plain_rate(nemotron_spec *sp, double seconds) {
         if (sp->plain_rates[i] > sp->rate_plain) sp->rate_plain = sp->plain_rates[i];
 }
 
-/* Seconds of the clock the sessions spent rehearsing pass programs (rehearsal.c): the pay check
- * takes them off the step they fell in. */
-static double rehearsal_seconds(const nemotron_spec *sp) {
-    return sp->target->rehearsal_s + (sp->draft ? sp->draft->rehearsal_s : 0);
+/* The seconds this thread has spent in one-off work of passes (backend.h, one_off_seconds: the
+ * recording of pass programs) on the sessions' backends: the pay check takes them off the step
+ * they fell in. Without this, a short run's first verify steps - the second pass of each length
+ * is captured, 0.4 - 0.6 ms on the demo against 0.4 ms for the pass - looked as if speculation
+ * did not pay (docs/PERF.md). Counted once per kind of backend (the count is the thread's). */
+static double one_off_seconds(const nemotron_spec *sp) {
+    struct nt_backend *be = sp->target->model->fwd.be, *dbe = sp->draft ? sp->draft->model->fwd.be : NULL;
+    double s = be->ops->one_off_seconds ? be->ops->one_off_seconds(be) : 0;
+    if (dbe && dbe->ops != be->ops && dbe->ops->one_off_seconds) s += dbe->ops->one_off_seconds(dbe);
+    return s;
 }
 
-/* The clock's seconds since t0 less the rehearsals since r0. */
-static double step_seconds(const nemotron_spec *sp, double t0, double r0) {
-    return nt_spec_clock() - t0 - (rehearsal_seconds(sp) - r0);
+/* The clock's seconds since t0 less the one-off work since o0. */
+static double step_seconds(const nemotron_spec *sp, double t0, double o0) {
+    return nt_spec_clock() - t0 - (one_off_seconds(sp) - o0);
 }
 
 /* Speculation off for the next `backoff` steps, then a probe; the next switch-off waits twice as
@@ -537,17 +543,17 @@ nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out,
      * starts: the price of coming back (one pass, counted against the probe), not of this step;
      * after a verify step it lacks at most that step's last token, which is part of drafting */
     if (drafting && sp->kind == DRAFT_MODEL && sp->draft_lags) {
-        double c0 = nt_spec_clock(), r0 = rehearsal_seconds(sp);
+        double c0 = nt_spec_clock(), o0 = one_off_seconds(sp);
         int caught = 0;
         if ((st = draft_catch_up(sp, &caught))) goto done;
         sp->draft_lags = 0;
-        double seconds = step_seconds(sp, c0, r0);
+        double seconds = step_seconds(sp, c0, o0);
         sp->probe_s += seconds;
         sp->catch_up_s += seconds;
         if (caught > 0) sp->catch_up_token_s = seconds / caught;
     }
     /* the step's time, drafting included, for the pay check */
-    double t0 = nt_spec_clock(), r0 = rehearsal_seconds(sp);
+    double t0 = nt_spec_clock(), o0 = one_off_seconds(sp);
     int caught = 0; /* (the last step's last draft: part of this step) */
     if (drafting && sp->kind == DRAFT_MODEL && (st = draft_catch_up(sp, &caught))) goto done;
     if (drafting && (st = want_drafts(sp, max, &n_draft, &snap))) goto done;
@@ -557,7 +563,7 @@ nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out,
         *n_out = 1;
         sp->draft_lags = 1;
         if (sp->kind != DRAFT_FN) {
-            add_plain_rate(sp, step_seconds(sp, t0, r0));
+            add_plain_rate(sp, step_seconds(sp, t0, o0));
             sp->since_plain = 0;
         }
         goto done;
@@ -595,7 +601,7 @@ nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out,
     *n_out = emitted;
     if (sp->kind == DRAFT_MODEL) st = draft_settle(sp, base, n_draft, kept, snap);
     if (!st && sp->kind != DRAFT_FN) {
-        double seconds = step_seconds(sp, t0, r0);
+        double seconds = step_seconds(sp, t0, o0);
         add_rate(&sp->rate_spec, &sp->n_rate_spec, emitted, seconds);
         sp->probe_s += seconds;
         sp->probe_tokens += emitted;

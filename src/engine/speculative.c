@@ -52,9 +52,11 @@
  * one ran under FIRST_SHARE of it (one token for more than two plain steps' time: its drafts
  * all failed), waiting for RATE_SAMPLES would only lose more (on the H200 the demo's MTP drafts
  * cost a short run 15 % before they were judged, and each verify step then still lost about two
- * plain steps: docs/PERF.md). */
+ * plain steps: docs/PERF.md). 0.85, not 0.7: the demo's MTP drafts run at 0.6 - 0.75 of the
+ * plain rate on the H200, so at 0.7 a 256-token run often waited for 4 samples (x0.92 - 0.97);
+ * a drafter that pays and had two unlucky steps comes back at its next probe. */
 #define EARLY_SAMPLES 2
-#define EARLY_SHARE 0.7
+#define EARLY_SHARE 0.85
 #define FIRST_SHARE 0.5
 
 enum drafter { DRAFT_NGRAM, DRAFT_MODEL, DRAFT_MTP, DRAFT_FN };

@@ -12,10 +12,18 @@
  * which is the CPU's lane arithmetic (matmul_ggml.c) term for term, so the results are the CPU's
  * bit for bit, whatever the pass size.
  *
- * k_ggml: a block of GG_WARPS warps owns GG_ROWS rows, a warp 4 rows x the 8 lanes; each thread
- * keeps the chains of the item's positions (up to GG_MAXP), so a weight is read once per item.
- * Plain and simple: the weights are read bytewise (blocks are not aligned), nothing staged.
+ * k_ggml_stream (the default: NT_GGML_STREAM) streams the weights: persistent blocks walk tiles
+ * of consecutive rows (one contiguous byte range each) through cp.async stages in shared memory
+ * and run the chains on the staged bytes (its section below). k_ggml, the plain one, takes rows
+ * wider than a tile and the tests' reference switch (nt_cuda_ggml_reference): a block of
+ * GG_WARPS warps owns GG_ROWS rows, a warp 4 rows x the 8 lanes, the weights read bytewise from
+ * global memory (blocks are not aligned), nothing staged. Both run gg_row_chains and gg_row_store
+ * (each thread the chains of the item's positions, up to GG_MAXP, so a weight is read once per
+ * item): the same bits.
  */
+extern "C" {
+#include "cuda_backend.h"
+}
 #include "ggml_blocks.cuh"
 #include "ops.cuh"
 #include "products.cuh"
@@ -32,18 +40,14 @@ __device__ __forceinline__ int gg_codes4(int dt, const uint8_t *blk, int j, int 
     return (int)w;
 }
 
-__global__ void __launch_bounds__(GG_WARPS * 32) k_ggml(struct pk_product a) {
-    const struct pk_item it = pk_item_of(a, blockIdx.x);
-    if (!it.P) return; /* the whole block: no warp of it shuffles */
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, l = lane & 7;
-    int64_t r = (int64_t)blockIdx.y * GG_ROWS + warp * 4 + (lane >> 3);
-    bool live = r < a.rows; /* dead rows run on row 0 (their lanes take part in the shuffles) */
+/* The item's chains of one row (row: its bytes, anywhere: global or staged) for lane l of its 8:
+ * the header's arithmetic, the sub-blocks in order. Both kernels run exactly this. */
+__device__ __forceinline__ void gg_row_chains(const struct pk_product &a, const struct pk_item &it, const uint8_t *row,
+                                              int l, float acc[GG_MAXP]) {
     int dt = a.dtype;
     int64_t nb = a.cols / 32;
-    const uint8_t *row = it.W + (live ? r : 0) * gg_row_bytes(dt, a.cols);
     const uint8_t *q0 = pk_qrow(a, it, 0);
     int64_t qs = (int64_t)pk_qx_stride(a.cols);
-    float acc[GG_MAXP];
 #pragma unroll
     for (int p = 0; p < GG_MAXP; p++) acc[p] = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
@@ -61,6 +65,12 @@ __global__ void __launch_bounds__(GG_WARPS * 32) k_ggml(struct pk_product a) {
             if (s.has_min) acc[p] = __fmaf_rn((float)(s.mk * __dp4a(xq, 0x01010101, 0)), __fmul_rn(s.m, db), acc[p]);
         }
     }
+}
+
+/* The lane tree of each position's chains and the store of row r (by lane 0 of the 8, when
+ * live); every lane of the warp takes part in the shuffles. */
+__device__ __forceinline__ void gg_row_store(const struct pk_product &a, const struct pk_item &it, int64_t r, bool live,
+                                             int l, const float acc[GG_MAXP]) {
 #pragma unroll
     for (int p = 0; p < GG_MAXP; p++) {
         if (p >= it.P) break;
@@ -70,6 +80,147 @@ __global__ void __launch_bounds__(GG_WARPS * 32) k_ggml(struct pk_product a) {
         v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
         if (live && l == 0) pk_store(a, it, r, p, v);
     }
+}
+
+__global__ void __launch_bounds__(GG_WARPS * 32) k_ggml(struct pk_product a) {
+    const struct pk_item it = pk_item_of(a, blockIdx.x);
+    if (!it.P) return; /* the whole block: no warp of it shuffles */
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, l = lane & 7;
+    int64_t r = (int64_t)blockIdx.y * GG_ROWS + warp * 4 + (lane >> 3);
+    bool live = r < a.rows; /* dead rows run on row 0 (their lanes take part in the shuffles) */
+    const uint8_t *row = it.W + (live ? r : 0) * gg_row_bytes(a.dtype, a.cols);
+    float acc[GG_MAXP];
+    gg_row_chains(a, it, row, l, acc);
+    gg_row_store(a, it, r, live, l, acc);
+}
+
+/* ---- k_ggml_stream ------------------------------------------------------------------------------
+ * The same chains over weights streamed through shared memory. A tile is R consecutive rows of
+ * one item's matrix: one contiguous byte range (R row_bytes), copied by the whole block with
+ * coalesced 16-byte cp.async into a stage; the range's start and end need not be aligned, so the
+ * stage holds the 16-byte granules covering it and the rows start (start & 15) bytes in. Granules
+ * that reach outside the matrix (only at its first and last byte, when those are unaligned) are
+ * copied bytewise, their bytes of the matrix only. The grid is what the SMs hold at once; each
+ * block walks its tiles (blockIdx.x, + gridDim.x, ...: item-major, so neighbouring blocks read
+ * neighbouring rows) with GS_STAGES - 1 tiles in flight while it computes one: thread
+ * (row rl = tid / 8, lane tid % 8) runs gg_row_chains on the staged row and gg_row_store, the
+ * bits of k_ggml. Launched early: a plain product's first tiles are issued before grid_wait (the
+ * weights are constants); the quantized activations are read only after it, and a grouped
+ * product's items (k_moe_plan's lists, which name the matrices) too. */
+#ifndef NT_GGML_STREAM
+#define NT_GGML_STREAM 1 /* 0: k_ggml for every block-type product (dev/cuda/README.md) */
+#endif
+#define GS_THREADS 256
+#define GS_ROWS (GS_THREADS / 8) /* rows a tile holds at most: a thread per (row, lane) */
+#ifndef GS_STAGES
+#define GS_STAGES 3 /* tiles a block has in flight or in hand */
+#endif
+#ifndef GS_TILE_BYTES
+#define GS_TILE_BYTES 12288 /* weight bytes of a tile at most: 3 stages stay under the 48 KB a
+                             * kernel takes without opting in */
+#endif
+#define GS_STAGE_BYTES (GS_TILE_BYTES + 32) /* + the covering granules at either end */
+
+/* Tile t of the walk: item t / tiles_per_item, rows r0 .. r0 + nr - 1. */
+struct gs_tile {
+    int item, nr;
+    int64_t r0;
+};
+__device__ __forceinline__ struct gs_tile gs_tile_of(const struct pk_product &a, int R, int tiles_per_item, int t) {
+    struct gs_tile o;
+    o.item = t / tiles_per_item;
+    o.r0 = (int64_t)(t % tiles_per_item) * R;
+    o.nr = (int)min((int64_t)R, a.rows - o.r0);
+    return o;
+}
+
+/* Issues the copies of rows r0 .. r0 + nr - 1 of W (row_bytes rb) into stage st. */
+__device__ __forceinline__ void gs_issue(const struct pk_product &a, const uint8_t *W, int64_t rb, const struct gs_tile &t,
+                                         uint8_t *st) {
+    uintptr_t lo = (uintptr_t)W, hi = lo + (uintptr_t)(a.rows * rb);
+    uintptr_t g0 = lo + (uintptr_t)(t.r0 * rb), g1 = g0 + (uintptr_t)(t.nr * rb), a0 = g0 & ~(uintptr_t)15;
+    int n16 = (int)((((g1 + 15) & ~(uintptr_t)15) - a0) / 16);
+    for (int i = threadIdx.x; i < n16; i += GS_THREADS) {
+        uintptr_t g = a0 + 16 * (uintptr_t)i;
+        if (g >= lo && g + 16 <= hi) {
+            cp_async16(st + 16 * i, (const void *)g);
+        } else { /* the matrix's unaligned first or last granule: its bytes of the tile only */
+            uintptr_t b0 = g < g0 ? g0 : g, b1 = g + 16 < g1 ? g + 16 : g1;
+            for (uintptr_t b = b0; b < b1; b++) st[b - a0] = *(const uint8_t *)b;
+        }
+    }
+}
+
+__global__ void __launch_bounds__(GS_THREADS) k_ggml_stream(struct pk_product a, int R, int tiles_per_item, int all) {
+    NT_DYNAMIC_SHARED(uint4, gs_words);
+    uint8_t *stages = (uint8_t *)gs_words;
+    const int tid = threadIdx.x, rl = tid >> 3, l = tid & 7;
+    const int64_t rb = gg_row_bytes(a.dtype, a.cols);
+    const int mine = blockIdx.x < (unsigned)all ? (all - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    if (a.grouped) grid_wait(); /* the items name the matrices: k_moe_plan's lists */
+#pragma unroll
+    for (int p = 0; p < GS_STAGES - 1; p++) {
+        if (p < mine) {
+            const struct gs_tile t = gs_tile_of(a, R, tiles_per_item, blockIdx.x + p * gridDim.x);
+            const struct pk_item it = pk_item_of(a, t.item);
+            if (it.P) gs_issue(a, it.W, rb, t, stages + p * GS_STAGE_BYTES);
+        }
+        cp_async_commit(); /* empty groups past the block's tiles keep the wait counts uniform */
+    }
+    if (!a.grouped) grid_wait(); /* before the quantized activations */
+    grid_launch_dependents();
+    for (int i = 0; i < mine; i++) {
+        int ahead = i + GS_STAGES - 1;
+        if (ahead < mine) { /* into the stage tile i - 1 used: the barrier below freed it */
+            const struct gs_tile t = gs_tile_of(a, R, tiles_per_item, blockIdx.x + ahead * gridDim.x);
+            const struct pk_item it = pk_item_of(a, t.item);
+            if (it.P) gs_issue(a, it.W, rb, t, stages + (ahead % GS_STAGES) * GS_STAGE_BYTES);
+        }
+        cp_async_commit();
+        cp_async_wait<GS_STAGES - 1>(); /* tile i's copies (this thread's) have landed */
+        __syncthreads();                 /* and everyone's */
+        const struct gs_tile t = gs_tile_of(a, R, tiles_per_item, blockIdx.x + i * gridDim.x);
+        const struct pk_item it = pk_item_of(a, t.item);
+        if (it.P && (tid >> 5) * 4 < t.nr) { /* whole warps: dead rows run on row 0 */
+            bool live = rl < t.nr;
+            const uint8_t *row = stages + (i % GS_STAGES) * GS_STAGE_BYTES +
+                                 (((uintptr_t)it.W + (uintptr_t)(t.r0 * rb)) & 15) + (live ? rl : 0) * rb;
+            float acc[GG_MAXP];
+            gg_row_chains(a, it, row, l, acc);
+            gg_row_store(a, it, t.r0 + rl, live, l, acc);
+        }
+        __syncthreads(); /* the stage is free for the copies issued next */
+    }
+    cp_async_wait<0>(); /* no copy outlives the block (the empty trailing groups) */
+}
+
+static int ggml_reference; /* nt_cuda_ggml_reference */
+extern "C" void nt_cuda_ggml_reference(int on) { ggml_reference = on; }
+
+/* The streaming kernel's launch, when it takes the product (false: k_ggml's); ok false when a
+ * runtime call failed (be's fault recorded). */
+static bool gs_launch(struct nt_backend *be, const struct pk_product *a, int work, bool *ok) {
+    *ok = true;
+    int64_t rb = gg_row_bytes(a->dtype, a->cols);
+    if (!NT_GGML_STREAM || ggml_reference || rb <= 0 || rb > GS_TILE_BYTES) return false;
+    int64_t R = GS_TILE_BYTES / rb < GS_ROWS ? GS_TILE_BYTES / rb : GS_ROWS;
+    if (R > a->rows) R = a->rows;
+    int64_t tiles_per_item = (a->rows + R - 1) / R, all = tiles_per_item * work;
+    if (all > INT32_MAX) return false;
+    int sms = 0, per_sm = 0;
+    size_t smem = (size_t)GS_STAGES * GS_STAGE_BYTES;
+    if (!CK(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device)) ||
+        !CK(be, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_ggml_stream, GS_THREADS, smem))) {
+        *ok = false;
+        return true;
+    }
+    if (per_sm < 1) return false;
+    /* the grid is what the SMs hold at once: a second wave would wait for the first one's tail */
+    int64_t grid = (int64_t)sms * per_sm < all ? (int64_t)sms * per_sm : all;
+    *ok = CK(be, NT_LAUNCH_EARLY(k_ggml_stream, (unsigned)grid, GS_THREADS, smem, *a, (int)R, (int)tiles_per_item,
+                                 (int)all)) &&
+          LAUNCHED(be);
+    return true;
 }
 
 bool gg_launch(struct nt_backend *be, const struct pk_product *a, int work) {
@@ -82,6 +233,8 @@ bool gg_launch(struct nt_backend *be, const struct pk_product *a, int work) {
         cuda_fault(be, "block-type product: %lld rows are more than one grid holds", (long long)a->rows);
         return false;
     }
+    bool ok;
+    if (gs_launch(be, a, work, &ok)) return ok;
     NT_LAUNCH(k_ggml, dim3((unsigned)work, (unsigned)row_blocks), GG_WARPS * 32, *a);
     return LAUNCHED(be);
 }

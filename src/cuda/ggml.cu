@@ -40,11 +40,65 @@ __device__ __forceinline__ int gg_codes4(int dt, const uint8_t *blk, int j, int 
     return (int)w;
 }
 
+/* ---- reading staged bytes (k_ggml_stream) ----------------------------------------------------
+ * The same integer codes as gg_codes4, read a word at a time: a stage has room past its bytes,
+ * so the aligned words around any 4 bytes of it may be read whole (global memory may end there). */
+
+/* 4 bytes at any address of a stage, little-endian. */
+__device__ __forceinline__ uint32_t gs_u32(const uint8_t *p) {
+    uintptr_t at = (uintptr_t)p;
+    const uint32_t *w = (const uint32_t *)(at & ~(uintptr_t)3);
+    return (uint32_t)((((uint64_t)w[1] << 32) | w[0]) >> (8 * (at & 3)));
+}
+/* Lane l's 4 nibbles of a 32-element block's qs[16] (columns 4l .. 4l + 3), one a byte. */
+__device__ __forceinline__ uint32_t gs_nibbles(const uint8_t *qs, int l) {
+    uint32_t w = gs_u32(qs + 4 * (l & 3));
+    return (l < 4 ? w : w >> 4) & 0x0F0F0F0Fu;
+}
+/* Bits 4l .. 4l + 3 of the 32-bit word at qh (a fifth bit per column), each as bit 4 of its byte. */
+__device__ __forceinline__ uint32_t gs_fifth_bits(const uint8_t *qh, int l) {
+    uint32_t h = gs_u32(qh) >> (4 * l);
+    return ((h & 1u) | (h & 2u) << 7 | (h & 4u) << 14 | (h & 8u) << 21) << 4;
+}
+/* Each byte n (0..15) of nib replaced by entry n of a 16-entry int8 table (gg_table's words). */
+__device__ __forceinline__ uint32_t gs_lookup(uint32_t nib, uint64_t lo, uint64_t hi) {
+    uint32_t s = nib & 0x07070707u;
+    s = (s & 0x7u) | ((s >> 4) & 0x70u) | ((s >> 8) & 0x700u) | ((s >> 12) & 0x7000u); /* 4 selectors */
+    uint32_t from_lo = __byte_perm((uint32_t)lo, (uint32_t)(lo >> 32), s);
+    uint32_t from_hi = __byte_perm((uint32_t)hi, (uint32_t)(hi >> 32), s);
+    uint32_t m = ((nib >> 3) & 0x01010101u) * 0xFFu; /* bytes whose entry is 8..15 */
+    return (from_lo & ~m) | (from_hi & m);
+}
+/* gg_codes4 on staged bytes (dt a constant where it matters: k_ggml_stream's template). */
+__device__ __forceinline__ int gs_codes4(int dt, const uint8_t *blk, int j, int l) {
+    switch (dt) {
+    case NT_DTYPE_GGML_Q8_0: return (int)gs_u32(blk + 2 + 4 * l);
+    case NT_DTYPE_GGML_Q4_0: return (int)__vsub4(gs_nibbles(blk + 2, l), 0x08080808u);
+    case NT_DTYPE_GGML_Q4_1: return (int)gs_nibbles(blk + 4, l);
+    case NT_DTYPE_GGML_Q5_0: return (int)__vsub4(gs_nibbles(blk + 6, l) | gs_fifth_bits(blk + 2, l), 0x10101010u);
+    case NT_DTYPE_GGML_Q5_1: return (int)(gs_nibbles(blk + 8, l) | gs_fifth_bits(blk + 4, l));
+    case NT_DTYPE_GGML_IQ4_NL: return (int)gs_lookup(gs_nibbles(blk + 2, l), GG_IQ4NL_LO, GG_IQ4NL_HI);
+    case NT_DTYPE_GGML_MXFP4: return (int)gs_lookup(gs_nibbles(blk + 1, l), GG_MXFP4_LO, GG_MXFP4_HI);
+    case NT_DTYPE_GGML_Q6_K: {
+        int h = j / 4, k = j % 4;
+        uint32_t lo = gs_u32(blk + 64 * h + 32 * (k & 1) + 4 * l);
+        lo = (k < 2 ? lo : lo >> 4) & 0x0F0F0F0Fu;
+        uint32_t hi = (gs_u32(blk + 128 + 32 * h + 4 * l) >> (2 * k)) & 0x03030303u;
+        return (int)__vsub4(lo | hi << 4, 0x20202020u);
+    }
+    default: { /* Q4_K, Q5_K */
+        uint32_t w = gs_u32(blk + (dt == NT_DTYPE_GGML_Q5_K ? 48 : 16) + 32 * (j / 2) + 4 * l);
+        uint32_t n = (j % 2 ? w >> 4 : w) & 0x0F0F0F0Fu;
+        if (dt == NT_DTYPE_GGML_Q5_K) n |= ((gs_u32(blk + 16 + 4 * l) >> j) & 0x01010101u) << 4;
+        return (int)n;
+    }
+    }
+}
+
 /* The item's chains of one row (row: its bytes, anywhere: global or staged) for lane l of its 8:
  * the header's arithmetic, the sub-blocks in order. Both kernels run exactly this. */
-__device__ __forceinline__ void gg_row_chains(const struct pk_product &a, const struct pk_item &it, const uint8_t *row,
-                                              int l, float acc[GG_MAXP]) {
-    int dt = a.dtype;
+__device__ __forceinline__ void gg_row_chains(const struct pk_product &a, const struct pk_item &it, int dt, bool staged,
+                                              const uint8_t *row, int l, float acc[GG_MAXP]) {
     int64_t nb = a.cols / 32;
     const uint8_t *q0 = pk_qrow(a, it, 0);
     int64_t qs = (int64_t)pk_qx_stride(a.cols);
@@ -54,7 +108,7 @@ __device__ __forceinline__ void gg_row_chains(const struct pk_product &a, const 
         int j;
         const uint8_t *blk = gg_block(dt, row, b, &j);
         struct gg_scales s = gg_scales_of(dt, blk, j, l >> 2);
-        int codes = gg_codes4(dt, blk, j, l);
+        int codes = staged ? gs_codes4(dt, blk, j, l) : gg_codes4(dt, blk, j, l);
 #pragma unroll
         for (int p = 0; p < GG_MAXP; p++) {
             if (p >= it.P) break;
@@ -90,7 +144,7 @@ __global__ void __launch_bounds__(GG_WARPS * 32) k_ggml(struct pk_product a) {
     bool live = r < a.rows; /* dead rows run on row 0 (their lanes take part in the shuffles) */
     const uint8_t *row = it.W + (live ? r : 0) * gg_row_bytes(a.dtype, a.cols);
     float acc[GG_MAXP];
-    gg_row_chains(a, it, row, l, acc);
+    gg_row_chains(a, it, a.dtype, false, row, l, acc);
     gg_row_store(a, it, r, live, l, acc);
 }
 
@@ -151,11 +205,12 @@ __device__ __forceinline__ void gs_issue(const struct pk_product &a, const uint8
     }
 }
 
+template <int DT>
 __global__ void __launch_bounds__(GS_THREADS) k_ggml_stream(struct pk_product a, int R, int tiles_per_item, int all) {
     NT_DYNAMIC_SHARED(uint4, gs_words);
     uint8_t *stages = (uint8_t *)gs_words;
     const int tid = threadIdx.x, rl = tid >> 3, l = tid & 7;
-    const int64_t rb = gg_row_bytes(a.dtype, a.cols);
+    const int64_t rb = gg_row_bytes(DT, a.cols);
     const int mine = blockIdx.x < (unsigned)all ? (all - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     if (a.grouped) grid_wait(); /* the items name the matrices: k_moe_plan's lists */
 #pragma unroll
@@ -186,7 +241,7 @@ __global__ void __launch_bounds__(GS_THREADS) k_ggml_stream(struct pk_product a,
             const uint8_t *row = stages + (i % GS_STAGES) * GS_STAGE_BYTES +
                                  (((uintptr_t)it.W + (uintptr_t)(t.r0 * rb)) & 15) + (live ? rl : 0) * rb;
             float acc[GG_MAXP];
-            gg_row_chains(a, it, row, l, acc);
+            gg_row_chains(a, it, DT, true, row, l, acc);
             gg_row_store(a, it, t.r0 + rl, live, l, acc);
         }
         __syncthreads(); /* the stage is free for the copies issued next */
@@ -196,6 +251,24 @@ __global__ void __launch_bounds__(GS_THREADS) k_ggml_stream(struct pk_product a,
 
 static int ggml_reference; /* nt_cuda_ggml_reference */
 extern "C" void nt_cuda_ggml_reference(int on) { ggml_reference = on; }
+
+/* k_ggml_stream<DT>'s launch: the grid is what the SMs hold at once (a second wave would wait for
+ * the first one's tail). False: the kernel does not fit an SM (k_ggml's then). */
+template <int DT>
+static bool gs_start(struct nt_backend *be, const struct pk_product *a, int R, int tiles_per_item, int all, bool *ok) {
+    int sms = 0, per_sm = 0;
+    size_t smem = (size_t)GS_STAGES * GS_STAGE_BYTES;
+    if (!CK(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device)) ||
+        !CK(be, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_ggml_stream<DT>, GS_THREADS, smem))) {
+        *ok = false;
+        return true;
+    }
+    if (per_sm < 1) return false;
+    int64_t grid = (int64_t)sms * per_sm < all ? (int64_t)sms * per_sm : all;
+    *ok = CK(be, NT_LAUNCH_EARLY(k_ggml_stream<DT>, (unsigned)grid, GS_THREADS, smem, *a, R, tiles_per_item, all)) &&
+          LAUNCHED(be);
+    return true;
+}
 
 /* The streaming kernel's launch, when it takes the product (false: k_ggml's); ok false when a
  * runtime call failed (be's fault recorded). */
@@ -207,20 +280,19 @@ static bool gs_launch(struct nt_backend *be, const struct pk_product *a, int wor
     if (R > a->rows) R = a->rows;
     int64_t tiles_per_item = (a->rows + R - 1) / R, all = tiles_per_item * work;
     if (all > INT32_MAX) return false;
-    int sms = 0, per_sm = 0;
-    size_t smem = (size_t)GS_STAGES * GS_STAGE_BYTES;
-    if (!CK(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device)) ||
-        !CK(be, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_ggml_stream, GS_THREADS, smem))) {
-        *ok = false;
-        return true;
+    switch (a->dtype) {
+    case NT_DTYPE_GGML_Q8_0: return gs_start<NT_DTYPE_GGML_Q8_0>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
+    case NT_DTYPE_GGML_Q4_0: return gs_start<NT_DTYPE_GGML_Q4_0>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
+    case NT_DTYPE_GGML_Q4_1: return gs_start<NT_DTYPE_GGML_Q4_1>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
+    case NT_DTYPE_GGML_Q5_0: return gs_start<NT_DTYPE_GGML_Q5_0>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
+    case NT_DTYPE_GGML_Q5_1: return gs_start<NT_DTYPE_GGML_Q5_1>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
+    case NT_DTYPE_GGML_IQ4_NL: return gs_start<NT_DTYPE_GGML_IQ4_NL>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
+    case NT_DTYPE_GGML_MXFP4: return gs_start<NT_DTYPE_GGML_MXFP4>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
+    case NT_DTYPE_GGML_Q4_K: return gs_start<NT_DTYPE_GGML_Q4_K>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
+    case NT_DTYPE_GGML_Q5_K: return gs_start<NT_DTYPE_GGML_Q5_K>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
+    case NT_DTYPE_GGML_Q6_K: return gs_start<NT_DTYPE_GGML_Q6_K>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
+    default: return false;
     }
-    if (per_sm < 1) return false;
-    /* the grid is what the SMs hold at once: a second wave would wait for the first one's tail */
-    int64_t grid = (int64_t)sms * per_sm < all ? (int64_t)sms * per_sm : all;
-    *ok = CK(be, NT_LAUNCH_EARLY(k_ggml_stream, (unsigned)grid, GS_THREADS, smem, *a, (int)R, (int)tiles_per_item,
-                                 (int)all)) &&
-          LAUNCHED(be);
-    return true;
 }
 
 bool gg_launch(struct nt_backend *be, const struct pk_product *a, int work) {

@@ -13,13 +13,13 @@
  * bit for bit, whatever the pass size.
  *
  * k_ggml_stream (the default: NT_GGML_STREAM) streams the weights: persistent blocks walk tiles
- * of consecutive rows (one contiguous byte range each) through cp.async stages in shared memory
- * and run the chains on the staged bytes (its section below). k_ggml, the plain one, takes rows
- * wider than a tile and the tests' reference switch (nt_cuda_ggml_reference): a block of
- * GG_WARPS warps owns GG_ROWS rows, a warp 4 rows x the 8 lanes, the weights read bytewise from
- * global memory (blocks are not aligned), nothing staged. Both run gg_row_chains and gg_row_store
- * (each thread the chains of the item's positions, up to GG_MAXP, so a weight is read once per
- * item): the same bits.
+ * of 32 rows chunk by chunk (each row's chunk one contiguous byte range) through cp.async stages
+ * in shared memory and run the chains on the staged bytes (its section below). k_ggml, the plain
+ * one, is the tests' reference (nt_cuda_ggml_reference) and NT_GGML_STREAM=0's kernel: a block
+ * of GG_WARPS warps owns GG_ROWS rows, a warp 4 rows x the 8 lanes, the weights read bytewise
+ * from global memory (blocks are not aligned), nothing staged. Both run gg_row_steps and
+ * gg_row_store (each thread the chains of the item's positions, up to GG_MAXP, so a weight is
+ * read once per item): the same bits.
  */
 extern "C" {
 #include "cuda_backend.h"
@@ -95,18 +95,17 @@ __device__ __forceinline__ int gs_codes4(int dt, const uint8_t *blk, int j, int 
     }
 }
 
-/* The item's chains of one row (row: its bytes, anywhere: global or staged) for lane l of its 8:
- * the header's arithmetic, the sub-blocks in order. Both kernels run exactly this. */
-__device__ __forceinline__ void gg_row_chains(const struct pk_product &a, const struct pk_item &it, int dt, bool staged,
-                                              const uint8_t *row, int l, float acc[GG_MAXP]) {
+/* Steps b0 .. b1 - 1 of the item's chains of one row for lane l of its 8 (b0 a block's first
+ * sub-block; row: the bytes of that block on, anywhere: global or staged): the header's
+ * arithmetic, the sub-blocks in order. Both kernels run exactly this. */
+__device__ __forceinline__ void gg_row_steps(const struct pk_product &a, const struct pk_item &it, int dt, bool staged,
+                                             const uint8_t *row, int64_t b0, int64_t b1, int l, float acc[GG_MAXP]) {
     int64_t nb = a.cols / 32;
     const uint8_t *q0 = pk_qrow(a, it, 0);
     int64_t qs = (int64_t)pk_qx_stride(a.cols);
-#pragma unroll
-    for (int p = 0; p < GG_MAXP; p++) acc[p] = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
+    for (int64_t b = b0; b < b1; b++) {
         int j;
-        const uint8_t *blk = gg_block(dt, row, b, &j);
+        const uint8_t *blk = gg_block(dt, row, b - b0, &j);
         struct gg_scales s = gg_scales_of(dt, blk, j, l >> 2);
         int codes = staged ? gs_codes4(dt, blk, j, l) : gg_codes4(dt, blk, j, l);
 #pragma unroll
@@ -144,118 +143,143 @@ __global__ void __launch_bounds__(GG_WARPS * 32) k_ggml(struct pk_product a) {
     bool live = r < a.rows; /* dead rows run on row 0 (their lanes take part in the shuffles) */
     const uint8_t *row = it.W + (live ? r : 0) * gg_row_bytes(a.dtype, a.cols);
     float acc[GG_MAXP];
-    gg_row_chains(a, it, a.dtype, false, row, l, acc);
+#pragma unroll
+    for (int p = 0; p < GG_MAXP; p++) acc[p] = 0.0f;
+    gg_row_steps(a, it, a.dtype, false, row, 0, a.cols / 32, l, acc);
     gg_row_store(a, it, r, live, l, acc);
 }
 
 /* ---- k_ggml_stream ------------------------------------------------------------------------------
- * The same chains over weights streamed through shared memory. A tile is R consecutive rows of
- * one item's matrix: one contiguous byte range (R row_bytes), copied by the whole block with
- * coalesced 16-byte cp.async into a stage; the range's start and end need not be aligned, so the
- * stage holds the 16-byte granules covering it and the rows start (start & 15) bytes in. Granules
- * that reach outside the matrix (only at its first and last byte, when those are unaligned) are
- * copied bytewise, their bytes of the matrix only. The grid is what the SMs hold at once; each
- * block walks its tiles (blockIdx.x, + gridDim.x, ...: item-major, so neighbouring blocks read
- * neighbouring rows) with GS_STAGES - 1 tiles in flight while it computes one: thread
- * (row rl = tid / 8, lane tid % 8) runs gg_row_chains on the staged row and gg_row_store, the
- * bits of k_ggml. Launched early: a plain product's first tiles are issued before grid_wait (the
- * weights are constants); the quantized activations are read only after it, and a grouped
- * product's items (k_moe_plan's lists, which name the matrices) too. */
+ * The same chains over weights streamed through shared memory. A tile is GS_ROWS rows of one
+ * item's matrix, a thread per (row, lane) holding the chains of the item's positions in
+ * registers; the tile's rows are walked in chunks of whole blocks (cb blocks a chunk), each row's
+ * chunk one contiguous byte range copied with 16-byte cp.async into its slot of a stage (rs
+ * bytes a slot). A range's start and end need not be aligned: the slot holds the 16-byte
+ * granules covering it, the bytes (start & 15) in; granules reaching outside the matrix (only at
+ * its first and last byte, when those are unaligned) are copied bytewise, their bytes of the
+ * range only. The grid is what the SMs hold at once; each block walks its tiles (blockIdx.x,
+ * + gridDim.x, ...: item-major, so neighbouring blocks read neighbouring rows) chunk after chunk
+ * with GS_STAGES - 1 chunks in flight while it computes one, and after a tile's last chunk the
+ * lane tree and the store: gg_row_steps and gg_row_store over the staged bytes, the bits of
+ * k_ggml. Rows past the matrix run on the tile's first row (whole warps take part in the
+ * shuffles), warps of such rows only sit out. Launched early: a plain product's first chunks are
+ * issued before grid_wait (the weights are constants); the quantized activations are read only
+ * after it, and a grouped product's items (k_moe_plan's lists, which name the matrices) too. */
 #ifndef NT_GGML_STREAM
 #define NT_GGML_STREAM 1 /* 0: k_ggml for every block-type product (dev/cuda/README.md) */
 #endif
 #define GS_THREADS 256
-#define GS_ROWS (GS_THREADS / 8) /* rows a tile holds at most: a thread per (row, lane) */
+#define GS_ROWS (GS_THREADS / 8) /* rows of a tile: a thread per (row, lane) */
 #ifndef GS_STAGES
-#define GS_STAGES 3 /* tiles a block has in flight or in hand */
+#define GS_STAGES 3 /* chunks a block has in flight or in hand */
 #endif
-#ifndef GS_TILE_BYTES
-#define GS_TILE_BYTES 12288 /* weight bytes of a tile at most: 3 stages stay under the 48 KB a
-                             * kernel takes without opting in */
+#ifndef GS_STAGE_BYTES
+#define GS_STAGE_BYTES 12288 /* a stage: GS_ROWS slots; 3 stay under the 48 KB a kernel takes
+                              * without opting in */
 #endif
-#define GS_STAGE_BYTES (GS_TILE_BYTES + 32) /* + the covering granules at either end */
+/* A slot holds the covering granules (the range + up to 15 bytes before it) and the 3 bytes past
+ * it that gs_u32 may read: rs = round_up(cb bb + 19, 16) <= GS_STAGE_BYTES / GS_ROWS. */
+#define GS_SLOT_SPARE 19
 
-/* Tile t of the walk: item t / tiles_per_item, rows r0 .. r0 + nr - 1. */
-struct gs_tile {
-    int item, nr;
-    int64_t r0;
+/* The walk: tile t is item t / tiles_per_item, rows r0 .. r0 + nr - 1; chunk c its blocks
+ * c cb .. min((c + 1) cb, blocks of a row) - 1. */
+struct gs_walk {
+    int cb, rs, chunks, tiles_per_item, all; /* all: tiles */
 };
-__device__ __forceinline__ struct gs_tile gs_tile_of(const struct pk_product &a, int R, int tiles_per_item, int t) {
-    struct gs_tile o;
-    o.item = t / tiles_per_item;
-    o.r0 = (int64_t)(t % tiles_per_item) * R;
-    o.nr = (int)min((int64_t)R, a.rows - o.r0);
+struct gs_chunk {
+    int item, nr, c;
+    int64_t r0, blk0, blk1;
+};
+__device__ __forceinline__ struct gs_chunk gs_chunk_of(const struct pk_product &a, int dt, const struct gs_walk &w,
+                                                       int tile, int c) {
+    struct gs_chunk o;
+    int64_t nblk = a.cols / gg_block_elems(dt);
+    o.item = tile / w.tiles_per_item;
+    o.r0 = (int64_t)(tile % w.tiles_per_item) * GS_ROWS;
+    o.nr = (int)min((int64_t)GS_ROWS, a.rows - o.r0);
+    o.c = c;
+    o.blk0 = (int64_t)c * w.cb;
+    o.blk1 = min(o.blk0 + w.cb, nblk);
     return o;
 }
 
-/* Issues the copies of rows r0 .. r0 + nr - 1 of W (row_bytes rb) into stage st. */
-__device__ __forceinline__ void gs_issue(const struct pk_product &a, const uint8_t *W, int64_t rb, const struct gs_tile &t,
-                                         uint8_t *st) {
+/* Issues the copies of a chunk of matrix W (row_bytes rb, blocks of bb bytes) into stage st. */
+__device__ __forceinline__ void gs_issue(const struct pk_product &a, const uint8_t *W, int64_t rb, int bb,
+                                         const struct gs_walk &w, const struct gs_chunk &k, uint8_t *st) {
     uintptr_t lo = (uintptr_t)W, hi = lo + (uintptr_t)(a.rows * rb);
-    uintptr_t g0 = lo + (uintptr_t)(t.r0 * rb), g1 = g0 + (uintptr_t)(t.nr * rb), a0 = g0 & ~(uintptr_t)15;
-    int n16 = (int)((((g1 + 15) & ~(uintptr_t)15) - a0) / 16);
-    for (int i = threadIdx.x; i < n16; i += GS_THREADS) {
-        uintptr_t g = a0 + 16 * (uintptr_t)i;
-        if (g >= lo && g + 16 <= hi) {
-            cp_async16(st + 16 * i, (const void *)g);
-        } else { /* the matrix's unaligned first or last granule: its bytes of the tile only */
-            uintptr_t b0 = g < g0 ? g0 : g, b1 = g + 16 < g1 ? g + 16 : g1;
-            for (uintptr_t b = b0; b < b1; b++) st[b - a0] = *(const uint8_t *)b;
+    int64_t len = (k.blk1 - k.blk0) * bb;
+    int per_row = (int)((len + 15) / 16) + 1; /* granules covering a range of len bytes, at most */
+    for (int i = threadIdx.x; i < k.nr * per_row; i += GS_THREADS) {
+        int rl = i / per_row, g = i % per_row;
+        uintptr_t s0 = lo + (uintptr_t)((k.r0 + rl) * rb + k.blk0 * bb), s1 = s0 + (uintptr_t)len;
+        uintptr_t a0 = s0 & ~(uintptr_t)15, ga = a0 + 16 * (uintptr_t)g;
+        if (ga >= s1) continue;
+        uint8_t *slot = st + rl * w.rs;
+        if (ga >= lo && ga + 16 <= hi) {
+            cp_async16(slot + 16 * g, (const void *)ga);
+        } else { /* the matrix's unaligned first or last granule: its bytes of the range only */
+            uintptr_t b0 = ga < s0 ? s0 : ga, b1 = ga + 16 < s1 ? ga + 16 : s1;
+            for (uintptr_t b = b0; b < b1; b++) slot[b - a0] = *(const uint8_t *)b;
         }
     }
 }
 
 template <int DT>
-__global__ void __launch_bounds__(GS_THREADS) k_ggml_stream(struct pk_product a, int R, int tiles_per_item, int all) {
+__global__ void __launch_bounds__(GS_THREADS) k_ggml_stream(struct pk_product a, struct gs_walk w) {
     NT_DYNAMIC_SHARED(uint4, gs_words);
     uint8_t *stages = (uint8_t *)gs_words;
     const int tid = threadIdx.x, rl = tid >> 3, l = tid & 7;
     const int64_t rb = gg_row_bytes(DT, a.cols);
-    const int mine = blockIdx.x < (unsigned)all ? (all - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
-    if (a.grouped) grid_wait(); /* the items name the matrices: k_moe_plan's lists */
+    const int bb = gg_block_bytes(DT), per = gg_block_elems(DT) / 32;
+    const int mine = blockIdx.x < (unsigned)w.all ? (w.all - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    const int steps = mine * w.chunks; /* (tile, chunk) pairs, in order */
+    if (a.grouped) grid_wait();        /* the items name the matrices: k_moe_plan's lists */
 #pragma unroll
     for (int p = 0; p < GS_STAGES - 1; p++) {
-        if (p < mine) {
-            const struct gs_tile t = gs_tile_of(a, R, tiles_per_item, blockIdx.x + p * gridDim.x);
-            const struct pk_item it = pk_item_of(a, t.item);
-            if (it.P) gs_issue(a, it.W, rb, t, stages + p * GS_STAGE_BYTES);
+        if (p < steps) {
+            const struct gs_chunk k = gs_chunk_of(a, DT, w, blockIdx.x + (p / w.chunks) * gridDim.x, p % w.chunks);
+            const struct pk_item it = pk_item_of(a, k.item);
+            if (it.P) gs_issue(a, it.W, rb, bb, w, k, stages + p * GS_STAGE_BYTES);
         }
-        cp_async_commit(); /* empty groups past the block's tiles keep the wait counts uniform */
+        cp_async_commit(); /* empty groups past the block's chunks keep the wait counts uniform */
     }
     if (!a.grouped) grid_wait(); /* before the quantized activations */
     grid_launch_dependents();
-    for (int i = 0; i < mine; i++) {
+    float acc[GG_MAXP];
+    for (int i = 0; i < steps; i++) {
         int ahead = i + GS_STAGES - 1;
-        if (ahead < mine) { /* into the stage tile i - 1 used: the barrier below freed it */
-            const struct gs_tile t = gs_tile_of(a, R, tiles_per_item, blockIdx.x + ahead * gridDim.x);
-            const struct pk_item it = pk_item_of(a, t.item);
-            if (it.P) gs_issue(a, it.W, rb, t, stages + (ahead % GS_STAGES) * GS_STAGE_BYTES);
+        if (ahead < steps) { /* into the stage chunk i - 1 used: the barrier below freed it */
+            const struct gs_chunk k =
+                gs_chunk_of(a, DT, w, blockIdx.x + (ahead / w.chunks) * gridDim.x, ahead % w.chunks);
+            const struct pk_item it = pk_item_of(a, k.item);
+            if (it.P) gs_issue(a, it.W, rb, bb, w, k, stages + (ahead % GS_STAGES) * GS_STAGE_BYTES);
         }
         cp_async_commit();
-        cp_async_wait<GS_STAGES - 1>(); /* tile i's copies (this thread's) have landed */
+        cp_async_wait<GS_STAGES - 1>(); /* chunk i's copies (this thread's) have landed */
         __syncthreads();                 /* and everyone's */
-        const struct gs_tile t = gs_tile_of(a, R, tiles_per_item, blockIdx.x + i * gridDim.x);
-        const struct pk_item it = pk_item_of(a, t.item);
-        if (it.P && (tid >> 5) * 4 < t.nr) { /* whole warps: dead rows run on row 0 */
-            bool live = rl < t.nr;
-            const uint8_t *row = stages + (i % GS_STAGES) * GS_STAGE_BYTES +
-                                 (((uintptr_t)it.W + (uintptr_t)(t.r0 * rb)) & 15) + (live ? rl : 0) * rb;
-            float acc[GG_MAXP];
-            gg_row_chains(a, it, DT, true, row, l, acc);
-            gg_row_store(a, it, t.r0 + rl, live, l, acc);
+        const struct gs_chunk k = gs_chunk_of(a, DT, w, blockIdx.x + (i / w.chunks) * gridDim.x, i % w.chunks);
+        const struct pk_item it = pk_item_of(a, k.item);
+        if (it.P && (tid >> 5) * 4 < k.nr) { /* whole warps: rows past the matrix run on row 0 */
+            bool live = rl < k.nr;
+            int srl = live ? rl : 0;
+            const uint8_t *row = stages + (i % GS_STAGES) * GS_STAGE_BYTES + srl * w.rs +
+                                 (((uintptr_t)it.W + (uintptr_t)((k.r0 + srl) * rb + k.blk0 * bb)) & 15);
+            if (k.c == 0) {
+#pragma unroll
+                for (int p = 0; p < GG_MAXP; p++) acc[p] = 0.0f;
+            }
+            gg_row_steps(a, it, DT, true, row, k.blk0 * per, k.blk1 * per, l, acc);
+            if (k.c == w.chunks - 1) gg_row_store(a, it, k.r0 + rl, live, l, acc);
         }
         __syncthreads(); /* the stage is free for the copies issued next */
     }
     cp_async_wait<0>(); /* no copy outlives the block (the empty trailing groups) */
 }
 
-static int ggml_reference; /* nt_cuda_ggml_reference */
-extern "C" void nt_cuda_ggml_reference(int on) { ggml_reference = on; }
-
 /* k_ggml_stream<DT>'s launch: the grid is what the SMs hold at once (a second wave would wait for
  * the first one's tail). False: the kernel does not fit an SM (k_ggml's then). */
 template <int DT>
-static bool gs_start(struct nt_backend *be, const struct pk_product *a, int R, int tiles_per_item, int all, bool *ok) {
+static bool gs_start(struct nt_backend *be, const struct pk_product *a, const struct gs_walk *w, bool *ok) {
     int sms = 0, per_sm = 0;
     size_t smem = (size_t)GS_STAGES * GS_STAGE_BYTES;
     if (!CK(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device)) ||
@@ -264,33 +288,43 @@ static bool gs_start(struct nt_backend *be, const struct pk_product *a, int R, i
         return true;
     }
     if (per_sm < 1) return false;
-    int64_t grid = (int64_t)sms * per_sm < all ? (int64_t)sms * per_sm : all;
-    *ok = CK(be, NT_LAUNCH_EARLY(k_ggml_stream<DT>, (unsigned)grid, GS_THREADS, smem, *a, R, tiles_per_item, all)) &&
-          LAUNCHED(be);
+    int64_t grid = (int64_t)sms * per_sm < w->all ? (int64_t)sms * per_sm : w->all;
+    *ok = CK(be, NT_LAUNCH_EARLY(k_ggml_stream<DT>, (unsigned)grid, GS_THREADS, smem, *a, *w)) && LAUNCHED(be);
     return true;
 }
+
+static int ggml_reference; /* nt_cuda_ggml_reference */
+extern "C" void nt_cuda_ggml_reference(int on) { ggml_reference = on; }
 
 /* The streaming kernel's launch, when it takes the product (false: k_ggml's); ok false when a
  * runtime call failed (be's fault recorded). */
 static bool gs_launch(struct nt_backend *be, const struct pk_product *a, int work, bool *ok) {
     *ok = true;
-    int64_t rb = gg_row_bytes(a->dtype, a->cols);
-    if (!NT_GGML_STREAM || ggml_reference || rb <= 0 || rb > GS_TILE_BYTES) return false;
-    int64_t R = GS_TILE_BYTES / rb < GS_ROWS ? GS_TILE_BYTES / rb : GS_ROWS;
-    if (R > a->rows) R = a->rows;
-    int64_t tiles_per_item = (a->rows + R - 1) / R, all = tiles_per_item * work;
-    if (all > INT32_MAX) return false;
-    switch (a->dtype) {
-    case NT_DTYPE_GGML_Q8_0: return gs_start<NT_DTYPE_GGML_Q8_0>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
-    case NT_DTYPE_GGML_Q4_0: return gs_start<NT_DTYPE_GGML_Q4_0>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
-    case NT_DTYPE_GGML_Q4_1: return gs_start<NT_DTYPE_GGML_Q4_1>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
-    case NT_DTYPE_GGML_Q5_0: return gs_start<NT_DTYPE_GGML_Q5_0>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
-    case NT_DTYPE_GGML_Q5_1: return gs_start<NT_DTYPE_GGML_Q5_1>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
-    case NT_DTYPE_GGML_IQ4_NL: return gs_start<NT_DTYPE_GGML_IQ4_NL>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
-    case NT_DTYPE_GGML_MXFP4: return gs_start<NT_DTYPE_GGML_MXFP4>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
-    case NT_DTYPE_GGML_Q4_K: return gs_start<NT_DTYPE_GGML_Q4_K>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
-    case NT_DTYPE_GGML_Q5_K: return gs_start<NT_DTYPE_GGML_Q5_K>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
-    case NT_DTYPE_GGML_Q6_K: return gs_start<NT_DTYPE_GGML_Q6_K>(be, a, (int)R, (int)tiles_per_item, (int)all, ok);
+    int dt = a->dtype, bb = gg_block_bytes(dt);
+    int64_t nblk = a->cols / gg_block_elems(dt);
+    struct gs_walk w;
+    /* the most blocks a slot holds: round_up(cb bb + GS_SLOT_SPARE, 16) <= GS_STAGE_BYTES / GS_ROWS */
+    int64_t cbm = (GS_STAGE_BYTES / GS_ROWS - GS_SLOT_SPARE - 15) / bb;
+    if (!NT_GGML_STREAM || ggml_reference || nblk <= 0 || cbm < 1) return false;
+    w.cb = (int)(cbm < nblk ? cbm : nblk);
+    w.rs = (int)round_up((size_t)w.cb * bb + GS_SLOT_SPARE, 16);
+    int64_t chunks = (nblk + w.cb - 1) / w.cb, tiles_per_item = (a->rows + GS_ROWS - 1) / GS_ROWS;
+    int64_t all = tiles_per_item * work;
+    if (all * chunks > INT32_MAX) return false;
+    w.chunks = (int)chunks;
+    w.tiles_per_item = (int)tiles_per_item;
+    w.all = (int)all;
+    switch (dt) {
+    case NT_DTYPE_GGML_Q8_0: return gs_start<NT_DTYPE_GGML_Q8_0>(be, a, &w, ok);
+    case NT_DTYPE_GGML_Q4_0: return gs_start<NT_DTYPE_GGML_Q4_0>(be, a, &w, ok);
+    case NT_DTYPE_GGML_Q4_1: return gs_start<NT_DTYPE_GGML_Q4_1>(be, a, &w, ok);
+    case NT_DTYPE_GGML_Q5_0: return gs_start<NT_DTYPE_GGML_Q5_0>(be, a, &w, ok);
+    case NT_DTYPE_GGML_Q5_1: return gs_start<NT_DTYPE_GGML_Q5_1>(be, a, &w, ok);
+    case NT_DTYPE_GGML_IQ4_NL: return gs_start<NT_DTYPE_GGML_IQ4_NL>(be, a, &w, ok);
+    case NT_DTYPE_GGML_MXFP4: return gs_start<NT_DTYPE_GGML_MXFP4>(be, a, &w, ok);
+    case NT_DTYPE_GGML_Q4_K: return gs_start<NT_DTYPE_GGML_Q4_K>(be, a, &w, ok);
+    case NT_DTYPE_GGML_Q5_K: return gs_start<NT_DTYPE_GGML_Q5_K>(be, a, &w, ok);
+    case NT_DTYPE_GGML_Q6_K: return gs_start<NT_DTYPE_GGML_Q6_K>(be, a, &w, ok);
     default: return false;
     }
 }

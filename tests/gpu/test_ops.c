@@ -1299,9 +1299,10 @@ static void ggml_stream_experts(enum nt_dtype dt, int E, int k, int L, int mi, i
     same_bytes(what, "k_ggml", y[1], "k_ggml_stream", y[0], (size_t)n * L);
 }
 
-/* Every block type: rows no multiple of a tile (tiles hold 12 KB of whole rows, at most 32),
- * Nano's widths (2688, 1856, 4096) and small ones, passes of 1, 2, 7 and 40, matrices at +0 and
- * at odd offsets; the experts' grouped items at passes of 1, 2, 7 and 40. */
+/* Every block type: rows no multiple of a tile (32 rows) and fewer than one, Nano's widths (2688,
+ * 1856, 4096: rows of several chunks, the last one partial) and small ones (a row in one chunk),
+ * passes of 1, 2, 7 and 40, matrices at +0 and at odd offsets; the experts' grouped items at
+ * passes of 1, 2, 7 and 40. */
 static void test_ggml_stream(void) {
     static const enum nt_dtype dts[] = {NT_DTYPE_GGML_Q8_0, NT_DTYPE_GGML_Q4_0,  NT_DTYPE_GGML_Q4_1,
                                         NT_DTYPE_GGML_Q5_0, NT_DTYPE_GGML_Q5_1,  NT_DTYPE_GGML_IQ4_NL,

@@ -171,15 +171,15 @@ __global__ void __launch_bounds__(GG_WARPS * 32) k_ggml(struct pk_product a) {
 #define GS_THREADS 256
 #define GS_ROWS (GS_THREADS / 8) /* rows of a tile: a thread per (row, lane) */
 #ifndef GS_STAGES
-#define GS_STAGES 3 /* chunks a block has in flight or in hand */
-#endif
-#ifndef GS_STAGE_BYTES
-#define GS_STAGE_BYTES 12288 /* a stage: GS_ROWS slots; 3 stay under the 48 KB a kernel takes
-                              * without opting in */
+#define GS_STAGES 4 /* chunks a block has in flight or in hand: 4 x 9 KB, under the 48 KB a kernel
+                     * takes without opting in */
 #endif
 /* A slot holds the covering granules (the range + up to 15 bytes before it) and the 3 bytes past
- * it that gs_u32 may read: rs = round_up(cb bb + 19, 16) <= GS_STAGE_BYTES / GS_ROWS. */
+ * it that gs_u32 may read: rs >= cb bb + GS_SLOT_SPARE bytes, rs = 32 (mod 128) so that the 4 rows
+ * of a warp read words 8 banks apart (up to their ranges' own offsets), at most GS_SLOT_BYTES. */
 #define GS_SLOT_SPARE 19
+#define GS_SLOT_BYTES 288
+#define GS_STAGE_BYTES (GS_ROWS * GS_SLOT_BYTES)
 
 /* The walk: tile t is item t / tiles_per_item, rows r0 .. r0 + nr - 1; chunk c its blocks
  * c cb .. min((c + 1) cb, blocks of a row) - 1. */
@@ -303,11 +303,10 @@ static bool gs_launch(struct nt_backend *be, const struct pk_product *a, int wor
     int dt = a->dtype, bb = gg_block_bytes(dt);
     int64_t nblk = a->cols / gg_block_elems(dt);
     struct gs_walk w;
-    /* the most blocks a slot holds: round_up(cb bb + GS_SLOT_SPARE, 16) <= GS_STAGE_BYTES / GS_ROWS */
-    int64_t cbm = (GS_STAGE_BYTES / GS_ROWS - GS_SLOT_SPARE - 15) / bb;
+    int64_t cbm = (GS_SLOT_BYTES - GS_SLOT_SPARE) / bb; /* the most blocks a slot holds */
     if (!NT_GGML_STREAM || ggml_reference || nblk <= 0 || cbm < 1) return false;
     w.cb = (int)(cbm < nblk ? cbm : nblk);
-    w.rs = (int)round_up((size_t)w.cb * bb + GS_SLOT_SPARE, 16);
+    w.rs = 32 + (int)round_up((size_t)w.cb * bb + GS_SLOT_SPARE - 32, 128); /* (a block: 17 bytes or more) */
     int64_t chunks = (nblk + w.cb - 1) / w.cb, tiles_per_item = (a->rows + GS_ROWS - 1) / GS_ROWS;
     int64_t all = tiles_per_item * work;
     if (all * chunks > INT32_MAX) return false;

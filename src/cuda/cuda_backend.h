@@ -32,6 +32,10 @@ nemotron_status nt_cuda_backend_new(int device, struct nt_backend **out, struct 
  * per row and position), whose bits the fast kernels must reproduce. Affects the whole process. */
 void nt_cuda_packed_reference(int on);
 
+/* For tests: nonzero runs every product of llama.cpp's block types on ggml.cu's plain kernel
+ * (k_ggml), whose bits the streaming kernel must reproduce. Affects the whole process. */
+void nt_cuda_ggml_reference(int on);
+
 /* For tests: nonzero routes every MoE pass with moe.cu's block kernel (k_moe_route), whose
  * outputs the one-warp router must reproduce bit for bit. Affects the whole process. */
 void nt_cuda_route_reference(int on);

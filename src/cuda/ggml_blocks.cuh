@@ -17,8 +17,12 @@
 __device__ __forceinline__ int gg_table(uint64_t lo, uint64_t hi, int n) {
     return (int8_t)(uint8_t)((n < 8 ? lo : hi) >> (8 * (n & 7)));
 }
-#define GG_IQ4NL(n) gg_table(0xf6eaddcfbfad9881ull, 0x7159453526190d01ull, (n))
-#define GG_MXFP4(n) gg_table(0x0c08060403020100ull, 0xf4f8fafcfdfeff00ull, (n))
+#define GG_IQ4NL_LO 0xf6eaddcfbfad9881ull
+#define GG_IQ4NL_HI 0x7159453526190d01ull
+#define GG_MXFP4_LO 0x0c08060403020100ull
+#define GG_MXFP4_HI 0xf4f8fafcfdfeff00ull
+#define GG_IQ4NL(n) gg_table(GG_IQ4NL_LO, GG_IQ4NL_HI, (n))
+#define GG_MXFP4(n) gg_table(GG_MXFP4_LO, GG_MXFP4_HI, (n))
 
 __host__ __device__ static inline bool gg_is_block(int dt) { return dt >= NT_DTYPE_GGML_Q8_0 && dt <= NT_DTYPE_GGML_Q6_K; }
 

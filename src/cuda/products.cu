@@ -86,8 +86,11 @@ __device__ __forceinline__ const float *quantize_source(const struct pk_product 
     return a.x + xrow * a.x_stride;
 }
 
-/* One warp per (row, block of 32 columns). */
+/* One warp per (row, block of 32 columns). Launched early ahead of a block-type product (its
+ * streaming kernel then starts staging weights while this one runs). */
 __global__ void k_quantize(struct pk_product a) {
+    grid_wait();
+    grid_launch_dependents();
     int64_t i = blockIdx.x, b = (int64_t)blockIdx.y * 8 + (threadIdx.x >> 5);
     if (b >= (a.cols + 31) / 32) return; /* whole warps: the reduction is warp-local */
     const uint8_t *W;
@@ -660,8 +663,9 @@ bool pk_run(struct nt_backend *be, const struct pk_product *a, int work) {
     if (work <= 0) return true;
     dim3 grid;
     if (gg_is_block(a->dtype)) {
-        NT_LAUNCH(k_quantize, dim3((unsigned)a->n, (unsigned)((a->cols / 32 + 7) / 8)), 256, *a);
-        return LAUNCHED(be) && gg_launch(be, a, work);
+        return CK(be, NT_LAUNCH_EARLY(k_quantize, dim3((unsigned)a->n, (unsigned)((a->cols / 32 + 7) / 8)), 256, 0,
+                                      *a)) &&
+               LAUNCHED(be) && gg_launch(be, a, work);
     }
     if (!pk_packed(a->dtype)) {
         if (a->group != PK_FLOAT_GROUP) {

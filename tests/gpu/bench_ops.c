@@ -18,6 +18,7 @@
  */
 #include "cuda/cuda_backend.h"
 #include "model/weights.h"
+#include "quant/ggml_blocks.h"
 #include "quant/quant.h"
 
 #include <stdint.h>
@@ -190,6 +191,58 @@ static void row(const char *op, int n, double s, double bytes, double ops) {
     fflush(stdout);
 }
 
+/* The routed experts of Nano (E 128, k 6, L 2688, mi 1856) in dtype up / down for passes of ns[0 ..
+ * nn - 1], random distinct choices per position; label names the row. */
+static void bench_experts(enum nt_dtype up_dt, enum nt_dtype down_dt, int sc, const int *ns, int nn,
+                          const char *label) {
+    struct moe_case c;
+    memset(&c, 0, sizeof c);
+    c.d = (struct nt_moe_dims){.E = 128, .k = 6, .L = 2688 / sc / 32 * 32, .mi = 1856 / sc / 32 * 32,
+                               .n_group = 1, .topk_group = 1, .norm_topk_prob = 1, .routed_scaling_factor = 1};
+    struct nt_matrix *up = calloc(128, sizeof *up), *dn = calloc(128, sizeof *dn);
+    if (!up || !dn) die("out of host memory");
+    for (int e = 0; e < 128; e++) {
+        up[e] = random_matrix(up_dt, c.d.mi, c.d.L);
+        dn[e] = random_matrix(down_dt, c.d.L, c.d.mi);
+    }
+    c.w.expert_up = up;
+    c.w.expert_down = dn;
+    double expert_bytes =
+        (double)nt_matrix_bytes(up_dt, c.d.mi, c.d.L) + (double)nt_matrix_bytes(down_dt, c.d.L, c.d.mi);
+    for (int j = 0; j < nn; j++) {
+        int n = ns[j], nk = n * 6;
+        int32_t *idx = malloc((size_t)nk * 4);
+        if (!idx) die("out of host memory");
+        int touched[128] = {0}, distinct = 0;
+        for (int t = 0; t < n; t++)
+            for (int s = 0; s < 6; s++) {
+                int e, dup;
+                do {
+                    e = (int)(rnd() % 128);
+                    dup = 0;
+                    for (int s2 = 0; s2 < s; s2++) dup |= idx[t * 6 + s2] == e;
+                } while (dup);
+                idx[t * 6 + s] = e;
+                distinct += !touched[e]++;
+            }
+        c.idx = dev_bytes(idx, (size_t)nk * 4);
+        c.x = dev_floats((size_t)n * c.d.L, -1.0f, 1.0f);
+        c.wts = dev_floats((size_t)nk, 0.05f, 0.3f);
+        c.scratch = be->ops->alloc(be, be->ops->moe_scratch_floats(be, &c.d, n) * sizeof(float));
+        c.y = be->ops->alloc(be, (size_t)n * c.d.L * sizeof(float));
+        if (!c.scratch || !c.y) die("no device memory");
+        double s = time_op(n, 0, c.d.L > c.d.mi ? c.d.L : c.d.mi, 4, moe_op, &c);
+        char name[80];
+        snprintf(name, sizeof name, "experts %s (%d of 128 touched)", label, distinct);
+        row(name, n, s, distinct * expert_bytes, 4.0 * nk * c.d.L * c.d.mi);
+        be->ops->release(be, c.scratch);
+        be->ops->release(be, c.y);
+        free(idx);
+    }
+    free(up);
+    free(dn);
+}
+
 int main(int argc, char **argv) {
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
     struct nt_err err;
@@ -228,48 +281,47 @@ int main(int argc, char **argv) {
         }
         be->ops->release(be, c.y);
     }
-    /* routed experts: E 128, k 6, L 2688, mi 1856, q4tp; random distinct choices per position */
-    struct moe_case c;
-    memset(&c, 0, sizeof c);
-    c.d = (struct nt_moe_dims){.E = 128, .k = 6, .L = 2688 / sc / 32 * 32, .mi = 1856 / sc / 32 * 32,
-                               .n_group = 1, .topk_group = 1, .norm_topk_prob = 1, .routed_scaling_factor = 1};
-    struct nt_matrix *up = calloc(128, sizeof *up), *dn = calloc(128, sizeof *dn);
-    if (!up || !dn) die("out of host memory");
-    for (int e = 0; e < 128; e++) {
-        up[e] = random_matrix(NT_DTYPE_Q4TP, c.d.mi, c.d.L);
-        dn[e] = random_matrix(NT_DTYPE_Q4TP, c.d.L, c.d.mi);
-    }
-    c.w.expert_up = up;
-    c.w.expert_down = dn;
-    double expert_bytes = (double)nt_matrix_bytes(NT_DTYPE_Q4TP, c.d.mi, c.d.L) * 2;
-    for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) {
-        int n = ns[j], nk = n * 6;
-        int32_t *idx = malloc((size_t)nk * 4);
-        int touched[128] = {0}, distinct = 0;
-        for (int t = 0; t < n; t++)
-            for (int s = 0; s < 6; s++) {
-                int e, dup;
-                do {
-                    e = (int)(rnd() % 128);
-                    dup = 0;
-                    for (int s2 = 0; s2 < s; s2++) dup |= idx[t * 6 + s2] == e;
-                } while (dup);
-                idx[t * 6 + s] = e;
-                distinct += !touched[e]++;
-            }
-        c.idx = dev_bytes(idx, (size_t)nk * 4);
-        c.x = dev_floats((size_t)n * c.d.L, -1.0f, 1.0f);
-        c.wts = dev_floats((size_t)nk, 0.05f, 0.3f);
-        c.scratch = be->ops->alloc(be, be->ops->moe_scratch_floats(be, &c.d, n) * sizeof(float));
-        c.y = be->ops->alloc(be, (size_t)n * c.d.L * sizeof(float));
-        if (!c.scratch || !c.y) die("no device memory");
-        double s = time_op(n, 0, c.d.L > c.d.mi ? c.d.L : c.d.mi, 4, moe_op, &c);
-        char name[64];
-        snprintf(name, sizeof name, "experts q4tp (%d of 128 touched)", distinct);
-        row(name, n, s, distinct * expert_bytes, 4.0 * nk * c.d.L * c.d.mi);
-        be->ops->release(be, c.scratch);
-        be->ops->release(be, c.y);
-        free(idx);
+    /* routed experts, q4tp */
+    bench_experts(NT_DTYPE_Q4TP, NT_DTYPE_Q4TP, sc, ns, 4, "q4tp");
+    /* llama.cpp's block types (a GGUF's weights) at the shapes real Nano files hold them in: the
+     * streaming kernel (ggml.cu's k_ggml_stream) and the plain one (k_ggml, "old") in one run */
+    {
+        static const struct {
+            const char *name;
+            enum nt_dtype dt;
+            int rows, cols;
+        } gm[] = {
+            {"in_proj", NT_DTYPE_GGML_Q8_0, 10304, 2688},  {"in_proj", NT_DTYPE_GGML_Q5_0, 10304, 2688},
+            {"out_proj", NT_DTYPE_GGML_Q6_K, 2688, 4096}, {"shared up", NT_DTYPE_GGML_Q5_1, 3712, 2688},
+        };
+        static const int gn[] = {1, 4, 64};
+        for (size_t i = 0; i < sizeof gm / sizeof gm[0]; i++) {
+            struct mm_case c;
+            int el = 0;
+            nt_ggml_block_facts(gm[i].dt, &el, NULL, NULL);
+            int rows = gm[i].rows / sc, cols = gm[i].cols / sc / el * el;
+            c.W = random_matrix(gm[i].dt, rows, cols);
+            c.x = dev_floats((size_t)64 * cols, -1.0f, 1.0f);
+            c.y = be->ops->alloc(be, (size_t)64 * rows * sizeof(float));
+            if (!c.y) die("no device memory");
+            for (size_t j = 0; j < sizeof gn / sizeof gn[0]; j++)
+                for (int old = 0; old < 2; old++) {
+                    nt_cuda_ggml_reference(old);
+                    double s = time_op(gn[j], 0, cols, 10, mm_op, &c);
+                    nt_cuda_ggml_reference(0);
+                    char name[64];
+                    snprintf(name, sizeof name, "%s %s%s", gm[i].name, nt_dtype_name(gm[i].dt), old ? " old" : "");
+                    row(name, gn[j], s, (double)nt_matrix_bytes(gm[i].dt, rows, cols), 2.0 * rows * cols * gn[j]);
+                }
+            be->ops->release(be, c.y);
+        }
+        static const int en[] = {1, 4};
+        for (int old = 0; old < 2; old++) {
+            nt_cuda_ggml_reference(old);
+            bench_experts(NT_DTYPE_GGML_MXFP4, NT_DTYPE_GGML_MXFP4, sc, en, 2, old ? "MXFP4 old" : "MXFP4");
+            bench_experts(NT_DTYPE_GGML_Q5_1, NT_DTYPE_GGML_Q5_1, sc, en, 2, old ? "Q5_1 old" : "Q5_1");
+            nt_cuda_ggml_reference(0);
+        }
     }
     /* add_rmsnorm at Nano's width and the router (E 128, k 6): a decode step runs 53 and 23 */
     {

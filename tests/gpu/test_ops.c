@@ -1224,6 +1224,113 @@ static void test_experts(const struct experts_cfg *ec) {
     }
 }
 
+/* ---- the block types' streaming kernel ------------------------------------------------------- */
+
+/* The products of dt on both CUDA kernels, the streaming one (ggml.cu's k_ggml_stream, the
+ * default) and k_ggml (nt_cuda_ggml_reference): identical bits. Plain: rows x cols, its bytes
+ * `off` bytes into their upload (a matrix starting at any address; the end lands anywhere too),
+ * passes of n in a pass of 40. */
+static void ggml_stream_plain(enum nt_dtype dt, int rows, int cols, int n, int off) {
+    char what[200];
+    snprintf(what, sizeof what, "ggml stream %s %dx%d n=%d, matrix at +%d", nt_dtype_name(dt), rows, cols, n, off);
+    size_t nb;
+    uint8_t *w = random_ggml(dt, rows, cols, &nb), *h = hmalloc(nb + (size_t)off);
+    memset(h, 0x5A, (size_t)off);
+    memcpy(h + off, w, nb);
+    struct nt_matrix W = {.dtype = dt, .rows = rows, .cols = cols, .data = (uint8_t *)put(GPU, h, nb + off) + off,
+                          .name = "test.W"};
+    enum { PASS = 40 };
+    struct twin xt = twin_in(random_vec((size_t)PASS * cols, 0.02f, 1.0f), (size_t)PASS * cols * 4);
+    struct nt_backend *be = BE[GPU];
+    float *y[2];
+    for (int ref = 0; ref < 2; ref++) {
+        struct twin yt = twin_poison((size_t)PASS * rows * 4);
+        nt_cuda_ggml_reference(ref);
+        be->ops->matmul(be, begin(GPU, PASS, 0, cols, NULL), n, &W, NULL, n > 1 ? NT_ACT_RELU2 : NT_ACT_NONE, F(xt, GPU),
+                        cols, F(yt, GPU), rows);
+        end(GPU);
+        nt_cuda_ggml_reference(0);
+        y[ref] = back(GPU, yt.p[GPU], (size_t)PASS * rows * 4);
+        untouched(what, GPU, y[ref], n, rows, (size_t)rows, PASS);
+    }
+    same_bytes(what, "k_ggml", y[1], "k_ggml_stream", y[0], (size_t)n * rows);
+}
+
+/* Grouped: moe_experts with E experts of dt (up mi x L, down L x mi), k picks per position, for
+ * passes of n; the experts' output of both kernels identical. */
+static void ggml_stream_experts(enum nt_dtype dt, int E, int k, int L, int mi, int n) {
+    char what[200];
+    snprintf(what, sizeof what, "ggml stream %s experts E %d k %d L %d mi %d n=%d", nt_dtype_name(dt), E, k, L, mi, n);
+    struct nt_moe_dims d = {.E = E, .k = k, .L = L, .mi = mi, .n_group = 1, .topk_group = 1, .norm_topk_prob = 1,
+                            .routed_scaling_factor = 1.0f};
+    struct nt_matrix *up = hmalloc((size_t)E * sizeof *up), *dn = hmalloc((size_t)E * sizeof *dn);
+    for (int e = 0; e < E; e++) {
+        size_t nb;
+        uint8_t *w = random_ggml(dt, mi, L, &nb);
+        up[e] = (struct nt_matrix){.dtype = dt, .rows = mi, .cols = L, .data = put(GPU, w, nb), .name = "test.up"};
+        w = random_ggml(dt, L, mi, &nb);
+        dn[e] = (struct nt_matrix){.dtype = dt, .rows = L, .cols = mi, .data = put(GPU, w, nb), .name = "test.down"};
+    }
+    struct nt_moe_weights mw;
+    memset(&mw, 0, sizeof mw);
+    mw.expert_up = up, mw.expert_down = dn;
+    int32_t *idx = hmalloc((size_t)n * k * 4);
+    for (int t = 0; t < n; t++) { /* distinct per position: k neighbours from a random one */
+        int e0 = below(E);
+        for (int j = 0; j < k; j++) idx[t * k + j] = (e0 + j) % E;
+    }
+    struct twin xt = twin_in(random_vec((size_t)n * L, 0.02f, 4.0f), (size_t)n * L * 4);
+    struct twin it = twin_in(idx, (size_t)n * k * 4);
+    struct twin wt = twin_in(random_vec((size_t)n * k, 0.05f, 1.0f), (size_t)n * k * 4);
+    size_t sb = BE[GPU]->ops->moe_scratch_floats(BE[GPU], &d, n) * 4;
+    void *hs = hmalloc(sb);
+    memset(hs, 0xFF, sb);
+    float *scr = put(GPU, hs, sb), *y[2];
+    struct nt_backend *be = BE[GPU];
+    for (int ref = 0; ref < 2; ref++) {
+        struct twin yt = twin_poison((size_t)n * L * 4);
+        nt_cuda_ggml_reference(ref);
+        be->ops->moe_experts(be, begin(GPU, n, 0, L > mi ? L : mi, NULL), &d, &mw, F(xt, GPU), (int32_t *)it.p[GPU],
+                             F(wt, GPU), scr, F(yt, GPU));
+        end(GPU);
+        nt_cuda_ggml_reference(0);
+        y[ref] = back(GPU, yt.p[GPU], (size_t)n * L * 4);
+    }
+    same_bytes(what, "k_ggml", y[1], "k_ggml_stream", y[0], (size_t)n * L);
+}
+
+/* Every block type: rows no multiple of a tile (32 rows) and fewer than one, Nano's widths (2688,
+ * 1856, 4096: rows of several chunks, the last one partial) and small ones (a row in one chunk),
+ * passes of 1, 2, 7 and 40, matrices at +0 and at odd offsets; the experts' grouped items at
+ * passes of 1, 2, 7 and 40. */
+static void test_ggml_stream(void) {
+    static const enum nt_dtype dts[] = {NT_DTYPE_GGML_Q8_0, NT_DTYPE_GGML_Q4_0,  NT_DTYPE_GGML_Q4_1,
+                                        NT_DTYPE_GGML_Q5_0, NT_DTYPE_GGML_Q5_1,  NT_DTYPE_GGML_IQ4_NL,
+                                        NT_DTYPE_GGML_MXFP4, NT_DTYPE_GGML_Q4_K, NT_DTYPE_GGML_Q5_K,
+                                        NT_DTYPE_GGML_Q6_K};
+    static const struct {
+        int rows, cols;
+    } shapes[] = {{37, 2688}, {45, 1856}, {23, 4096}, {70, 256}, {19, 512}};
+    static const int ns[] = {1, 2, 7, 40};
+    for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
+        enum nt_dtype dt = dts[di];
+        int el = 0;
+        nt_ggml_block_facts(dt, &el, NULL, NULL);
+        new_case();
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            int rows = shapes[si].rows, cols = shapes[si].cols;
+            if (cols % el) continue;
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                /* the emulation: the long pass on the small shapes only */
+                if (emulated && ns[ni] == 40 && (int64_t)rows * cols > 20000) continue;
+                ggml_stream_plain(dt, rows, cols, ns[ni], (int)(ni * 5 % 16));
+            }
+        }
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) ggml_stream_experts(dt, 8, 3, 512, 256, ns[ni]);
+        group_end();
+    }
+}
+
 /* ---- pass programs (CUDA graphs) ------------------------------------------------------------ */
 
 /* Packed products downstream of a norm: the norm's last-bit differences can move an activation
@@ -1510,6 +1617,8 @@ int main(int argc, char **argv) {
         test_norm_passes(pass_h[i]);
         group_end();
     }
+
+    test_ggml_stream();
 
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("gpu_test_ops: %.1f s\n", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));

@@ -133,9 +133,12 @@ struct nt_backend_ops {
      * the bytes of its capture. */
     void (*write)(struct nt_backend *be, void *dst, const void *host, size_t bytes);
 
-    /* Pass operations. */
+    /* Pass operations. end_pass returns 0 when the pass did not run and must be run again, from
+     * begin_pass (a backend that replays a rehearsed program checks the pass against it as the
+     * operations come and runs nothing until end_pass: a pass that turned out not to match drops
+     * the program and runs again, eagerly; at most once a pass), else 1 (also after a fault). */
     void (*begin_pass)(struct nt_backend *be, const struct nt_pass *p);
-    void (*end_pass)(struct nt_backend *be, const struct nt_pass *p);
+    int (*end_pass)(struct nt_backend *be, const struct nt_pass *p);
 
     /* h[t] = emb[tokens[t]] as f32. h: [n][H]. */
     void (*embed)(struct nt_backend *be, const struct nt_pass *p, const struct nt_matrix *emb,

@@ -347,15 +347,11 @@ static void head(const struct nt_forward *f, struct nt_acts *a, const struct nt_
     be->ops->argmax(be, rows, a->logits, f->V, a->argmax);
 }
 
-void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_acts *a,
-                     const struct nt_pass *p) {
+/* The operations of a pass of the model's layers (nt_forward_pass). */
+static void main_ops(const struct nt_forward *f, struct nt_state *s, struct nt_acts *a, const struct nt_pass *p) {
     struct nt_backend *be = f->be;
     const struct nt_weights *w = f->w;
     const struct nt_config *c = f->cfg;
-    NT_ASSERT(p->n >= 1 && p->n <= a->pass_max);
-    NT_ASSERT(!p->snap || p->n <= s->snap_max);
-    NT_ASSERT((p->embd || p->tokens) && !p->mtp);
-    be->ops->begin_pass(be, p);
     if (p->embd)
         be->ops->copy(be, a->h, p->embd, (size_t)p->n * f->H * sizeof(float));
     else
@@ -375,18 +371,25 @@ void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_a
     }
     head(f, a, p);
     if (p->hidden_out) be->ops->copy(be, p->hidden_out, a->x, (size_t)p->n * f->H * sizeof(float));
-    be->ops->end_pass(be, p);
 }
 
-void nt_forward_mtp_pass(const struct nt_forward *f, struct nt_state *s, struct nt_acts *a,
-                         const struct nt_pass *p) {
+void nt_forward_pass(const struct nt_forward *f, struct nt_state *s, struct nt_acts *a,
+                     const struct nt_pass *p) {
+    struct nt_backend *be = f->be;
+    NT_ASSERT(p->n >= 1 && p->n <= a->pass_max);
+    NT_ASSERT(!p->snap || p->n <= s->snap_max);
+    NT_ASSERT((p->embd || p->tokens) && !p->mtp);
+    do { /* (again when the backend ran nothing: backend.h, end_pass) */
+        be->ops->begin_pass(be, p);
+        main_ops(f, s, a, p);
+    } while (!be->ops->end_pass(be, p));
+}
+
+/* The operations of the MTP step's pass (nt_forward_mtp_pass). */
+static void mtp_ops(const struct nt_forward *f, struct nt_state *s, struct nt_acts *a, const struct nt_pass *p) {
     struct nt_backend *be = f->be;
     const struct nt_mtp_weights *m = &f->w->mtp;
     int n = p->n, H = f->H;
-    NT_ASSERT(n >= 1 && n <= a->pass_max && s->n_mtp > 0 && a->hidden && a->mtp_in);
-    NT_ASSERT(p->mtp && p->tokens && !p->embd && !p->snap && !p->hidden_out);
-    NT_ASSERT(p->pos0 + n <= s->mtp_attn.n_ctx);
-    be->ops->begin_pass(be, p);
     /* the input: the two normed halves side by side, fused by eh_proj (embedding half first) */
     be->ops->embed(be, p, &f->w->embeddings, a->h);
     be->ops->rmsnorm(be, p, a->h, m->enorm_w, H, f->eps, a->mtp_in, 2 * H);
@@ -407,5 +410,16 @@ void nt_forward_mtp_pass(const struct nt_forward *f, struct nt_state *s, struct 
     head(f, a, p);
     /* the last row's out is the next chained step's hidden input */
     be->ops->copy(be, a->hidden, a->x + (size_t)(n - 1) * H, (size_t)H * sizeof(float));
-    be->ops->end_pass(be, p);
+}
+
+void nt_forward_mtp_pass(const struct nt_forward *f, struct nt_state *s, struct nt_acts *a,
+                         const struct nt_pass *p) {
+    struct nt_backend *be = f->be;
+    NT_ASSERT(p->n >= 1 && p->n <= a->pass_max && s->n_mtp > 0 && a->hidden && a->mtp_in);
+    NT_ASSERT(p->mtp && p->tokens && !p->embd && !p->snap && !p->hidden_out);
+    NT_ASSERT(p->pos0 + p->n <= s->mtp_attn.n_ctx);
+    do { /* (again when the backend ran nothing: backend.h, end_pass) */
+        be->ops->begin_pass(be, p);
+        mtp_ops(f, s, a, p);
+    } while (!be->ops->end_pass(be, p));
 }

@@ -52,7 +52,10 @@ static void write_host(struct nt_backend *be, void *dst, const void *host, size_
     if (bytes) memcpy(dst, host, bytes);
 }
 static void begin_pass(struct nt_backend *be, const struct nt_pass *p) { nt_cpu_team_begin(&cpu(be)->team, p->n); }
-static void end_pass(struct nt_backend *be, const struct nt_pass *p) { nt_cpu_team_end(&cpu(be)->team, p->n); }
+static int end_pass(struct nt_backend *be, const struct nt_pass *p) {
+    nt_cpu_team_end(&cpu(be)->team, p->n);
+    return 1;
+}
 
 /* sum_i a[i] b[i] in a fixed order: eight lanes over i = l, l+8, ... (the compiler may run the
  * lanes as one vector; each lane's order is fixed either way), then a fixed tree, then the

@@ -43,8 +43,8 @@ struct pass_graph {
     int snap, embd;              /* a verify pass; the input is embeddings (not tokens) */
     int mtp, keep;               /* the MTP step's program; the pass keeps its hidden rows */
     int runs;                    /* eager runs so far (the program is captured on the second) */
-    int rehearsed;               /* exec was recorded by a rehearsal: the kind's first pass runs
-                                  * eagerly and keeps it only if its fingerprint is the same */
+    int rehearsed;               /* exec was recorded by a rehearsal: the kind's first pass replays
+                                  * it if its fingerprint is the same, else drops it and runs again */
     uint64_t print;              /* fingerprint of every operation and argument of the pass */
     cudaGraphExec_t exec;        /* NULL until captured */
     uint64_t used;               /* clock of the last use: the least recently used is evicted */
@@ -162,7 +162,7 @@ int be_busy(struct nt_backend *be);
 double be_one_off_seconds(struct nt_backend *be);
 void be_branch(struct nt_backend *be, const struct nt_pass *p, enum nt_branch what);
 void be_begin_pass(struct nt_backend *be, const struct nt_pass *p);
-void be_end_pass(struct nt_backend *be, const struct nt_pass *p);
+int be_end_pass(struct nt_backend *be, const struct nt_pass *p);
 size_t be_pass_scratch_bytes(struct nt_backend *be, int64_t max_cols, int n);
 void be_embed(struct nt_backend *be, const struct nt_pass *p, const struct nt_matrix *emb, float *h);
 void be_rmsnorm(struct nt_backend *be, const struct nt_pass *p, const float *h, const float *w, int H, float eps,

@@ -15,9 +15,11 @@
  * REHEARSALS (nt_pass.rehearse). Capturing costs the host 0.3 - 1 ms a kind on the demo model,
  * paid in the middle of decoding; a session instead rehearses the kinds it expects while the
  * device runs a pass it queued (src/engine/rehearsal.c): the program is captured and instantiated
- * without launching, and the kind's first pass runs eagerly and keeps it if their fingerprints
- * agree (later passes replay it). An operation whose first use makes a setup (an allocation and
- * a wait: the expert tables) declines a rehearsal instead.
+ * without launching, and the kind's first pass replays it, its operations adding to the
+ * fingerprint as a replay's do; should the fingerprints differ (a broken contract), nothing has
+ * run: the program is dropped and end_pass returns 0, and forward.c runs the pass again, eagerly.
+ * An operation whose first use makes a setup (an allocation and a wait: the expert tables)
+ * declines a rehearsal instead.
  *
  * The environment, for development: NEMOTRON_CUDA_GRAPHS=0 runs every pass eagerly, =log prints
  * each capture and rehearsal with its cost; NEMOTRON_CUDA_REHEARSE=0 turns rehearsals off,
@@ -319,10 +321,8 @@ void be_begin_pass(struct nt_backend *be, const struct nt_pass *p) {
                                              (size_t)p->n * sizeof(int32_t), cudaMemcpyHostToDevice, ST)))
         return;
     cur.g = graph_slot(b, p);
-    /* a rehearsed program is checked by the kind's first pass, which runs eagerly */
-    enum pass_mode mode = cur.g->exec && !cur.g->rehearsed ? MODE_REPLAY
-                        : cur.g->runs && !cur.g->exec     ? MODE_CAPTURE
-                                                          : MODE_EAGER;
+    /* a rehearsed program is checked by the kind's first pass as it replays (be_end_pass) */
+    enum pass_mode mode = cur.g->exec ? MODE_REPLAY : cur.g->runs ? MODE_CAPTURE : MODE_EAGER;
     if (b->no_graphs) mode = MODE_EAGER;
     cur.t0_ms = wall_ms(); /* a capture's recording is one-off work (be_one_off_seconds) */
     if (mode == MODE_CAPTURE && !CK(be, cudaStreamBeginCapture(ST, cudaStreamCaptureModeThreadLocal))) return;
@@ -355,7 +355,7 @@ static void launch_captured(struct nt_backend *be, struct pass_graph *g, cudaGra
     cudaGraphDestroy(graph);
 }
 
-void be_end_pass(struct nt_backend *be, const struct nt_pass *p) {
+int be_end_pass(struct nt_backend *be, const struct nt_pass *p) {
     struct pass_graph *g = cur.g;
     enum pass_mode mode = cur.mode;
     bool in_branch = nt_stream != cudaStreamPerThread || br.open;
@@ -366,26 +366,15 @@ void be_end_pass(struct nt_backend *be, const struct nt_pass *p) {
     br.open = false;
     if (FAULTED(be)) {
         if (mode == MODE_CAPTURE || mode == MODE_REHEARSE) abandon_capture(g);
-        return;
+        return 1;
     }
     if (in_branch) {
         if (mode == MODE_CAPTURE || mode == MODE_REHEARSE) abandon_capture(g);
-        return cuda_fault(be, "end_pass inside a branch (forward.c closes and joins every branch it opens)");
+        cuda_fault(be, "end_pass inside a branch (forward.c closes and joins every branch it opens)");
+        return 1;
     }
     switch (mode) {
     case MODE_EAGER:
-        if (g->rehearsed) {
-            /* the rehearsal's program is this pass's (the contract: one program per kind), or,
-             * were it not, dropped for the ordinary capture */
-            g->rehearsed = 0;
-            if (cur.print != g->print) {
-                cudaGraphExecDestroy(g->exec);
-                g->exec = NULL;
-            }
-            if (cb(be)->log_graphs)
-                fprintf(stderr, "cuda graph: n=%d want=%d snap=%d mtp=%d keep=%d: the rehearsed program %s\n", g->n,
-                        g->want, g->snap, g->mtp, g->keep, g->exec ? "is the pass's" : "differs: dropped");
-        }
         g->print = cur.print;
         g->runs++;
         break;
@@ -403,14 +392,32 @@ void be_end_pass(struct nt_backend *be, const struct nt_pass *p) {
         break;
     }
     case MODE_REPLAY:
-        if (cur.print != g->print)
-            return cuda_fault(be, "end_pass: the pass's operations differ from its captured program (forward.c "
-                                  "must call the same operations for every pass of one kind)");
+        if (g->rehearsed) {
+            /* the kind's first pass: the rehearsal's program is its own (the contract: one program
+             * per kind), or it is dropped and the pass, of which nothing ran, runs again eagerly */
+            g->rehearsed = 0;
+            bool same = cur.print == g->print;
+            if (cb(be)->log_graphs)
+                fprintf(stderr, "cuda graph: n=%d want=%d snap=%d mtp=%d keep=%d: the rehearsed program %s\n", g->n,
+                        g->want, g->snap, g->mtp, g->keep, same ? "is the pass's" : "differs: dropped, the pass runs again");
+            if (!same) {
+                cudaGraphExecDestroy(g->exec);
+                g->exec = NULL;
+                g->runs = 0;
+                return 0;
+            }
+        } else if (cur.print != g->print) {
+            cuda_fault(be, "end_pass: the pass's operations differ from its captured program (forward.c must call "
+                           "the same operations for every pass of one kind)");
+            return 1;
+        }
         CK(be, cudaGraphLaunch(g->exec, ST));
         break;
     case MODE_NONE:
-        return cuda_fault(be, "end_pass without begin_pass");
+        cuda_fault(be, "end_pass without begin_pass");
+        return 1;
     }
     /* (a first run is not counted: its launches overlap its kernels, whose time is the pass's) */
     if (mode == MODE_CAPTURE || mode == MODE_REHEARSE) one_off_s += 1e-3 * (wall_ms() - cur.t0_ms);
+    return 1;
 }

@@ -6,7 +6,7 @@
  * of its decode steps. Speculative decoding meets a new kind at every new draft length, so a
  * 256-token run paid 5 - 6 recordings, 3 - 6 % of it. Rehearsed while the device runs a prompt's
  * pass, which the host only waits for, the recording costs the run nothing; the kind's first pass
- * runs as before and checks the rehearsed program against itself.
+ * replays the rehearsed program, checked against itself as it comes (backend.h, end_pass).
  */
 #include "engine.h"
 

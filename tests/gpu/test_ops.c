@@ -1338,6 +1338,56 @@ static void test_ggml_stream(void) {
  * an output by ~1/127 of one term of a few hundred: ~5e-4 relative per flip; 1e-2 allows many. */
 #define TOL_CHAIN_PACKED 1e-2
 
+/* Rehearsals (nt_pass.rehearse, pass.cu): a rehearsal runs nothing; the kind's first pass replays
+ * the rehearsed program when it is that pass's, and when it is not (here another output buffer: a
+ * broken contract) end_pass returns 0 having run nothing, and the pass run again gives the eager
+ * result, bit for bit in both cases. */
+static void rehearsal_pass(const struct nt_pass *p, const float *h, const float *w, int H, float *y, int want_ran,
+                           const char *what) {
+    struct nt_backend *be = BE[GPU];
+    be->ops->begin_pass(be, p);
+    be->ops->rmsnorm(be, p, h, w, H, 1e-5f, y, H);
+    int ran = be->ops->end_pass(be, p);
+    CHECK(ran == want_ran, "rehearsal: %s: end_pass returned %d, not %d", what, ran, want_ran);
+}
+static void test_rehearsal(void) {
+    new_case();
+    enum { H = 256 };
+    const char *graphs = getenv("NEMOTRON_CUDA_GRAPHS");
+    if (graphs && !strcmp(graphs, "0")) return; /* (no programs to rehearse) */
+    struct twin ht = twin_in(random_vec(H, 0.01f, 1.0f), H * 4), wt = twin_in(random_vec(H, 0.2f, 2.0f), H * 4);
+    struct twin ye = twin_poison(H * 4), y1 = twin_poison(H * 4), y2 = twin_poison(H * 4);
+    const float *h = F(ht, GPU), *w = F(wt, GPU);
+    const struct nt_pass *pe = begin(GPU, 1, 0, H, NULL); /* the eager result, on a scratch of its own */
+    BE[GPU]->ops->rmsnorm(BE[GPU], pe, h, w, H, 1e-5f, F(ye, GPU), H);
+    end(GPU);
+    float *ref = back(GPU, ye.p[GPU], H * 4);
+    for (int same = 1; same >= 0; same--) {
+        struct nt_pass p = make_pass(GPU, 1, 0, H, NULL), r = p;
+        r.rehearse = 1;
+        float *out = same ? F(y1, GPU) : F(y2, GPU);
+        rehearsal_pass(&r, h, w, H, F(y1, GPU), 1, "the rehearsal");
+        float *untouched = back(GPU, out, H * 4);
+        int poison = 1;
+        for (int i = 0; i < H; i++) poison &= bits(untouched[i]) == POISON;
+        CHECK(poison, "rehearsal: a rehearsal wrote its output");
+        /* the kind's first pass: the rehearsal's program, or (not the same) nothing run, then again */
+        rehearsal_pass(&p, h, w, H, out, same, same ? "the rehearsed pass" : "a pass not the rehearsal's");
+        if (!same) {
+            untouched = back(GPU, out, H * 4);
+            poison = 1;
+            for (int i = 0; i < H; i++) poison &= bits(untouched[i]) == POISON;
+            CHECK(poison, "rehearsal: a pass end_pass said did not run wrote its output");
+            rehearsal_pass(&p, h, w, H, out, 1, "the same pass again");
+        }
+        compare(same ? "rehearsal: a rehearsed program replayed by its pass" : "rehearsal: the pass run again",
+                "eager", ref, "rehearsed", back(GPU, out, H * 4), 1, H, H, 0);
+        /* and a second pass of the kind replays */
+        rehearsal_pass(&p, h, w, H, out, 1, "the kind's second pass");
+        compare("rehearsal: the kind's second pass", "eager", ref, "replayed", back(GPU, out, H * 4), 1, H, H, 0);
+    }
+}
+
 /* A session-shaped program, run pass after pass with the same buffers and the same scratch:
  * the tokens pick rows of tables holding each position's q, k, v and Mamba in_proj output
  * (embed), then attention at the pass's pos0, a copy of its output (a copy inside a pass is part
@@ -1593,6 +1643,7 @@ int main(int argc, char **argv) {
     }
 
     test_replay();
+    test_rehearsal();
     group_end();
 
     /* new cases go last: a case's seed derives from its number, so the ones above keep theirs */

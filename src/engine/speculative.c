@@ -380,9 +380,20 @@ static int drafting_now(nemotron_spec *sp) {
 }
 
 /* The drafts this step asks for, at most max: 0 means a plain step. */
+/* On a backend that records a program per pass size (backend.h, programs), the decoder's own
+ * drafters draft 1, 2, 4, 8 or 16 tokens: the verify passes the session rehearsed (expect_passes),
+ * where every other length costs its first pass's launches and its second's recording, a few
+ * steps of a small model each (docs/PERF.md). */
+static int pass_size_drafts(const nemotron_spec *sp, int n) {
+    if (!sp->target->model->fwd.be->programs || n < 2) return n;
+    int p = 1;
+    while (2 * p <= n) p *= 2;
+    return p;
+}
+
 static nemotron_status want_drafts(nemotron_spec *sp, int max, int *n, nemotron_snapshot **snap) {
     *n = 0;
-    int len = max < sp->draft_len ? max : sp->draft_len;
+    int len = pass_size_drafts(sp, max < sp->draft_len ? max : sp->draft_len);
     switch (sp->kind) {
     case DRAFT_FN: {
         int got = sp->draft_fn(sp->draft_user, sp->history, sp->n_hist, sp->drafts, max);
@@ -398,7 +409,7 @@ static nemotron_status want_drafts(nemotron_spec *sp, int max, int *n, nemotron_
         return st ? from_session(sp, st, sp->target, "MTP draft") : NEMOTRON_OK;
     }
     case DRAFT_NGRAM:
-        *n = draft_ngram(sp->history, sp->n_hist, sp->drafts, len);
+        *n = pass_size_drafts(sp, draft_ngram(sp->history, sp->n_hist, sp->drafts, len));
         return NEMOTRON_OK;
     }
     return NEMOTRON_OK;

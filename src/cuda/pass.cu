@@ -55,32 +55,37 @@ thread_local cudaStream_t nt_stream = cudaStreamPerThread;
  * stream wait for it before the next operation; captured, they are the graph's edges. Longer
  * passes run their branches in order: their products share the pass scratch's quantized rows.
  * NT_SIDE_STREAM=0 at build time: no branch runs beside (to compare). The side stream and the
- * events are made by the thread's first pass (outside any capture) and kept for the thread's life. */
+ * events are made by the thread's first pass (outside any capture), kept for the thread's life
+ * and destroyed when it ends (a server's worker threads come and go). */
 #ifndef NT_SIDE_STREAM
 #define NT_SIDE_STREAM 1
 #endif
-static thread_local struct {
-    cudaStream_t side;
-    cudaEvent_t fork, join;
-    int device;
-    bool open; /* a branch of the pass now is on the side stream */
-} br = {NULL, NULL, NULL, -1, false};
+struct side_stream {
+    cudaStream_t side = NULL;
+    cudaEvent_t fork = NULL, join = NULL;
+    int device = -1;
+    bool open = false; /* a branch of the pass now is on the side stream */
+    void release() {
+        if (side) cudaStreamDestroy(side);
+        if (fork) cudaEventDestroy(fork);
+        if (join) cudaEventDestroy(join);
+        side = NULL;
+        fork = join = NULL;
+    }
+    ~side_stream() { release(); }
+};
+static thread_local side_stream br;
 
 static void make_side_stream(struct cuda_backend *b) {
     struct nt_backend *be = &b->base;
     if (!NT_SIDE_STREAM || (br.side && br.device == b->device)) return;
-    if (br.side) { /* another device's */
-        cudaStreamDestroy(br.side);
-        cudaEventDestroy(br.fork);
-        cudaEventDestroy(br.join);
-        br.side = NULL;
-    }
+    br.release(); /* another device's, or an unfinished one */
     if (CK(be, cudaStreamCreateWithFlags(&br.side, cudaStreamNonBlocking)) &&
         CK(be, cudaEventCreateWithFlags(&br.fork, cudaEventDisableTiming)) &&
         CK(be, cudaEventCreateWithFlags(&br.join, cudaEventDisableTiming)))
         br.device = b->device;
     else
-        br.side = NULL;
+        br.release();
 }
 
 void be_branch(struct nt_backend *be, const struct nt_pass *p, enum nt_branch what) {

@@ -108,23 +108,32 @@ nemotron_spec_params nemotron_spec_default_params(void) {
  * cost nothing; a caller's function is the caller's). */
 static int costly(const nemotron_spec *sp) { return sp->kind == DRAFT_MODEL || sp->kind == DRAFT_MTP; }
 
+/* On a backend that records a program per pass size (backend.h, programs), the decoder's own
+ * drafters draft 1, 2, 4, 8 or 16 tokens: the verify passes the session rehearsed (expect_passes),
+ * where every other length costs its first pass's launches and its second's recording, a few
+ * steps of a small model each (docs/PERF.md). */
+static int pass_size_drafts(const nemotron_spec *sp, int n) {
+    if (!sp->target->model->fwd.be->programs || n < 2) return n;
+    int p = 1;
+    while (2 * p <= n) p *= 2;
+    return p;
+}
+
 /* The passes the decoder's first steps run, for the session to rehearse while the prompt's pass
- * runs (rehearsal.c): verify passes of the first draft length, of 1 and 2 drafts (a step that
- * kept fewer drafts asks for kept + 1 next), then of the lengths it doubles to; the MTP step's
- * draft (one row, or the two a kept draft leaves waiting). */
+ * runs (rehearsal.c): the verify pass of the first draft length, the MTP step's draft (one row,
+ * or the two a kept draft leaves waiting), then verify passes of 1, 2, 4, ... drafts, the lengths
+ * pass_size_drafts leaves. */
 static void expect_passes(nemotron_spec *sp) {
     nemotron_session *s = sp->target;
-    nt_session_expect(s, NT_PASS_VERIFY, 1 + sp->draft_len, NT_LOGITS_ARGMAX);
+    nt_session_expect(s, NT_PASS_VERIFY, 1 + pass_size_drafts(sp, sp->draft_len), NT_LOGITS_ARGMAX);
     if (sp->kind == DRAFT_MTP) {
         nt_session_expect(s, NT_PASS_MTP, 1, NT_LOGITS_LAST);
         nt_session_expect(s, NT_PASS_MTP, 2, NT_LOGITS_LAST);
     }
-    for (int d = 1; d <= 2 && d <= sp->K; d++) nt_session_expect(s, NT_PASS_VERIFY, 1 + d, NT_LOGITS_ARGMAX);
     /* a costly drafter's longer drafts come only once its first ones land (rarely, where the pay
      * check keeps it on at all): the wait for them is better spent on its MTP kinds */
     int longest = costly(sp) ? 2 : sp->K;
-    for (int d = sp->draft_len * 2; d < 2 * longest; d *= 2)
-        nt_session_expect(s, NT_PASS_VERIFY, 1 + (d < longest ? d : longest), NT_LOGITS_ARGMAX);
+    for (int d = 1; d <= longest; d *= 2) nt_session_expect(s, NT_PASS_VERIFY, 1 + d, NT_LOGITS_ARGMAX);
 }
 
 static nemotron_status create(nemotron_spec *sp, nemotron_session *target, nemotron_sampler *sampler,
@@ -380,17 +389,6 @@ static int drafting_now(nemotron_spec *sp) {
 }
 
 /* The drafts this step asks for, at most max: 0 means a plain step. */
-/* On a backend that records a program per pass size (backend.h, programs), the decoder's own
- * drafters draft 1, 2, 4, 8 or 16 tokens: the verify passes the session rehearsed (expect_passes),
- * where every other length costs its first pass's launches and its second's recording, a few
- * steps of a small model each (docs/PERF.md). */
-static int pass_size_drafts(const nemotron_spec *sp, int n) {
-    if (!sp->target->model->fwd.be->programs || n < 2) return n;
-    int p = 1;
-    while (2 * p <= n) p *= 2;
-    return p;
-}
-
 static nemotron_status want_drafts(nemotron_spec *sp, int max, int *n, nemotron_snapshot **snap) {
     *n = 0;
     int len = pass_size_drafts(sp, max < sp->draft_len ? max : sp->draft_len);

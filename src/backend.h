@@ -226,11 +226,6 @@ struct nt_backend_ops {
      * decoder's pay check) takes them off: they say nothing of the kind's cost. */
     double (*one_off_seconds)(struct nt_backend *be);
 
-    /* Optional (NULL: never busy). Whether work this thread queued is still running on the
-     * device: while it is, a session rehearses the pass kinds it expects (nt_pass.rehearse), on
-     * a host that would otherwise only wait. */
-    int (*busy)(struct nt_backend *be);
-
     /* Optional (NULL: none). The read bandwidth of the backend's resident memory in bytes/s,
      * measured now (benchmarks hold decoding against it); 0 when it cannot be measured. */
     double (*read_bandwidth)(struct nt_backend *be);
@@ -243,7 +238,10 @@ struct nt_backend {
     int programs;             /* it keeps pass programs (the CUDA backend's graphs: begin_pass
                                * records a kind's program once and replays it) and asks sessions
                                * to rehearse the kinds they expect (nt_pass.rehearse), which takes
-                               * the recording off the kind's passes */
+                               * the recording off the kind's passes. Sessions rehearse on threads
+                               * of their own (src/engine/rehearsal.c): a backend with programs
+                               * takes a rehearsal on one thread while another thread runs passes,
+                               * of the same session too (its pass scratch is not touched) */
     char device[128];         /* what it runs on, for people: "cpu", "cuda:0 (NVIDIA H200)" */
     char alloc_error[256];    /* why the last alloc/upload returned NULL: the bytes asked for and
                                * the bytes free ("" when none failed); the loader quotes it */

@@ -338,7 +338,6 @@ static const struct nt_backend_ops cuda_ops = {
     be_argmax,
     be_branch,
     be_one_off_seconds,
-    be_busy,
     be_read_bandwidth,
 };
 
@@ -371,11 +370,7 @@ extern "C" nemotron_status nt_cuda_backend_new(int device, struct nt_backend **o
     b->profile = prof && !strcmp(prof, "1");
     b->no_graphs = (graphs && !strcmp(graphs, "0")) || b->profile;
     b->log_graphs = graphs && !strcmp(graphs, "log");
-    const char *rehearse = getenv("NEMOTRON_CUDA_REHEARSE");
-    b->rehearse = !rehearse ? REHEARSE_WHILE_BUSY : !strcmp(rehearse, "0") ? REHEARSE_NEVER
-                : !strcmp(rehearse, "always")                            ? REHEARSE_ALWAYS
-                                                                          : REHEARSE_WHILE_BUSY;
-    b->base.programs = !b->no_graphs && b->rehearse != REHEARSE_NEVER;
+    b->base.programs = !b->no_graphs;
     pthread_mutex_init(&b->lock, NULL);
     *out = &b->base;
     return NEMOTRON_OK;

@@ -48,12 +48,13 @@ struct pass_graph {
     uint64_t print;              /* fingerprint of every operation and argument of the pass */
     cudaGraphExec_t exec;        /* NULL until captured */
     uint64_t used;               /* clock of the last use: the least recently used is evicted */
+    /* Sessions rehearse on threads of their own (src/engine/rehearsal.c), so a kind may be
+     * rehearsed on one thread while its pass runs on another. Both flags are b->lock's: a slot
+     * held or being rehearsed is never evicted; a pass of a kind being rehearsed runs eagerly
+     * (never captures: the rehearsal's program comes), and a rehearsal skips a held kind. */
+    int held;                    /* a pass of the kind is between begin_pass and end_pass */
+    int rehearsing;              /* a rehearsal is recording the kind's program */
 };
-
-/* When sessions rehearse the pass kinds they expect (backend.h: nt_pass.rehearse, ops.busy):
- * while the device is busy with the thread's work (the default), never ("0": to compare), or at
- * every chance ("always": tests, where the emulation is never busy). */
-enum { REHEARSE_WHILE_BUSY, REHEARSE_NEVER, REHEARSE_ALWAYS };
 
 /* Passes kept captured per backend: a decode kind, a full prefill kind and a remainder or two
  * per live session, and with speculation a verify kind per draft length (2 .. K + 1) and an MTP
@@ -73,7 +74,6 @@ struct cuda_backend {
     uint64_t clock;
     int no_graphs;               /* NEMOTRON_CUDA_GRAPHS=0: every pass eager (to compare, profile) */
     int log_graphs;              /* NEMOTRON_CUDA_GRAPHS=log: each capture's kind and cost on stderr */
-    int rehearse;                /* NEMOTRON_CUDA_REHEARSE: REHEARSE_* below */
     int profile;                 /* NEMOTRON_CUDA_PROFILE=1: eager passes, each operation timed */
 };
 
@@ -158,7 +158,6 @@ void drop_graphs_of(struct cuda_backend *b, const void *scratch);
 
 /* ---- the operations (backend_cuda.cu puts them in the table) -------------------------------- */
 
-int be_busy(struct nt_backend *be);
 double be_one_off_seconds(struct nt_backend *be);
 void be_branch(struct nt_backend *be, const struct nt_pass *p, enum nt_branch what);
 void be_begin_pass(struct nt_backend *be, const struct nt_pass *p);

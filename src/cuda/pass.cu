@@ -13,17 +13,18 @@
  * host thread: a session runs a pass on one thread.
  *
  * REHEARSALS (nt_pass.rehearse). Capturing costs the host 0.3 - 1 ms a kind on the demo model,
- * paid in the middle of decoding; a session instead rehearses the kinds it expects while the
- * device runs a pass it queued (src/engine/rehearsal.c): the program is captured and instantiated
- * without launching, and the kind's first pass replays it, its operations adding to the
- * fingerprint as a replay's do; should the fingerprints differ (a broken contract), nothing has
- * run: the program is dropped and end_pass returns 0, and forward.c runs the pass again, eagerly.
- * An operation whose first use makes a setup (an allocation and a wait: the expert tables)
- * declines a rehearsal instead.
+ * paid in the middle of decoding; a session instead rehearses the kinds it expects on a thread of
+ * its own (src/engine/rehearsal.c): the program is captured (thread-local capture mode, on that
+ * thread's stream) and instantiated without launching, and the kind's first pass replays it, its
+ * operations adding to the fingerprint as a replay's do; should the fingerprints differ (a broken
+ * contract), nothing has run: the program is dropped and end_pass returns 0, and forward.c runs
+ * the pass again, eagerly. An operation whose first use makes a setup (an allocation and a wait:
+ * the expert tables) declines a rehearsal instead. The program slots are shared by the threads
+ * (ops.cuh, pass_graph: held, rehearsing).
  *
  * The environment, for development: NEMOTRON_CUDA_GRAPHS=0 runs every pass eagerly, =log prints
- * each capture and rehearsal with its cost; NEMOTRON_CUDA_REHEARSE=0 turns rehearsals off,
- * =always makes them at every chance (the emulation, never busy, tests them so).
+ * each capture and rehearsal with its cost (NEMOTRON_REHEARSE, rehearsal.c, sets where sessions
+ * rehearse).
  */
 #include "ops.cuh"
 #include "products.cuh"
@@ -230,19 +231,22 @@ void drop_graphs_of(struct cuda_backend *b, const void *scratch) {
     pthread_mutex_unlock(&b->lock);
 }
 
-/* The program slot of (scratch, n, want, snap, input kind, mtp, kept hidden rows): found, or a fresh one (a free slot,
- * else the least recently used, whose graph is destroyed). */
+/* The program slot of (scratch, n, want, snap, input kind, mtp, kept hidden rows): found, or a
+ * fresh one (a free slot, else the least recently used that no thread holds or rehearses, whose
+ * graph is destroyed); NULL when every slot is held (a pass then runs eagerly). b->lock held. */
 static struct pass_graph *graph_slot(struct cuda_backend *b, const struct nt_pass *p) {
-    pthread_mutex_lock(&b->lock);
-    struct pass_graph *g = NULL, *lru = &b->graphs[0];
+    struct pass_graph *g = NULL, *lru = NULL;
     for (int i = 0; i < MAX_GRAPHS && !g; i++) {
         struct pass_graph *c = &b->graphs[i];
         if (c->scratch == p->scratch && c->n == p->n && c->want == p->want && c->snap == !!p->snap &&
             c->embd == (p->embd != NULL) && c->mtp == !!p->mtp && c->keep == (p->hidden_out != NULL))
             g = c;
-        else if (!c->scratch || (lru->scratch && c->used < lru->used)) lru = c;
+        else if (!c->held && !c->rehearsing &&
+                 (!lru || !c->scratch || (lru->scratch && c->used < lru->used)))
+            lru = c;
     }
     if (!g) {
+        if (!lru) return NULL;
         g = lru;
         if (g->exec) cudaGraphExecDestroy(g->exec);
         memset(g, 0, sizeof *g);
@@ -255,7 +259,6 @@ static struct pass_graph *graph_slot(struct cuda_backend *b, const struct nt_pas
         g->keep = p->hidden_out != NULL;
     }
     g->used = ++b->clock;
-    pthread_mutex_unlock(&b->lock);
     return g;
 }
 
@@ -264,42 +267,60 @@ double be_one_off_seconds(struct nt_backend *be) {
     return one_off_s;
 }
 
-int be_busy(struct nt_backend *be) {
-    struct cuda_backend *b = cb(be);
-    if (b->rehearse == REHEARSE_ALWAYS) return 1;
-    /* an error here (a fault of the work queued) is the next waiting call's to report */
-    return !FAULTED(be) && cudaSetDevice(b->device) == cudaSuccess && cudaStreamQuery(ST) == cudaErrorNotReady;
+/* The rehearsal's end: the slot gets its program (exec, or NULL: none) and is free again. */
+static void release_rehearsal(struct cuda_backend *b, struct pass_graph *g, cudaGraphExec_t exec) {
+    pthread_mutex_lock(&b->lock);
+    if (exec) {
+        g->exec = exec;
+        g->print = cur.print;
+        g->rehearsed = 1;
+    }
+    g->rehearsing = 0;
+    pthread_mutex_unlock(&b->lock);
 }
 
 /* A rehearsal (nt_pass.rehearse): the kind's program captured and instantiated, not launched,
- * unless the kind already has one (or graphs are off): then the operations only fingerprint. The
- * meta and tokens are not written: the device may still be running the pass before, which reads
- * them, and the kind's passes write their own. */
+ * unless the kind already has one, a pass of it is running on another thread, another rehearsal
+ * records it (or graphs are off): then the operations only fingerprint. The meta and tokens are
+ * not written: the device may still be running a pass that reads them, and the kind's passes
+ * write their own. */
 static void begin_rehearsal(struct cuda_backend *b, const struct nt_pass *p) {
     struct nt_backend *be = &b->base;
-    cur.g = graph_slot(b, p);
-    cur.declined = false;
-    if (cur.g->exec || b->no_graphs) {
-        cur.mode = MODE_SKIP;
-        return;
-    }
+    cur.mode = MODE_SKIP;
+    pthread_mutex_lock(&b->lock);
+    struct pass_graph *g = b->no_graphs ? NULL : graph_slot(b, p);
+    bool record = g && !g->exec && !g->held && !g->rehearsing;
+    if (record) g->rehearsing = 1;
+    pthread_mutex_unlock(&b->lock);
+    if (!record) return;
+    cur.g = g;
     cur.t0_ms = wall_ms();
-    if (CK(be, cudaSetDevice(b->device)) && CK(be, cudaStreamBeginCapture(ST, cudaStreamCaptureModeThreadLocal)))
+    if (CK(be, cudaStreamBeginCapture(ST, cudaStreamCaptureModeThreadLocal)))
         cur.mode = MODE_REHEARSE;
+    else
+        release_rehearsal(b, g, NULL);
 }
 
 static void end_rehearsal(struct nt_backend *be, struct pass_graph *g) {
     cudaGraph_t graph = NULL;
-    if (!CK(be, cudaStreamEndCapture(ST, &graph))) return;
-    if (!cur.declined && CK(be, cudaGraphInstantiate(&g->exec, graph, 0))) {
-        g->print = cur.print;
-        g->rehearsed = 1;
+    cudaGraphExec_t exec = NULL;
+    if (CK(be, cudaStreamEndCapture(ST, &graph))) {
+        if (!cur.declined && !CK(be, cudaGraphInstantiate(&exec, graph, 0))) exec = NULL;
+        cudaGraphDestroy(graph);
     }
-    cudaGraphDestroy(graph);
     if (cb(be)->log_graphs)
         fprintf(stderr, "cuda graph: rehearsed n=%d want=%d snap=%d embd=%d mtp=%d keep=%d%s: %.3f ms\n", g->n,
                 g->want, g->snap, g->embd, g->mtp, g->keep, cur.declined ? " (declined: a setup is missing)" : "",
                 wall_ms() - cur.t0_ms);
+    release_rehearsal(cb(be), g, exec);
+}
+
+/* The end of a pass's hold on its slot (be_begin_pass). */
+static void release_slot(struct cuda_backend *b, struct pass_graph *g) {
+    if (!g) return;
+    pthread_mutex_lock(&b->lock);
+    g->held = 0;
+    pthread_mutex_unlock(&b->lock);
 }
 
 void be_begin_pass(struct nt_backend *be, const struct nt_pass *p) {
@@ -319,34 +340,54 @@ void be_begin_pass(struct nt_backend *be, const struct nt_pass *p) {
     /* pageable sources: each copy returns once the bytes are staged, so nothing here outlives the
      * call; stream order puts them before the pass's kernels */
     struct pass_meta m = {p->pos0, p->n};
-    if (!CK(be, cudaSetDevice(b->device)) ||
-        !CK(be, cudaMemcpyAsync(p->scratch, &m, sizeof m, cudaMemcpyHostToDevice, ST)))
-        return;
+    if (!CK(be, cudaMemcpyAsync(p->scratch, &m, sizeof m, cudaMemcpyHostToDevice, ST))) return;
     if (p->tokens && !CK(be, cudaMemcpyAsync((uint8_t *)p->scratch + META_BYTES, p->tokens,
                                              (size_t)p->n * sizeof(int32_t), cudaMemcpyHostToDevice, ST)))
         return;
-    cur.g = graph_slot(b, p);
-    /* a rehearsed program is checked by the kind's first pass as it replays (be_end_pass) */
-    enum pass_mode mode = cur.g->exec ? MODE_REPLAY : cur.g->runs ? MODE_CAPTURE : MODE_EAGER;
-    if (b->no_graphs) mode = MODE_EAGER;
+    /* the kind's program: replayed (a rehearsed one is checked by its first pass as it replays,
+     * be_end_pass), captured on the second eager run, or not yet: eager (also while another
+     * thread rehearses the kind, whose program will come) */
+    enum pass_mode mode = MODE_EAGER;
+    pthread_mutex_lock(&b->lock);
+    struct pass_graph *g = b->no_graphs ? NULL : graph_slot(b, p);
+    if (g) {
+        g->held = 1;
+        mode = g->exec ? MODE_REPLAY : g->runs && !g->rehearsing ? MODE_CAPTURE : MODE_EAGER;
+    }
+    pthread_mutex_unlock(&b->lock);
+    cur.g = g;
     cur.t0_ms = wall_ms(); /* a capture's recording is one-off work (be_one_off_seconds) */
-    if (mode == MODE_CAPTURE && !CK(be, cudaStreamBeginCapture(ST, cudaStreamCaptureModeThreadLocal))) return;
+    if (mode == MODE_CAPTURE && !CK(be, cudaStreamBeginCapture(ST, cudaStreamCaptureModeThreadLocal))) {
+        release_slot(b, g);
+        return;
+    }
     cur.mode = mode;
 }
 
 /* A capture that will not be launched: ended and dropped, and the slot forgotten (the stream must
  * leave capture mode whatever happened inside it). */
-static void abandon_capture(struct pass_graph *g) {
+static void abandon_capture(struct cuda_backend *b, enum pass_mode mode, struct pass_graph *g) {
     cudaGraph_t graph = NULL;
     if (cudaStreamEndCapture(ST, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+    if (mode == MODE_REHEARSE) return release_rehearsal(b, g, NULL);
+    pthread_mutex_lock(&b->lock);
     g->runs = 0;
+    pthread_mutex_unlock(&b->lock);
 }
 
 /* Launches the program just captured (graph) and keeps it for the next passes when its
- * fingerprint is the eager run's; otherwise runs it once and captures again next time. */
+ * fingerprint is the eager run's; otherwise runs it once and captures again next time. The slot
+ * is held (be_begin_pass): its fields are this thread's until end_pass lets it go, but exec is
+ * written under the lock (a rehearsal on another thread reads it). */
 static void launch_captured(struct nt_backend *be, struct pass_graph *g, cudaGraph_t graph) {
     if (cur.print == g->print) {
-        if (CK(be, cudaGraphInstantiate(&g->exec, graph, 0))) CK(be, cudaGraphLaunch(g->exec, ST));
+        cudaGraphExec_t exec = NULL;
+        if (CK(be, cudaGraphInstantiate(&exec, graph, 0))) {
+            pthread_mutex_lock(&cb(be)->lock);
+            g->exec = exec;
+            pthread_mutex_unlock(&cb(be)->lock);
+            CK(be, cudaGraphLaunch(exec, ST));
+        }
     } else {
         /* the program differed from the eager run (not expected): run this capture once, keep
          * the new fingerprint, capture again next time */
@@ -360,41 +401,24 @@ static void launch_captured(struct nt_backend *be, struct pass_graph *g, cudaGra
     cudaGraphDestroy(graph);
 }
 
-int be_end_pass(struct nt_backend *be, const struct nt_pass *p) {
-    struct pass_graph *g = cur.g;
-    enum pass_mode mode = cur.mode;
-    bool in_branch = nt_stream != cudaStreamPerThread || br.open;
-    cur.mode = MODE_NONE;
-    cur.g = NULL;
-    cur.op = OP_END_PASS;
-    nt_stream = cudaStreamPerThread;
-    br.open = false;
-    if (FAULTED(be)) {
-        if (mode == MODE_CAPTURE || mode == MODE_REHEARSE) abandon_capture(g);
-        return 1;
-    }
-    if (in_branch) {
-        if (mode == MODE_CAPTURE || mode == MODE_REHEARSE) abandon_capture(g);
-        cuda_fault(be, "end_pass inside a branch (forward.c closes and joins every branch it opens)");
-        return 1;
-    }
+/* The pass in mode (EAGER, CAPTURE, REPLAY) on its held slot g, at end_pass: 0 when a rehearsed
+ * program turned out not to be the pass's (nothing ran), else 1. */
+static int finish_pass(struct nt_backend *be, enum pass_mode mode, struct pass_graph *g) {
     switch (mode) {
     case MODE_EAGER:
+        if (!g) return 1; /* every slot was held: nothing to keep */
+        pthread_mutex_lock(&cb(be)->lock);
         g->print = cur.print;
         g->runs++;
-        break;
-    case MODE_REHEARSE:
-        end_rehearsal(be, g);
-        break;
-    case MODE_SKIP:
-        break;
+        pthread_mutex_unlock(&cb(be)->lock);
+        return 1;
     case MODE_CAPTURE: {
         cudaGraph_t graph;
         if (CK(be, cudaStreamEndCapture(ST, &graph))) launch_captured(be, g, graph);
         if (cb(be)->log_graphs)
             fprintf(stderr, "cuda graph: captured n=%d want=%d snap=%d embd=%d mtp=%d keep=%d after %d eager runs: %.3f ms\n",
                     g->n, g->want, g->snap, g->embd, g->mtp, g->keep, g->runs, wall_ms() - cur.t0_ms);
-        break;
+        return 1;
     }
     case MODE_REPLAY:
         if (g->rehearsed) {
@@ -406,9 +430,11 @@ int be_end_pass(struct nt_backend *be, const struct nt_pass *p) {
                 fprintf(stderr, "cuda graph: n=%d want=%d snap=%d mtp=%d keep=%d: the rehearsed program %s\n", g->n,
                         g->want, g->snap, g->mtp, g->keep, same ? "is the pass's" : "differs: dropped, the pass runs again");
             if (!same) {
+                pthread_mutex_lock(&cb(be)->lock);
                 cudaGraphExecDestroy(g->exec);
                 g->exec = NULL;
                 g->runs = 0;
+                pthread_mutex_unlock(&cb(be)->lock);
                 return 0;
             }
         } else if (cur.print != g->print) {
@@ -417,12 +443,42 @@ int be_end_pass(struct nt_backend *be, const struct nt_pass *p) {
             return 1;
         }
         CK(be, cudaGraphLaunch(g->exec, ST));
-        break;
-    case MODE_NONE:
-        cuda_fault(be, "end_pass without begin_pass");
+        return 1;
+    default:
         return 1;
     }
+}
+
+int be_end_pass(struct nt_backend *be, const struct nt_pass *p) {
+    (void)p;
+    struct cuda_backend *b = cb(be);
+    struct pass_graph *g = cur.g;
+    enum pass_mode mode = cur.mode;
+    bool in_branch = nt_stream != cudaStreamPerThread || br.open;
+    cur.mode = MODE_NONE;
+    cur.g = NULL;
+    cur.op = OP_END_PASS;
+    nt_stream = cudaStreamPerThread;
+    br.open = false;
+    if (mode == MODE_NONE) {
+        if (!FAULTED(be)) cuda_fault(be, "end_pass without begin_pass");
+        return 1;
+    }
+    bool capturing = mode == MODE_CAPTURE || mode == MODE_REHEARSE;
+    if (FAULTED(be) || in_branch) {
+        if (capturing) abandon_capture(b, mode, g);
+        if (mode != MODE_REHEARSE) release_slot(b, g);
+        if (in_branch && !FAULTED(be))
+            cuda_fault(be, "end_pass inside a branch (forward.c closes and joins every branch it opens)");
+        return 1;
+    }
+    int ran = 1;
+    if (mode == MODE_REHEARSE) end_rehearsal(be, g);
+    else if (mode != MODE_SKIP) {
+        ran = finish_pass(be, mode, g);
+        release_slot(b, g);
+    }
     /* (a first run is not counted: its launches overlap its kernels, whose time is the pass's) */
-    if (mode == MODE_CAPTURE || mode == MODE_REHEARSE) one_off_s += 1e-3 * (wall_ms() - cur.t0_ms);
-    return 1;
+    if (capturing) one_off_s += 1e-3 * (wall_ms() - cur.t0_ms);
+    return ran;
 }

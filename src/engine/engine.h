@@ -7,6 +7,8 @@
 #ifndef NT_ENGINE_H
 #define NT_ENGINE_H
 
+#include <pthread.h>
+
 #include "../forward.h"
 #include "../model/source.h"
 
@@ -33,8 +35,23 @@ struct nt_expected {
     int n;
     enum nt_logits want;
 };
-/* rehearsal.c: a decode step, the first few verify sizes and two MTP sizes */
-#define NT_EXPECTED_MAX 8
+/* rehearsal.c: a decode step, the verify sizes of 1, 2, 4, 8 and 16 drafts, two MTP sizes */
+#define NT_EXPECTED_MAX 12
+
+/* A session's rehearsals (rehearsal.c): the kinds it expects and has not rehearsed yet, in the
+ * order they will likely come, and the thread that rehearses them. lock guards expected,
+ * n_expected, mtp_ran and working; the rest is the session's thread's. */
+struct nt_rehearsals {
+    pthread_mutex_t lock;
+    int lock_made;                    /* nt_rehearsals_init ran (a session that failed early did not) */
+    int where;                        /* rehearsal.c: on a thread, inline, or never */
+    struct nt_expected expected[NT_EXPECTED_MAX];
+    int n_expected;
+    int mtp_ran;                      /* an MTP pass ran, so its kinds can be rehearsed */
+    int working;                      /* a rehearsal thread (or the inline loop) is taking kinds */
+    int started;                      /* thread was created and is not joined yet */
+    pthread_t thread;
+};
 
 struct nemotron_session {
     struct nt_err err;
@@ -66,26 +83,27 @@ struct nemotron_session {
      * switched itself off), they are dropped instead, and the MTP skips those positions. */
     int mtp, mtp_follow, mtp_rows;
     int32_t *mtp_next;                /* host [pass_max] */
-    /* The pass kinds it expects and has not rehearsed yet, in the order they will likely come
-     * (rehearsal.c); mtp_ran: an MTP pass ran, so its kinds can be rehearsed. */
-    struct nt_expected expected[NT_EXPECTED_MAX];
-    int n_expected, mtp_ran;
+    struct nt_rehearsals rehearsals;
 };
 
 /* A main pass of tokens (snap: a verify pass) and an MTP pass as the session runs them, built in
- * one place so that a rehearsal of a kind (rehearsal.c) is the kind's pass. */
-struct nt_pass nt_session_main_pass(const nemotron_session *s, const int32_t *tokens, int n, enum nt_logits want,
-                                    int snap);
+ * one place so that a rehearsal of a kind (rehearsal.c) is the kind's pass. Neither reads the
+ * session's position (a rehearsal builds them on another thread while it moves). */
+struct nt_pass nt_session_main_pass(const nemotron_session *s, int pos0, const int32_t *tokens, int n,
+                                    enum nt_logits want, int snap);
 struct nt_pass nt_session_mtp_pass(const nemotron_session *s, int pos0, const int32_t *tokens, int n,
                                    enum nt_logits want);
 
+/* Sets up the session's rehearsals (after its model is set); nt_rehearsals_end stops and joins
+ * its thread, before the buffers a rehearsal reads are freed. */
+void nt_rehearsals_init(nemotron_session *s);
+void nt_rehearsals_end(nemotron_session *s);
 /* Adds a kind to the passes the session expects (duplicates and kinds it cannot run are
  * ignored); nothing on a backend that keeps no pass programs. */
 void nt_session_expect(nemotron_session *s, enum nt_pass_type type, int n, enum nt_logits want);
-/* Called after a pass of n positions was queued, before waiting for it: rehearses expected kinds
- * while the device is still busy with a pass that long (NT_REHEARSE_MIN_N), so that their
- * programs are recorded on a host that would otherwise wait. */
-void nt_session_rehearse_while_busy(nemotron_session *s, int n);
+/* Called after a pass was queued (after_mtp: an MTP pass): starts rehearsing the kinds expected
+ * and not rehearsed yet, on the session's rehearsal thread, unless it is at it already. */
+void nt_session_rehearse(nemotron_session *s, int after_mtp);
 
 /* Drafts up to k tokens with the session's MTP step (a session made with mtp), `next` being the
  * token after the session's last position (picked, not evaluated): the step runs the waiting

@@ -35,6 +35,7 @@ static nemotron_status create(nemotron_session *s, nemotron_model *m, const nemo
     if (!m || !m->loaded)
         return nt_fail(&s->err, NEMOTRON_ERR_ARG, "the model handle holds no loaded model");
     s->model = m;
+    nt_rehearsals_init(s);
     s->n_ctx = p->n_ctx > 0 ? p->n_ctx : NT_DEFAULT_N_CTX;
     s->pass_max = p->pass_max > 0 ? p->pass_max : m->fwd.be->pass_default;
     if (s->pass_max > NEMOTRON_PASS_MAX)
@@ -68,6 +69,7 @@ static nemotron_status create(nemotron_session *s, nemotron_model *m, const nemo
 }
 
 static void release(nemotron_session *s) {
+    nt_rehearsals_end(s); /* its thread reads the buffers below */
     if (s->model) {
         nt_state_free(&s->model->fwd, &s->state);
         nt_acts_free(&s->model->fwd, &s->acts);
@@ -188,9 +190,9 @@ static long first_nonfinite_row(nemotron_session *s, int n, float *row) {
 
 /* ---- passes ---- */
 
-struct nt_pass nt_session_main_pass(const nemotron_session *s, const int32_t *tokens, int n, enum nt_logits want,
-                                    int snap) {
-    struct nt_pass p = {.n = n, .pos0 = s->pos, .tokens = tokens, .snap = snap, .want = want,
+struct nt_pass nt_session_main_pass(const nemotron_session *s, int pos0, const int32_t *tokens, int n,
+                                    enum nt_logits want, int snap) {
+    struct nt_pass p = {.n = n, .pos0 = pos0, .tokens = tokens, .snap = snap, .want = want,
                         .hidden_out = s->mtp ? s->acts.hidden : NULL, .scratch = s->acts.scratch};
     return p;
 }
@@ -201,21 +203,21 @@ struct nt_pass nt_session_mtp_pass(const nemotron_session *s, int pos0, const in
     return p;
 }
 
-/* Queues a pass on the backend (a CPU pass runs now), then uses the wait for the kinds expected
- * when the pass is a prompt's (rehearsal.c says why only then). */
+/* Queues a pass on the backend (a CPU pass runs now); the kinds the session expects are then
+ * rehearsed beside it (rehearsal.c: after a pass has queued, so that what its first run sets up
+ * exists). */
 static void launch(nemotron_session *s, const struct nt_pass *p) {
     nt_pass_enter();
     nt_forward_pass(&s->model->fwd, &s->state, &s->acts, p);
     nt_pass_leave();
-    if (!p->snap) nt_session_rehearse_while_busy(s, p->n);
+    nt_session_rehearse(s, 0);
 }
 
 static void launch_mtp(nemotron_session *s, const struct nt_pass *p) {
     nt_pass_enter();
     nt_forward_mtp_pass(&s->model->fwd, &s->state, &s->acts, p);
     nt_pass_leave();
-    s->mtp_ran = 1;
-    nt_session_rehearse_while_busy(s, p->n);
+    nt_session_rehearse(s, 1);
 }
 
 /* ---- the MTP step ---- */
@@ -267,7 +269,7 @@ static nemotron_status run(nemotron_session *s, const int32_t *tokens, const flo
                                  .scratch = s->acts.scratch};
             s->mtp_rows = 0; /* the MTP step takes tokens: it skips what waits and these */
         } else {
-            p = nt_session_main_pass(s, tokens + off, chunk, want, 0);
+            p = nt_session_main_pass(s, s->pos, tokens + off, chunk, want, 0);
             if (s->mtp) mtp_before_pass(s, p.tokens[0]);
         }
         launch(s, &p);
@@ -339,7 +341,7 @@ nemotron_status nemotron_session_verify(nemotron_session *s, const int32_t *toke
     struct nt_backend *be = f->be;
     if (be->fault[0]) return device_failed(s);
     if (s->mtp) mtp_before_pass(s, tokens[0]);
-    struct nt_pass p = nt_session_main_pass(s, tokens, n, NT_LOGITS_ARGMAX, 1);
+    struct nt_pass p = nt_session_main_pass(s, s->pos, tokens, n, NT_LOGITS_ARGMAX, 1);
     launch(s, &p);
     if (p.hidden_out) mtp_after_pass(s, tokens, n);
     /* the last logits before the pass stay at hand for accept(0) */

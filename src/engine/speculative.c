@@ -119,10 +119,10 @@ static int pass_size_drafts(const nemotron_spec *sp, int n) {
     return p;
 }
 
-/* The passes the decoder's first steps run, for the session to rehearse while the prompt's pass
- * runs (rehearsal.c): the verify pass of the first draft length, the MTP step's draft (one row,
- * or the two a kept draft leaves waiting), then verify passes of 1, 2, 4, ... drafts, the lengths
- * pass_size_drafts leaves. */
+/* The passes the decoder's first steps run, for the session to rehearse (rehearsal.c, on its
+ * rehearsal thread, in this order): the verify pass of the first draft length, the MTP step's
+ * draft (one row, or the two a kept draft leaves waiting), then verify passes of 1, 2, 4, ...
+ * drafts, the lengths pass_size_drafts leaves. */
 static void expect_passes(nemotron_spec *sp) {
     nemotron_session *s = sp->target;
     nt_session_expect(s, NT_PASS_VERIFY, 1 + pass_size_drafts(sp, sp->draft_len), NT_LOGITS_ARGMAX);
@@ -130,10 +130,7 @@ static void expect_passes(nemotron_spec *sp) {
         nt_session_expect(s, NT_PASS_MTP, 1, NT_LOGITS_LAST);
         nt_session_expect(s, NT_PASS_MTP, 2, NT_LOGITS_LAST);
     }
-    /* a costly drafter's longer drafts come only once its first ones land (rarely, where the pay
-     * check keeps it on at all): the wait for them is better spent on its MTP kinds */
-    int longest = costly(sp) ? 2 : sp->K;
-    for (int d = 1; d <= longest; d *= 2) nt_session_expect(s, NT_PASS_VERIFY, 1 + d, NT_LOGITS_ARGMAX);
+    for (int d = 1; d <= sp->K; d *= 2) nt_session_expect(s, NT_PASS_VERIFY, 1 + d, NT_LOGITS_ARGMAX);
 }
 
 static nemotron_status create(nemotron_spec *sp, nemotron_session *target, nemotron_sampler *sampler,

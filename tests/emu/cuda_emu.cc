@@ -269,7 +269,9 @@ struct event {
 };
 } // namespace emu
 namespace {
-emu::program *capturing; /* the capture in progress, or NULL */
+/* the capture in progress on this host thread, or NULL (cudaStreamCaptureModeThreadLocal: the
+ * other threads launch as usual meanwhile) */
+thread_local emu::program *capturing;
 }
 
 void emu::run_or_record(std::function<void(void)> launch) {

@@ -34,6 +34,8 @@
 #include "quant/quant.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1388,6 +1390,71 @@ static void test_rehearsal(void) {
     }
 }
 
+/* A rehearsal on another thread (a session's rehearsal thread, src/engine/rehearsal.c) while this
+ * thread runs passes of the same kind: the rehearsal stops, recording, while two passes of the
+ * kind run here - eagerly, as the kind's second would otherwise be captured while its program is
+ * being recorded - then ends; the next pass replays the rehearsed program. All give the eager
+ * bits; the rehearsal writes nothing. */
+struct rehearsal_thread {
+    const struct nt_pass *r;
+    const float *h, *w;
+    float *y;
+    int H, ran;
+    sem_t recording, go_on;
+};
+static void *rehearse_on_thread(void *arg) {
+    struct rehearsal_thread *t = arg;
+    struct nt_backend *be = BE[GPU];
+    be->ops->begin_pass(be, t->r);
+    be->ops->rmsnorm(be, t->r, t->h, t->w, t->H, 1e-5f, t->y, t->H);
+    sem_post(&t->recording);
+    sem_wait(&t->go_on);
+    t->ran = be->ops->end_pass(be, t->r);
+    return NULL;
+}
+static void test_rehearsal_beside(void) {
+    new_case();
+    enum { H = 256 };
+    const char *graphs = getenv("NEMOTRON_CUDA_GRAPHS");
+    if (graphs && !strcmp(graphs, "0")) return; /* (no programs to rehearse) */
+    struct twin ht = twin_in(random_vec(H, 0.01f, 1.0f), H * 4), wt = twin_in(random_vec(H, 0.2f, 2.0f), H * 4);
+    struct twin ye = twin_poison(H * 4), yt = twin_poison(H * 4);
+    const float *h = F(ht, GPU), *w = F(wt, GPU);
+    float *out = F(yt, GPU);
+    const struct nt_pass *pe = begin(GPU, 1, 0, H, NULL);
+    BE[GPU]->ops->rmsnorm(BE[GPU], pe, h, w, H, 1e-5f, F(ye, GPU), H);
+    end(GPU);
+    float *ref = back(GPU, ye.p[GPU], H * 4);
+    struct nt_pass p = make_pass(GPU, 1, 0, H, NULL), r = p;
+    r.rehearse = 1;
+    struct rehearsal_thread t = {.r = &r, .h = h, .w = w, .y = out, .H = H};
+    sem_init(&t.recording, 0, 0);
+    sem_init(&t.go_on, 0, 0);
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, rehearse_on_thread, &t)) die("rehearsal beside: no thread");
+    sem_wait(&t.recording);
+    float *untouched = back(GPU, out, H * 4);
+    int poison = 1;
+    for (int i = 0; i < H; i++) poison &= bits(untouched[i]) == POISON;
+    CHECK(poison, "rehearsal beside: the rehearsal wrote its output");
+    for (int i = 0; i < 2; i++) {
+        rehearsal_pass(&p, h, w, H, out, 1, i ? "the kind's second pass, beside the rehearsal"
+                                               : "the kind's first pass, beside the rehearsal");
+        compare(i ? "rehearsal beside: the kind's second pass while another thread records its program"
+                  : "rehearsal beside: the kind's first pass while another thread records its program",
+                "eager", ref, "beside", back(GPU, out, H * 4), 1, H, H, 0);
+    }
+    sem_post(&t.go_on);
+    pthread_join(thread, NULL);
+    CHECK(t.ran == 1, "rehearsal beside: the rehearsal's end_pass returned %d", t.ran);
+    sem_destroy(&t.recording);
+    sem_destroy(&t.go_on);
+    BE[GPU]->ops->zero(BE[GPU], out, H * 4);
+    rehearsal_pass(&p, h, w, H, out, 1, "the pass after the rehearsal");
+    compare("rehearsal beside: the pass after the rehearsal (its program)", "eager", ref, "replayed",
+            back(GPU, out, H * 4), 1, H, H, 0);
+}
+
 /* A session-shaped program, run pass after pass with the same buffers and the same scratch:
  * the tokens pick rows of tables holding each position's q, k, v and Mamba in_proj output
  * (embed), then attention at the pass's pos0, a copy of its output (a copy inside a pass is part
@@ -1644,6 +1711,7 @@ int main(int argc, char **argv) {
 
     test_replay();
     test_rehearsal();
+    test_rehearsal_beside();
     group_end();
 
     /* new cases go last: a case's seed derives from its number, so the ones above keep theirs */

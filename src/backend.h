@@ -238,10 +238,10 @@ struct nt_backend {
     int programs;             /* it keeps pass programs (the CUDA backend's graphs: begin_pass
                                * records a kind's program once and replays it) and asks sessions
                                * to rehearse the kinds they expect (nt_pass.rehearse), which takes
-                               * the recording off the kind's passes. Sessions rehearse on threads
-                               * of their own (src/engine/rehearsal.c): a backend with programs
-                               * takes a rehearsal on one thread while another thread runs passes,
-                               * of the same session too (its pass scratch is not touched) */
+                               * the recording off the kind's passes (src/engine/rehearsal.c). A
+                               * rehearsal on one thread may meet passes on others (a server's
+                               * sessions), of the same kind too: the backend keeps its programs
+                               * whole through that */
     char device[128];         /* what it runs on, for people: "cpu", "cuda:0 (NVIDIA H200)" */
     char alloc_error[256];    /* why the last alloc/upload returned NULL: the bytes asked for and
                                * the bytes free ("" when none failed); the loader quotes it */

@@ -22,8 +22,11 @@
 #          (--spec mtp, every prompt) when the model has one.
 # The methods run in turn within each round (the machine is shared: alternating spreads a busy
 # moment over all of them), and every run's output is compared with plain decoding's. Prints one
-# line per run (method, prompt, generated tokens/s, drafted, accepted) and a summary: the range
-# of tokens/s per method and prompt, and the acceptance.
+# line per run (method, prompt, generated tokens/s, drafted, accepted, the prompt's tokens and
+# tokens/s) and a summary: the range of generated tokens/s per method and prompt, the ratios to
+# plain decoding of the generated tokens/s and of the whole run's time (prompt and generation:
+# work a method does before its first token, e.g. recording pass programs, counts there), and the
+# acceptance.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 rounds=${1:-5}
@@ -60,22 +63,30 @@ for r in $(seq "$rounds"); do
             "$bin" run -m "$model" -p "$prompt" -n "$ngen" --temp 0 --ignore-eos -t "$threads" --device "$device" "${opts[@]}" \
                 >"$work/$prompt_name.$m.out" 2>"$work/err"
             rate=$(sed -n 's/.*generated [0-9]* tokens: \([0-9.]*\) tokens\/s.*/\1/p' "$work/err" | head -1)
+            prompt_tokens=$(sed -n 's/.*prompt \([0-9]*\) tokens: [0-9.]* tokens\/s.*/\1/p' "$work/err" | head -1)
+            prompt_rate=$(sed -n 's/.*prompt [0-9]* tokens: \([0-9.]*\) tokens\/s.*/\1/p' "$work/err" | head -1)
             drafted=$(sed -n 's/.*drafted \([0-9]*\),.*/\1/p' "$work/err")
             accepted=$(sed -n 's/.*accepted \([0-9]*\) .*/\1/p' "$work/err")
             same=same
             cmp -s "$work/$prompt_name.$m.out" "$work/$prompt_name.plain.out" || same=DIFFERENT
-            echo "round $r $m $prompt_name ${rate} tokens/s drafted ${drafted:--} accepted ${accepted:--} output $same"
+            echo "round $r $m $prompt_name ${rate} tokens/s drafted ${drafted:--} accepted ${accepted:--} output $same" \
+                "prompt ${prompt_tokens:-0} at ${prompt_rate:-0}"
         done
     done
 done | tee "$work/runs"
-echo "summary over $rounds rounds, -n $ngen, -t $threads, --device $device: tokens/s min .. median .. max; the median of each round's ratio to plain decoding of the same prompt; acceptance"
-python3 - "$work/runs" <<'PY'
+echo "summary over $rounds rounds, -n $ngen, -t $threads, --device $device: generated tokens/s min .. median .. max;" \
+    "the median of each round's ratio to plain decoding of the same prompt, of the generated tokens/s and of the" \
+    "whole run's (prompt and generation: plain's seconds over the method's); acceptance"
+python3 - "$work/runs" "$ngen" <<'PY'
 import statistics, sys
 runs = [l.split() for l in open(sys.argv[1])]
-rate, drafted, accepted = {}, {}, {}
+rate, whole, drafted, accepted = {}, {}, {}, {}
 for f in runs:
     key = (f[2], f[3])
     rate.setdefault(key, {})[int(f[1])] = float(f[4])
+    prompt_tokens, prompt_rate = int(f[13]), float(f[15])
+    seconds = (prompt_tokens / prompt_rate if prompt_rate > 0 else 0) + int(sys.argv[2]) / float(f[4])
+    whole.setdefault(key, {})[int(f[1])] = seconds
     if f[7] != "-":
         drafted[key] = drafted.get(key, 0) + int(f[7])
         accepted[key] = accepted.get(key, 0) + int(f[9])
@@ -83,7 +94,9 @@ for key in sorted(rate):
     r = sorted(rate[key].values())
     base = rate.get(("plain", key[1]), {})
     ratios = [rate[key][i] / base[i] for i in rate[key] if i in base]
+    base_s = whole.get(("plain", key[1]), {})
+    whole_ratios = [base_s[i] / whole[key][i] for i in whole[key] if i in base_s]
     acc = "%.1f %% (%d of %d)" % (100 * accepted[key] / drafted[key], accepted[key], drafted[key]) if drafted.get(key) else "-"
-    print("  %-6s %-7s %7.0f .. %7.0f .. %7.0f   x%.2f   %s" % (key[0], key[1], r[0], statistics.median(r), r[-1],
-          statistics.median(ratios), acc))
+    print("  %-6s %-7s %7.0f .. %7.0f .. %7.0f   x%.2f  whole run x%.2f   %s" % (key[0], key[1], r[0],
+          statistics.median(r), r[-1], statistics.median(ratios), statistics.median(whole_ratios), acc))
 PY

@@ -7,8 +7,6 @@
 #ifndef NT_ENGINE_H
 #define NT_ENGINE_H
 
-#include <pthread.h>
-
 #include "../forward.h"
 #include "../model/source.h"
 
@@ -39,18 +37,12 @@ struct nt_expected {
 #define NT_EXPECTED_MAX 12
 
 /* A session's rehearsals (rehearsal.c): the kinds it expects and has not rehearsed yet, in the
- * order they will likely come, and the thread that rehearses them. lock guards expected,
- * n_expected, mtp_ran and working; the rest is the session's thread's. */
+ * order they will likely come. */
 struct nt_rehearsals {
-    pthread_mutex_t lock;
-    int lock_made;                    /* nt_rehearsals_init ran (a session that failed early did not) */
-    int where;                        /* rehearsal.c: on a thread, inline, or never */
+    int on;                           /* the backend keeps programs (and NEMOTRON_REHEARSE is not 0) */
     struct nt_expected expected[NT_EXPECTED_MAX];
     int n_expected;
     int mtp_ran;                      /* an MTP pass ran, so its kinds can be rehearsed */
-    int working;                      /* a rehearsal thread (or the inline loop) is taking kinds */
-    int started;                      /* thread was created and is not joined yet */
-    pthread_t thread;
 };
 
 struct nemotron_session {
@@ -87,22 +79,19 @@ struct nemotron_session {
 };
 
 /* A main pass of tokens (snap: a verify pass) and an MTP pass as the session runs them, built in
- * one place so that a rehearsal of a kind (rehearsal.c) is the kind's pass. Neither reads the
- * session's position (a rehearsal builds them on another thread while it moves). */
+ * one place so that a rehearsal of a kind (rehearsal.c) is the kind's pass. */
 struct nt_pass nt_session_main_pass(const nemotron_session *s, int pos0, const int32_t *tokens, int n,
                                     enum nt_logits want, int snap);
 struct nt_pass nt_session_mtp_pass(const nemotron_session *s, int pos0, const int32_t *tokens, int n,
                                    enum nt_logits want);
 
-/* Sets up the session's rehearsals (after its model is set); nt_rehearsals_end stops and joins
- * its thread, before the buffers a rehearsal reads are freed. */
+/* Sets up the session's rehearsals (after its model is set). */
 void nt_rehearsals_init(nemotron_session *s);
-void nt_rehearsals_end(nemotron_session *s);
 /* Adds a kind to the passes the session expects (duplicates and kinds it cannot run are
  * ignored); nothing on a backend that keeps no pass programs. */
 void nt_session_expect(nemotron_session *s, enum nt_pass_type type, int n, enum nt_logits want);
-/* Called after a pass was queued (after_mtp: an MTP pass): starts rehearsing the kinds expected
- * and not rehearsed yet, on the session's rehearsal thread, unless it is at it already. */
+/* Called after a pass was queued (after_mtp: an MTP pass): rehearses the kinds expected and not
+ * rehearsed yet, while the device runs the pass. */
 void nt_session_rehearse(nemotron_session *s, int after_mtp);
 
 /* Drafts up to k tokens with the session's MTP step (a session made with mtp), `next` being the

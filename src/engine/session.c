@@ -69,7 +69,6 @@ static nemotron_status create(nemotron_session *s, nemotron_model *m, const nemo
 }
 
 static void release(nemotron_session *s) {
-    nt_rehearsals_end(s); /* its thread reads the buffers below */
     if (s->model) {
         nt_state_free(&s->model->fwd, &s->state);
         nt_acts_free(&s->model->fwd, &s->acts);
@@ -204,7 +203,7 @@ struct nt_pass nt_session_mtp_pass(const nemotron_session *s, int pos0, const in
 }
 
 /* Queues a pass on the backend (a CPU pass runs now); the kinds the session expects are then
- * rehearsed beside it (rehearsal.c: after a pass has queued, so that what its first run sets up
+ * rehearsed while it runs (rehearsal.c; after it was queued, so that what its first run sets up
  * exists). */
 static void launch(nemotron_session *s, const struct nt_pass *p) {
     nt_pass_enter();

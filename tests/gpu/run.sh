@@ -10,7 +10,7 @@
 #                 (build/bin/gpu_test_ops: its own named tolerances); verify: verify passes,
 #                 accept, snapshots and embeddings input on whole models (build/bin/test_verify);
 #                 spec: speculative decoding gives plain decoding's tokens (build/bin/test_spec);
-#                 rehearsal-*: rehearsed pass programs change no token (on a thread, and inline);
+#                 rehearsal: rehearsed pass programs change no token;
 #                 gguf-real: a real GGUF on CUDA against the CPU, and its .nemo bit for bit;
 #                 mtp: the MTP step against its reference (build/bin/test_mtp);
 #   2. fixtures:  whole-model logits of every transformers fixture, CUDA against CPU, float
@@ -133,24 +133,22 @@ check demo-convert $bin convert $demo -o "$log/demo.nemo" --quant default
 check greedy-demo-packed greedy_same "$log/demo.nemo"
 
 # 3b. rehearsed pass programs (src/engine/rehearsal.c): speculative runs of the demo print plain
-#     decoding's tokens, rehearsing on the session's rehearsal thread (the default: captures on
-#     one thread while the session's passes run on another) and inline (after each pass, while
-#     the stream still runs it); none differs or is declined
-rehearsal_same() { # rehearsal_same thread|inline
+#     decoding's tokens (the rehearsals captured while the stream still runs the pass before);
+#     none differs or is declined
+rehearsal_same() {
     local quote="In the beginning God created the heaven and the earth. And the earth was without form, and void. In the beginning God"
     $bin run -m $demo -p "$quote" -n 64 --temp 0 --ignore-eos --device cuda >"$log/rehearse.plain" || return 1
     local spec n=0
     for spec in "--spec ngram" "--spec mtp" "--draft-model models/nemotron-h-kjv-draft"; do
-        NEMOTRON_REHEARSE=${1/thread/} NEMOTRON_CUDA_GRAPHS=log $bin run -m $demo -p "$quote" -n 64 --temp 0 --ignore-eos \
-            --device cuda $spec >"$log/rehearse.out" 2>"$log/rehearse.$1.log" || return 1
+        NEMOTRON_CUDA_GRAPHS=log $bin run -m $demo -p "$quote" -n 64 --temp 0 --ignore-eos \
+            --device cuda $spec >"$log/rehearse.out" 2>"$log/rehearse.log" || return 1
         cmp "$log/rehearse.plain" "$log/rehearse.out" || { echo "$spec: output differs"; return 1; }
-        ! grep -E "differs|declined" "$log/rehearse.$1.log" || return 1
-        n=$((n + $(grep -c "^cuda graph: rehearsed" "$log/rehearse.$1.log")))
+        ! grep -E "differs|declined" "$log/rehearse.log" || return 1
+        n=$((n + $(grep -c "^cuda graph: rehearsed" "$log/rehearse.log")))
     done
-    [ $n -ge 3 ] && echo "$n kinds rehearsed ($1), outputs identical"
+    [ $n -ge 3 ] && echo "$n kinds rehearsed, outputs identical"
 }
-check rehearsal-thread rehearsal_same thread
-check rehearsal-inline rehearsal_same inline
+check rehearsal rehearsal_same
 
 # 3c. a real GGUF (llama.cpp's Q4_K_M of the demo model: ../shared/data/gguf, or $NT_GGUF_FILE):
 #     CUDA against the CPU, held as the packed mix is (its block types quantize the activations

@@ -119,8 +119,14 @@ void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct 
  * chunk's positions are computed up front (independent of the chain). snap (a verify pass; else
  * NULL): slot t gets the state before position t, stored from the registers at the top of the
  * position. */
-#define SCAN_SPLIT 4
+#ifndef SCAN_SPLIT /* (dev/cuda variants build 8: shorter chains, twice the warps) */
+#define SCAN_SPLIT 4 /* parts of N a channel's state is split into, a thread each */
+#endif
 #define SCAN_MAX_N 256
+#ifndef SCAN_DTB /* (dev/cuda variants build 1) */
+#define SCAN_DTB 0 /* 1: dt B[k] of a position formed once per block in shared memory (it is the same
+                    * for every channel), not by every thread; the same products, the same bits */
+#endif
 #ifndef SCAN_QB /* (dev/cuda variants build other values) */
 #define SCAN_QB 32 /* channels per block (128 threads): on the H200 32 beat 16 and 8 (more blocks of
                     * fewer warps; conv + scan at n = 512: 349, 372, 446 us) */
@@ -190,7 +196,7 @@ __global__ void __launch_bounds__(SCAN_QB * SCAN_SPLIT)
         cp_async_wait<0>(); /* chunk c has landed (this thread's copies) */
         __syncthreads();    /* everyone's; everyone is done with chunk c - 1, whose buffer is next */
         issue(c + 1);
-        const chunk &S = ch[c & 1];
+        chunk &S = ch[c & 1];
         int t0 = c * TC, cnt = min(TC, n - t0);
         float dtv[TC], dAv[TC];
 #pragma unroll
@@ -201,6 +207,17 @@ __global__ void __launch_bounds__(SCAN_QB * SCAN_SPLIT)
             dtv[tl] = dt;
             dAv[tl] = expf(__fmul_rn(dt, A));
         }
+#if SCAN_DTB
+#pragma unroll
+        for (int tl = 0; tl < TC; tl++) {
+            if (tl >= cnt) break;
+            for (int k = tid; k < N; k += blockDim.x) {
+                int slot = (k / NPT) * chunk::QS + k % NPT;
+                S.B[tl][slot] = __fmul_rn(dtv[tl], S.B[tl][slot]);
+            }
+        }
+        __syncthreads(); /* every dt B of the chunk formed before the chains read them */
+#endif
 #pragma unroll
         for (int tl = 0; tl < TC; tl++) {
             if (tl >= cnt) break;
@@ -219,14 +236,16 @@ __global__ void __launch_bounds__(SCAN_QB * SCAN_SPLIT)
                 float bv[4] = {b4.x, b4.y, b4.z, b4.w}, cv[4] = {c4.x, c4.y, c4.z, c4.w};
 #pragma unroll
                 for (int e = 0; e < 4 && kk + e < NPT; e++) {
-                    float dtB = __fmul_rn(dt, bv[e]);
+                    float dtB = SCAN_DTB ? bv[e] : __fmul_rn(dt, bv[e]);
                     float sv = __fadd_rn(__fmul_rn(dA, st[kk + e]), __fmul_rn(dtB, x));
                     st[kk + e] = sv;
                     acc = __fadd_rn(acc, __fmul_rn(sv, cv[e]));
                 }
             }
-            float pair = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, 1)); /* a0 + a1, a2 + a3 */
-            float sum = __fadd_rn(pair, __shfl_xor_sync(0xffffffffu, pair, 2));
+            /* the parts' sums joined pairwise over neighbouring lanes: (a0 + a1) + (a2 + a3), ... */
+            float sum = acc;
+#pragma unroll
+            for (int o = 1; o < SCAN_SPLIT; o *= 2) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, o));
             if (j == 0 && live) y[(size_t)t * I + (size_t)h * P + q] = __fadd_rn(sum, __fmul_rn(Dh, x));
         }
     }
@@ -289,8 +308,8 @@ void mamba_limits(const struct nt_mamba_dims *d, char *why, size_t cap) {
     if (d->K < 1 || d->K > NT_MAX_CONV_KERNEL)
         snprintf(why, cap, "conv_kernel %d: the CUDA conv holds 1 to %d taps", d->K, NT_MAX_CONV_KERNEL);
     else if (d->N % SCAN_SPLIT || d->N > SCAN_MAX_N || (npt & (npt - 1)))
-        snprintf(why, cap, "ssm_state_size %d: the CUDA scan holds 4, 8, 16, ... %d (a power of two from 4)", d->N,
-                 SCAN_MAX_N);
+        snprintf(why, cap, "ssm_state_size %d: the CUDA scan holds %d, %d, ... %d (a power of two from %d)", d->N,
+                 SCAN_SPLIT, 2 * SCAN_SPLIT, SCAN_MAX_N, SCAN_SPLIT);
     else if (d->P < 1 || (d->P + SCAN_QB - 1) / SCAN_QB > 65535)
         snprintf(why, cap, "mamba_head_dim %d: the CUDA scan holds 1 to %d", d->P, 65535 * SCAN_QB);
     else if (d->G < 1 || d->nh % d->G || d->I % d->G)

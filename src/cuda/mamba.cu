@@ -134,7 +134,8 @@ void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct 
 
 template <int NPT> struct scan_chunk {
     enum {
-        TC = NPT >= 64 ? 8 : 16, /* positions per chunk (shared memory under 48 KB) */
+        /* positions per chunk (shared memory under 48 KB; 8 and 16 for N = 256 and 128 at 4 parts) */
+        TC = NPT * SCAN_SPLIT >= 512 ? 4 : NPT * SCAN_SPLIT >= 256 ? 8 : 16,
         /* floats per quarter of a staged B or C row: whole float4s, plus 4 so that the 4 quarters a
          * warp reads at once (a float4 each) fall on distinct banks */
         QS = (NPT + 3) / 4 * 4 + 4

@@ -706,6 +706,41 @@ static void test_mamba_snap(const struct nt_mamba_dims *d, const struct nt_mamba
     compare_cuda(what, ss[CPU], ss[GPU], T * nh, hs, (size_t)hs, TOL_SCAN);
 }
 
+/* One arithmetic per position across the scan's two shapes (mamba.cu: 4 threads a channel below
+ * SCAN_WIDE_MIN positions, 8 from it, one tree over N either way): a pass of 40 positions against
+ * the same positions in passes of 1, y and the state after, bit for bit; and against the CPU. */
+static void test_scan_shapes(const struct nt_mamba_dims *d, const struct nt_mamba_weights *w, const float *state0,
+                             const char *pre) {
+    enum { TW = 40 };
+    int CD = d->CD, I = d->I;
+    float *zxd = random_vec((size_t)TW * d->zxd, 0.01f, 3.0f), *xbc = random_vec((size_t)TW * CD, 0.01f, 1.5f);
+    size_t state_b = (size_t)d->nh * d->N * d->P * 4;
+    struct twin zt = twin_in(zxd, (size_t)TW * d->zxd * 4), xt = twin_in(xbc, (size_t)TW * CD * 4);
+    struct twin sa = twin_in(state0, state_b), sb = twin_in(state0, state_b);
+    struct twin ya = twin_poison((size_t)TW * I * 4), yb = twin_poison((size_t)TW * I * 4);
+    for (int s = 0; s < 2; s++) {
+        struct nt_backend *be = BE[s];
+        be->ops->mamba_scan(be, begin(s, TW, 0, d->H, NULL), d, &w[s], F(zt, s), F(xt, s), F(sa, s), NULL, F(ya, s));
+        end(s);
+    }
+    for (int t = 0; t < TW; t++) {
+        BE[GPU]->ops->mamba_scan(BE[GPU], begin(GPU, 1, t, d->H, NULL), d, &w[GPU], F(zt, GPU) + (size_t)t * d->zxd,
+                                 F(xt, GPU) + (size_t)t * CD, F(sb, GPU), NULL, F(yb, GPU) + (size_t)t * I);
+        end(GPU);
+    }
+    char what[200];
+    int hs = d->N * d->P;
+    snprintf(what, sizeof what, "mamba_scan %s: a pass of %d against passes of 1 (the scan's two shapes), y", pre, TW);
+    compare(what, "cuda passes of 1", back(GPU, yb.p[GPU], (size_t)TW * I * 4), "cuda pass", back(GPU, ya.p[GPU],
+            (size_t)TW * I * 4), TW, I, (size_t)I, TOL_EXACT);
+    snprintf(what, sizeof what, "mamba_scan %s: a pass of %d against passes of 1, state after", pre, TW);
+    compare(what, "cuda passes of 1", back(GPU, sb.p[GPU], state_b), "cuda pass", back(GPU, sa.p[GPU], state_b), d->nh,
+            hs, (size_t)hs, TOL_EXACT);
+    snprintf(what, sizeof what, "mamba_scan %s n=%d: y", pre, TW);
+    compare_cuda(what, back(CPU, ya.p[CPU], (size_t)TW * I * 4), back(GPU, ya.p[GPU], (size_t)TW * I * 4), TW, I,
+                 (size_t)I, TOL_SCAN);
+}
+
 /* conv, scan and gated norm, each from identical inputs (the scan from the CPU's conv output,
  * the norm from the CPU's scan output), with random ring and state carried in: one pass of 8,
  * and passes of 5 and 3 that carry the ring and the state between them. */
@@ -809,6 +844,7 @@ static void test_mamba(const struct mamba_cfg *mc) {
     compare(what, "cpu passes 5+3", st2[CPU], "cuda passes 5+3", st2[GPU], nh, hs, (size_t)hs, TOL_SCAN);
 
     test_mamba_snap(&d, w, zt, xin, ring0, state0, xbc, ring, y, st, pre);
+    test_scan_shapes(&d, w, state0, pre);
 
     /* gated norm, from the CPU's y on both sides */
     struct twin yin = twin_in(y[CPU], (size_t)T * I * 4), g = twin_poison((size_t)T * I * 4);
@@ -1658,7 +1694,7 @@ int main(int argc, char **argv) {
 
     static const struct mamba_cfg mcfg[] = {
         {"nano", 2688, 64, 64, 128, 8, 4, 0.0f, INFINITY, 1},
-        /* clamped dt, no conv bias, odd sizes (the CUDA scan takes N = 4 x a power of two) */
+        /* clamped dt, no conv bias, odd sizes (the CUDA scan takes N = 8 x a power of two) */
         {"small", 40, 6, 10, 8, 2, 3, 0.05f, 0.5f, 0},
     };
     for (size_t i = 0; i < sizeof mcfg / sizeof mcfg[0]; i++) {

@@ -730,6 +730,10 @@ void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, const stru
         dc_matmul(be, W, bias, act, x, y);
         return;
     }
+    if (dc_fits_multi(W, n)) { /* a few positions (a verify pass): the same stream for n rows */
+        dc_matmul_multi(be, W, bias, act, n, x, x_stride, y, y_stride, qx_of(p));
+        return;
+    }
     struct pk_product a;
     memset(&a, 0, sizeof a);
     a.W = (const uint8_t *)W->data;

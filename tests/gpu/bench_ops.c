@@ -281,6 +281,38 @@ int main(int argc, char **argv) {
         }
         be->ops->release(be, c.y);
     }
+    /* passes of 2 .. 16 positions (a verify pass of 1 + k): decode.cu's streaming k_decode_multi and
+     * products.cu's k_gemv / k_mma ("old": nt_cuda_multi_reference) in one run */
+    {
+        static const struct {
+            const char *name;
+            enum nt_dtype dt;
+            int rows, cols;
+        } vm[] = {
+            {"mamba in_proj q8_2f", NT_DTYPE_Q8_2F, 10304, 2688}, {"mamba in_proj q4tp", NT_DTYPE_Q4TP, 10304, 2688},
+            {"mamba out_proj q8_2f", NT_DTYPE_Q8_2F, 2688, 4096}, {"shared up q8_2f", NT_DTYPE_Q8_2F, 3712, 2688},
+            {"shared down q8_2f", NT_DTYPE_Q8_2F, 2688, 3712},    {"lm_head q8_2f", NT_DTYPE_Q8_2F, 131072, 2688},
+        };
+        static const int vn[] = {2, 4, 8, 16};
+        for (size_t i = 0; i < sizeof vm / sizeof vm[0]; i++) {
+            struct mm_case c;
+            int rows = vm[i].rows / sc, cols = vm[i].cols / sc / 32 * 32;
+            c.W = random_matrix(vm[i].dt, rows, cols);
+            c.x = dev_floats((size_t)16 * cols, -1.0f, 1.0f);
+            c.y = be->ops->alloc(be, (size_t)16 * rows * sizeof(float));
+            if (!c.y) die("no device memory");
+            for (size_t j = 0; j < sizeof vn / sizeof vn[0]; j++)
+                for (int old = 0; old < 2; old++) {
+                    nt_cuda_multi_reference(old);
+                    double s = time_op(vn[j], 0, cols, 10, mm_op, &c);
+                    nt_cuda_multi_reference(0);
+                    char name[64];
+                    snprintf(name, sizeof name, "%s%s", vm[i].name, old ? " old" : "");
+                    row(name, vn[j], s, (double)nt_matrix_bytes(vm[i].dt, rows, cols), 2.0 * rows * cols * vn[j]);
+                }
+            be->ops->release(be, c.y);
+        }
+    }
     /* routed experts, q4tp */
     bench_experts(NT_DTYPE_Q4TP, NT_DTYPE_Q4TP, sc, ns, 4, "q4tp");
     /* llama.cpp's block types (a GGUF's weights) at the shapes real Nano files hold them in: the

@@ -447,17 +447,29 @@ static void matmul_case(enum nt_dtype dt, int rows, int cols, int n, int pass_n,
     for (int s = 0; s < 2; s++) y[s] = back(s, yt.p[s], (size_t)pass_n * ys * 4);
     compare_cuda(what, y[CPU], y[GPU], n, rows, (size_t)ys, product_tol(dt));
     for (int s = 0; s < 2; s++) untouched(what, s, y[s], n, rows, (size_t)ys, pass_n);
+    struct nt_backend *be = BE[GPU];
+    char w1[240];
+    if (is_packed(dt) && n >= 2 && n <= 16) {
+        /* decode.cu's k_decode_multi (passes of 2 .. 16) against products.cu's k_gemv / k_mma */
+        struct twin yg = twin_poison((size_t)pass_n * ys * 4);
+        nt_cuda_multi_reference(1);
+        const struct nt_pass *p = begin(GPU, pass_n, 0, cols, NULL);
+        be->ops->matmul(be, p, n, &W[GPU], F(bias, GPU), act, F(xt, GPU), xs, F(yg, GPU), ys);
+        end(GPU);
+        nt_cuda_multi_reference(0);
+        snprintf(w1, sizeof w1, "%s: k_gemv/k_mma", what);
+        compare(w1, "cuda pass", y[GPU], "cuda k_gemv/k_mma", back(GPU, yg.p[GPU], (size_t)pass_n * ys * 4), n, rows,
+                (size_t)ys, TOL_EXACT);
+    }
     if (!invariance) return;
     /* one arithmetic per position: the same rows from passes of one position */
     struct twin y1 = twin_poison((size_t)pass_n * ys * 4);
-    struct nt_backend *be = BE[GPU];
     for (int t = 0; t < n; t++) {
         const struct nt_pass *p = begin(GPU, 1, t, cols, NULL);
         be->ops->matmul(be, p, 1, &W[GPU], F(bias, GPU), act, F(xt, GPU) + (size_t)t * xs, xs,
                         F(y1, GPU) + (size_t)t * ys, ys);
         end(GPU);
     }
-    char w1[240];
     snprintf(w1, sizeof w1, "%s: one arithmetic per position", what);
     compare(w1, "cuda pass", y[GPU], "cuda passes of 1", back(GPU, y1.p[GPU], (size_t)pass_n * ys * 4), n, rows,
             (size_t)ys, TOL_EXACT);
@@ -510,6 +522,28 @@ static void test_matmul(void) {
                  * unstrided: f32 runs k_float_tile (a whole and a partial block of positions) */
                 matmul_case(dt, rows, cols, ns[i], 64, i & 1, i & 1, i >= 2 ? NT_ACT_RELU2 : NT_ACT_NONE,
                             ns[i] >= 40 || (ns[i] > 1 && quantizes(dt)));
+            }
+            group_end();
+        }
+}
+
+/* Passes of 2 .. 16 positions (a verify pass: decode.cu's k_decode_multi) at every n, both packed
+ * formats, in passes of 16: rows that leave a short last tile (odd counts; 8 KB tiles of 3, 6, 4,
+ * 8, 2 rows ... at these widths), tiles limited by 256 chains (the narrow shape), Nano's out_proj
+ * width (4096: shared-memory rows padded), strides, bias and relu^2 in turn; each against the CPU,
+ * k_gemv / k_mma bit for bit, and for some n (every n on a GPU) passes of one position and the
+ * reference kernel bit for bit. */
+static void test_matmul_multi(void) {
+    static const struct {
+        int rows, cols;
+    } shapes[] = {{67, 2688}, {131, 1856}, {70, 4096}, {45, 256}};
+    static const enum nt_dtype dts[] = {NT_DTYPE_Q8_2F, NT_DTYPE_Q4TP};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
+            for (int n = 2; n <= 16; n++) {
+                int inv = !emulated || n == 2 || n == 5 || n == 9 || n == 16;
+                matmul_case(dts[di], shapes[si].rows, shapes[si].cols, n, 16, (int)((n + si) & 1), n % 3 != 0,
+                            (n / 2 + (int)di) & 1 ? NT_ACT_RELU2 : NT_ACT_NONE, inv);
             }
             group_end();
         }
@@ -1571,6 +1605,7 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
 
     test_matmul();
+    test_matmul_multi();
 
     test_embed(NT_DTYPE_BF16, 1000, 2688, 17);
     test_embed(NT_DTYPE_F16, 1000, 2688, 64);

@@ -10,8 +10,8 @@
  * operations whose CUDA arithmetic is specified to be the CPU's chain of f32 operations (the
  * float products, which follow matmul.c's AVX2 lanes; integer results). The packed products
  * have CUDA's own arithmetic (src/cuda/products.cu): near the CPU (TOL_PACKED), and bit for bit
- * the same from its three kernels (dp4a items of 1 and 4, tensor cores for passes of 16 and
- * more, and the reference kernel). Every element must have been written, and nothing
+ * the same from all its kernels (decode.cu's streams for passes of 1 and of 2 .. 16, dp4a items
+ * of 1 and 4, tensor cores for longer passes, and the reference kernel). Every element must have been written, and nothing
  * outside the output (stride padding, rows past n, cache rows past the context) may be.
  * Within CUDA, a position's result must not depend on the pass: a pass of 64 against 64 passes
  * of 1 (products, experts), a prefill of pos0 + n against pos0 then n (attention), and Mamba

@@ -18,7 +18,7 @@
  * distinct): the up kernel's tiles run over (slot, rows of its expert), the down kernel's over
  * rows of the output with all k slots in each tile, so the combine happens in the tile (no
  * k_moe_plan, no k_moe_combine: 3 launches instead of 6). Float weights (the router) get one
- * block per row, the row staged whole (k_float_row).
+ * block per row, the row staged whole with the pass's 1 .. 16 rows of x (k_float_row).
  *
  * THE ARITHMETIC IS products.cu's, TO THE BIT. The activation rows are quantized to the same
  * bytes (the same block maxima, d = amax / 127, inv = 127 / amax, rint and clamp; 8 lanes per
@@ -553,42 +553,56 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode_multi(s
 #define FR_THREADS 128
 #define FR_MAX_COLS 4096
 
-/* One block per row: the row (as f32) and x staged in shared memory by the whole block, every
- * load in flight at once, then lanes 0..7 of warp 0 run k_float_product's arithmetic over the
- * copy: lane l's fma chain over columns l, l + 8, ... below cols & ~7, the same lane tree, the
- * tail columns in order by lane 0, then bias and relu^2 (products.cu's pk_store). k_float_product
- * streams 4 rows a block in chunks of 1024 columns: at one position its 32 blocks for the
- * router's 128 rows kept too few bytes in flight (18.5 us for 1.4 MB). */
+/* One block per row: the row (as f32) and the n rows of x staged in shared memory (dynamic:
+ * cols floats of the row, then n x cols of x) by the whole block, every load in flight at once,
+ * then per position p a group of 8 lanes (lanes 8 (p % 4) .. + 7 of warp p / 4 % 4; 16 positions
+ * a round) runs k_float_product's arithmetic over the copy: lane l's fma chain over columns l,
+ * l + 8, ... below cols & ~7, the same lane tree, the tail columns in order by the group's lane 0,
+ * then bias and relu^2 (products.cu's pk_store). k_float_product streams 4 rows a block in chunks
+ * of 1024 columns: at one position its 32 blocks for the router's 128 rows kept too few bytes in
+ * flight (18.5 us for 1.4 MB), and at 4 positions it took 31 us (docs/PERF.md, session 10). */
+#define FR_GROUPS (FR_THREADS / 8) /* positions a round */
 __global__ void __launch_bounds__(FR_THREADS) k_float_row(const uint8_t *W, int dtype, int cols, const float *bias,
-                                                          int act, const float *x, float *y) {
-    __shared__ float sw[FR_MAX_COLS], sx[FR_MAX_COLS];
+                                                          int act, int n, const float *x, int x_stride, float *y,
+                                                          int y_stride) {
+    NT_DYNAMIC_SHARED(float, sw);
+    float *sx = sw + cols;
     int64_t r = blockIdx.x;
     /* the weights (constants) before grid_wait: launched early, they load during the kernel before */
 #pragma unroll 8
     for (int c = threadIdx.x; c < cols; c += FR_THREADS) sw[c] = load_w(W, r * cols + c, dtype);
     grid_wait();
     grid_launch_dependents();
+    for (int p = 0; p < n; p++)
 #pragma unroll 8
-    for (int c = threadIdx.x; c < cols; c += FR_THREADS) sx[c] = x[c];
+        for (int c = threadIdx.x; c < cols; c += FR_THREADS) sx[(int64_t)p * cols + c] = x[(int64_t)p * x_stride + c];
     __syncthreads();
-    if (threadIdx.x >= 32) return;
-    int c8 = cols & ~7;
-    float acc = 0.0f;
-    if (threadIdx.x < 8)
+    int l = threadIdx.x & 7, c8 = cols & ~7;
+    /* warp-uniform rounds: every lane runs the tree's shuffles; a group's lane 0 reads only its own
+     * group's lanes (4, then 2, then 1 above it), so the whole-warp shuffle gives it the tree */
+    for (int p0 = 0; p0 < n; p0 += FR_GROUPS) {
+        int p = p0 + (int)threadIdx.x / 8;
+        const float *xp = sx + (int64_t)(p < n ? p : 0) * cols;
+        float acc = 0.0f;
+        if (p < n)
 #pragma unroll 8
-        for (int j = threadIdx.x; j < c8; j += 8) acc = __fmaf_rn(sw[j], sx[j], acc);
-    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 4));
-    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 2));
-    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 1));
-    if (threadIdx.x != 0) return;
-    for (int c = c8; c < cols; c++) acc = __fadd_rn(acc, __fmul_rn(sw[c], sx[c]));
-    if (bias) acc = __fadd_rn(acc, bias[r]);
-    if (act == NT_ACT_RELU2) {
-        acc = acc > 0.0f ? acc : 0.0f;
-        acc = __fmul_rn(acc, acc);
+            for (int j = l; j < c8; j += 8) acc = __fmaf_rn(sw[j], xp[j], acc);
+        acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 4));
+        acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 2));
+        acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 1));
+        if (p >= n || l != 0) continue;
+        for (int c = c8; c < cols; c++) acc = __fadd_rn(acc, __fmul_rn(sw[c], xp[c]));
+        if (bias) acc = __fadd_rn(acc, bias[r]);
+        if (act == NT_ACT_RELU2) {
+            acc = acc > 0.0f ? acc : 0.0f;
+            acc = __fmul_rn(acc, acc);
+        }
+        y[(int64_t)p * y_stride + r] = acc;
     }
-    y[r] = acc;
 }
+
+/* k_float_row's dynamic shared memory: the row and n rows of x. */
+static size_t fr_smem(int64_t cols, int n) { return (size_t)(1 + n) * (size_t)cols * sizeof(float); }
 
 /* ---- launch -------------------------------------------------------------------------------- */
 
@@ -659,6 +673,7 @@ cudaError_t dc_setup(void) {
         e = cudaFuncSetAttribute(k_decode_multi<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, DM_MAX_SMEM);
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(k_decode_multi<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, DM_MAX_SMEM);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_float_row, cudaFuncAttributeMaxDynamicSharedMemorySize, DM_MAX_SMEM);
     return e;
 }
 
@@ -671,8 +686,8 @@ bool dc_fits_plain(const struct nt_matrix *W) {
 bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bias, int act, const float *x,
                float *y) {
     if (!pk_packed(W->dtype)) {
-        NT_LAUNCH_EARLY(k_float_row, (unsigned)W->rows, FR_THREADS, 0, (const uint8_t *)W->data, W->dtype, (int)W->cols, bias,
-                  act, x, y);
+        NT_LAUNCH_EARLY(k_float_row, (unsigned)W->rows, FR_THREADS, fr_smem(W->cols, 1), (const uint8_t *)W->data,
+                        W->dtype, (int)W->cols, bias, act, 1, x, 0, y, 0);
         return LAUNCHED(be);
     }
     struct dc_product a;
@@ -713,14 +728,20 @@ static struct dc_product dm_product(const struct nt_matrix *W, int n) {
 }
 
 bool dc_fits_multi(const struct nt_matrix *W, int n) {
-    if (!NT_DECODE_MULTI || multi_reference || n < 2 || n > DM_MAX_N || !dc_shape_fits(W->dtype, W->rows, W->cols) ||
-        chunks_per_row(W->dtype, W->cols) > DM_TILE)
-        return false;
+    if (!NT_DECODE_MULTI || multi_reference || n < 2 || n > DM_MAX_N || gg_is_block(W->dtype)) return false;
+    if (!pk_packed(W->dtype)) /* float weights: k_float_row, the row and the n rows of x staged */
+        return W->cols > 0 && W->rows <= INT32_MAX && fr_smem(W->cols, n) <= DM_MAX_SMEM;
+    if (!dc_shape_fits(W->dtype, W->rows, W->cols) || chunks_per_row(W->dtype, W->cols) > DM_TILE) return false;
     return dm_layout_of(dm_product(W, n)).total <= DM_MAX_SMEM;
 }
 
 bool dc_matmul_multi(struct nt_backend *be, const struct nt_matrix *W, const float *bias, int act, int n,
                      const float *x, int x_stride, float *y, int y_stride, uint8_t *qx_room) {
+    if (!pk_packed(W->dtype)) {
+        NT_LAUNCH_EARLY(k_float_row, (unsigned)W->rows, FR_THREADS, fr_smem(W->cols, n), (const uint8_t *)W->data,
+                        W->dtype, (int)W->cols, bias, act, n, x, x_stride, y, y_stride);
+        return LAUNCHED(be);
+    }
     struct dc_product a = dm_product(W, n);
     a.act = act;
     a.bias = bias;

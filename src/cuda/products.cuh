@@ -156,8 +156,8 @@ bool dc_fits_plain(const struct nt_matrix *W);
 /* Once per device, before any product: the shared memory decode.cu's kernels opt into. */
 cudaError_t dc_setup(void);
 bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bias, int act, const float *x, float *y);
-/* decode.cu: plain products of a pass of 2 .. DM_MAX_N positions (k_decode_multi). Whether W's
- * product at n positions fits the kernel (and NT_DECODE_MULTI, nt_cuda_multi_reference leave it
+/* decode.cu: plain products of a pass of 2 .. DM_MAX_N positions (k_decode_multi; float weights:
+ * k_float_row). Whether W's product at n positions fits the kernel (and NT_DECODE_MULTI, nt_cuda_multi_reference leave it
  * on); the product, x row t at x + t x_stride, y row t at y + t y_stride, the n quantized rows in
  * qx_room (pk_qx_stride(cols) bytes each). */
 bool dc_fits_multi(const struct nt_matrix *W, int n);

@@ -281,8 +281,9 @@ int main(int argc, char **argv) {
         }
         be->ops->release(be, c.y);
     }
-    /* passes of 2 .. 16 positions (a verify pass of 1 + k): decode.cu's streaming k_decode_multi and
-     * products.cu's k_gemv / k_mma ("old": nt_cuda_multi_reference) in one run */
+    /* passes of 2 .. 16 positions (a verify pass of 1 + k): decode.cu's streaming k_decode_multi (the
+     * router: k_float_row) and products.cu's k_gemv / k_mma / k_float_product ("old":
+     * nt_cuda_multi_reference) in one run */
     {
         static const struct {
             const char *name;
@@ -291,7 +292,8 @@ int main(int argc, char **argv) {
         } vm[] = {
             {"mamba in_proj q8_2f", NT_DTYPE_Q8_2F, 10304, 2688}, {"mamba in_proj q4tp", NT_DTYPE_Q4TP, 10304, 2688},
             {"mamba out_proj q8_2f", NT_DTYPE_Q8_2F, 2688, 4096}, {"shared up q8_2f", NT_DTYPE_Q8_2F, 3712, 2688},
-            {"shared down q8_2f", NT_DTYPE_Q8_2F, 2688, 3712},    {"lm_head q8_2f", NT_DTYPE_Q8_2F, 131072, 2688},
+            {"shared down q8_2f", NT_DTYPE_Q8_2F, 2688, 3712},    {"router f32", NT_DTYPE_F32, 128, 2688},
+            {"lm_head q8_2f", NT_DTYPE_Q8_2F, 131072, 2688},
         };
         static const int vn[] = {2, 4, 8, 16};
         for (size_t i = 0; i < sizeof vm / sizeof vm[0]; i++) {
@@ -308,7 +310,8 @@ int main(int argc, char **argv) {
                     nt_cuda_multi_reference(0);
                     char name[64];
                     snprintf(name, sizeof name, "%s%s", vm[i].name, old ? " old" : "");
-                    row(name, vn[j], s, (double)nt_matrix_bytes(vm[i].dt, rows, cols), 2.0 * rows * cols * vn[j]);
+                    double bytes = vm[i].dt == NT_DTYPE_F32 ? 4.0 * rows * cols : (double)nt_matrix_bytes(vm[i].dt, rows, cols);
+                    row(name, vn[j], s, bytes, 2.0 * rows * cols * vn[j]);
                 }
             be->ops->release(be, c.y);
         }

@@ -449,16 +449,17 @@ static void matmul_case(enum nt_dtype dt, int rows, int cols, int n, int pass_n,
     for (int s = 0; s < 2; s++) untouched(what, s, y[s], n, rows, (size_t)ys, pass_n);
     struct nt_backend *be = BE[GPU];
     char w1[240];
-    if (is_packed(dt) && n >= 2 && n <= 16) {
-        /* decode.cu's k_decode_multi (passes of 2 .. 16) against products.cu's k_gemv / k_mma */
+    if (!nt_dtype_is_ggml_block(dt) && n >= 2 && n <= 16) {
+        /* decode.cu's passes of 2 .. 16 (k_decode_multi, float weights k_float_row) against
+         * products.cu's kernels for longer passes (k_gemv / k_mma, k_float_product) */
         struct twin yg = twin_poison((size_t)pass_n * ys * 4);
         nt_cuda_multi_reference(1);
         const struct nt_pass *p = begin(GPU, pass_n, 0, cols, NULL);
         be->ops->matmul(be, p, n, &W[GPU], F(bias, GPU), act, F(xt, GPU), xs, F(yg, GPU), ys);
         end(GPU);
         nt_cuda_multi_reference(0);
-        snprintf(w1, sizeof w1, "%s: k_gemv/k_mma", what);
-        compare(w1, "cuda pass", y[GPU], "cuda k_gemv/k_mma", back(GPU, yg.p[GPU], (size_t)pass_n * ys * 4), n, rows,
+        snprintf(w1, sizeof w1, "%s: products.cu's kernels", what);
+        compare(w1, "cuda pass", y[GPU], "cuda products.cu", back(GPU, yg.p[GPU], (size_t)pass_n * ys * 4), n, rows,
                 (size_t)ys, TOL_EXACT);
     }
     if (!invariance) return;
@@ -527,26 +528,30 @@ static void test_matmul(void) {
         }
 }
 
-/* Passes of 2 .. 16 positions (a verify pass: decode.cu's k_decode_multi) at every n, both packed
- * formats, in passes of 16: rows that leave a short last tile (odd counts; 8 KB tiles of 3, 6, 4,
- * 8, 2 rows ... at these widths), tiles limited by 256 chains (the narrow shape), Nano's out_proj
- * width (4096: shared-memory rows padded), strides, bias and relu^2 in turn; each against the CPU,
- * k_gemv / k_mma bit for bit, and for some n (every n on a GPU) passes of one position and the
- * reference kernel bit for bit. */
+/* Passes of 2 .. 16 positions (a verify pass: decode.cu's k_decode_multi, k_float_row) at every
+ * n, in passes of 16: both packed formats with rows that leave a short last tile (odd counts; 8 KB
+ * tiles of 3, 6, 4, 8, 2 rows ... at these widths), tiles limited by 256 chains (the narrow
+ * shape), Nano's out_proj width (4096: shared-memory rows padded); float weights with tail
+ * columns and the router's shape; strides, bias and relu^2 in turn. Each against the CPU,
+ * products.cu's kernels of longer passes bit for bit, and for some n (every n on a GPU) passes of
+ * one position (and the reference kernel) bit for bit. */
 static void test_matmul_multi(void) {
     static const struct {
+        enum nt_dtype dt;
         int rows, cols;
-    } shapes[] = {{67, 2688}, {131, 1856}, {70, 4096}, {45, 256}};
-    static const enum nt_dtype dts[] = {NT_DTYPE_Q8_2F, NT_DTYPE_Q4TP};
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-        for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
-            for (int n = 2; n <= 16; n++) {
-                int inv = !emulated || n == 2 || n == 5 || n == 9 || n == 16;
-                matmul_case(dts[di], shapes[si].rows, shapes[si].cols, n, 16, (int)((n + si) & 1), n % 3 != 0,
-                            (n / 2 + (int)di) & 1 ? NT_ACT_RELU2 : NT_ACT_NONE, inv);
-            }
-            group_end();
+    } cases[] = {
+        {NT_DTYPE_Q8_2F, 67, 2688}, {NT_DTYPE_Q4TP, 67, 2688}, {NT_DTYPE_Q8_2F, 131, 1856}, {NT_DTYPE_Q4TP, 131, 1856},
+        {NT_DTYPE_Q8_2F, 70, 4096}, {NT_DTYPE_Q4TP, 70, 4096}, {NT_DTYPE_Q8_2F, 45, 256},   {NT_DTYPE_Q4TP, 45, 256},
+        {NT_DTYPE_F32, 128, 2688},  {NT_DTYPE_BF16, 5, 37},    {NT_DTYPE_F16, 19, 100},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        for (int n = 2; n <= 16; n++) {
+            int inv = !emulated || n == 2 || n == 5 || n == 9 || n == 16;
+            matmul_case(cases[ci].dt, cases[ci].rows, cases[ci].cols, n, 16, (int)((n + ci / 2) & 1), n % 3 != 0,
+                        (n / 2 + (int)ci) & 1 ? NT_ACT_RELU2 : NT_ACT_NONE, inv);
         }
+        group_end();
+    }
 }
 
 /* ---- embed, norms, add, argmax -------------------------------------------------------------- */

@@ -329,17 +329,8 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
         __syncthreads();
         if (tid < S * cur.nr) { /* one chain per (slot, row): the blocks in order */
             int s = a.mode == DC_DOWN ? chain_s : cur.slot, rl = chain_rl;
-            const int32_t *is = isum[buf] + tid * nb;
             const float *dv = (const float *)(sq + (a.nq > 1 ? s : 0) * qs + 32 * nb);
-            float acc = 0.0f;
-            if (q4) {
-                const float *gsc = gscale[buf] + tid * nb;
-#pragma unroll 4
-                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(gsc[b], dv[b]), acc);
-            } else {
-#pragma unroll 4
-                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], dv[b], acc);
-            }
+            float acc = pk_chain<Q4>(isum[buf] + tid * nb, gscale[buf] + (q4 ? tid * nb : 0), dv, nb);
             int r = cur.r0 + rl;
             uint16_t rs = q4 ? 0 : (uint16_t)(pw[tid] >> (16 * (r & 1)));
             float v = dc_finish(a, rs, a.bias ? a.bias[r] : 0.0f, acc);
@@ -529,17 +520,8 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode_multi(s
         __syncthreads();
         if (tid < n * cur.nr) { /* one chain per (row, position): the blocks in order */
             int t = tid % n, rl = tid / n;
-            const int32_t *is = isum + t * tbs + rl * nb;
             const float *dv = (const float *)(sq + t * qsp + 32 * nb);
-            float acc = 0.0f;
-            if (q4) {
-                const float *gsc = gscale + rl * nb;
-#pragma unroll 4
-                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(gsc[b], dv[b]), acc);
-            } else {
-#pragma unroll 4
-                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], dv[b], acc);
-            }
+            float acc = pk_chain<Q4>(isum + t * tbs + rl * nb, gscale + rl * nb, dv, nb);
             int r = cur.r0 + rl;
             uint16_t rs = q4 ? 0 : (uint16_t)(pw[tid] >> (16 * (r & 1)));
             a.y[(int64_t)t * a.y_stride + r] = dc_finish(a, rs, a.bias ? a.bias[r] : 0.0f, acc);

@@ -189,14 +189,7 @@ __global__ void __launch_bounds__(GV_THREADS, GV_MIN_BLOCKS) k_gemv(struct pk_pr
     const float *dv = (const float *)((FUSED ? sq : pk_qrow(a, it, p)) + 32 * nb);
     const int32_t *is = isum[p] + (int64_t)rl * nb;
     const float *gs = gscale + (int64_t)rl * nb;
-    float acc = 0.0f;
-    if (q4) {
-#pragma unroll 4
-        for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(gs[b], dv[b]), acc);
-    } else {
-#pragma unroll 4
-        for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], dv[b], acc);
-    }
+    float acc = q4 ? pk_chain<true>(is, gs, dv, (int)nb) : pk_chain<false>(is, gs, dv, (int)nb);
     pk_store(a, it, r0 + rl, p, acc);
 }
 

@@ -132,6 +132,22 @@ __device__ __forceinline__ void pk_store(const struct pk_product &a, const struc
     a.y[yrow * a.y_stride + r] = v;
 }
 
+/* One output's chain over its nb block sums is[b] and the activation row's block scales dv[b], in
+ * order (q4tp: times the weights' group scales gsc[b]): the arithmetic's fma chain (products.cu),
+ * run by every dp4a kernel. */
+template <bool Q4>
+__device__ __forceinline__ float pk_chain(const int32_t *is, const float *gsc, const float *dv, int nb) {
+    float acc = 0.0f;
+    if (Q4) {
+#pragma unroll 4
+        for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(gsc[b], dv[b]), acc);
+    } else {
+#pragma unroll 4
+        for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], dv[b], acc);
+    }
+    return acc;
+}
+
 __device__ __forceinline__ const uint8_t *pk_qrow(const struct pk_product &a, const struct pk_item &it, int p) {
     return a.qx + (int64_t)(it.base + it.t0 + p) * (int64_t)pk_qx_stride(a.cols);
 }

@@ -413,6 +413,25 @@ static double product_tol(enum nt_dtype dt) {
 
 /* ---- matmul -------------------------------------------------------------------------------- */
 
+/* The CUDA pass of matmul_case again with a test switch of the backend on (sw: nt_cuda_*_reference),
+ * bit for bit against the first run's rows want. */
+static void matmul_switched(void (*sw)(int), const char *what, const char *label, const float *want, int pass_n,
+                            int n, const struct nt_matrix *W, const float *bias, enum nt_act act, const float *x,
+                            int xs, int ys) {
+    struct nt_backend *be = BE[GPU];
+    struct twin yr = twin_poison((size_t)pass_n * ys * 4);
+    sw(1);
+    const struct nt_pass *p = begin(GPU, pass_n, 0, W->cols, NULL);
+    be->ops->matmul(be, p, n, W, bias, act, x, xs, F(yr, GPU), ys);
+    end(GPU);
+    sw(0);
+    char w1[240], gn[80];
+    snprintf(w1, sizeof w1, "%s: %s", what, label);
+    snprintf(gn, sizeof gn, "cuda %s", label);
+    compare(w1, "cuda pass", want, gn, back(GPU, yr.p[GPU], (size_t)pass_n * ys * 4), n, (int)W->rows, (size_t)ys,
+            TOL_EXACT);
+}
+
 /* y = act(W x + b) for n of a pass of pass_n positions. Activations +-[0.02, 1] with one in 50
  * thirty times larger; for the packed formats position 0's second block is all zero (inv = 0)
  * and position 1's first block too small for 127 / amax to be finite. Stride padding and rows
@@ -447,22 +466,13 @@ static void matmul_case(enum nt_dtype dt, int rows, int cols, int n, int pass_n,
     for (int s = 0; s < 2; s++) y[s] = back(s, yt.p[s], (size_t)pass_n * ys * 4);
     compare_cuda(what, y[CPU], y[GPU], n, rows, (size_t)ys, product_tol(dt));
     for (int s = 0; s < 2; s++) untouched(what, s, y[s], n, rows, (size_t)ys, pass_n);
-    struct nt_backend *be = BE[GPU];
-    char w1[240];
-    if (!nt_dtype_is_ggml_block(dt) && n >= 2 && n <= 16) {
-        /* decode.cu's passes of 2 .. 16 (k_decode_multi, float weights k_float_row) against
-         * products.cu's kernels for longer passes (k_gemv / k_mma, k_float_product) */
-        struct twin yg = twin_poison((size_t)pass_n * ys * 4);
-        nt_cuda_multi_reference(1);
-        const struct nt_pass *p = begin(GPU, pass_n, 0, cols, NULL);
-        be->ops->matmul(be, p, n, &W[GPU], F(bias, GPU), act, F(xt, GPU), xs, F(yg, GPU), ys);
-        end(GPU);
-        nt_cuda_multi_reference(0);
-        snprintf(w1, sizeof w1, "%s: products.cu's kernels", what);
-        compare(w1, "cuda pass", y[GPU], "cuda products.cu", back(GPU, yg.p[GPU], (size_t)pass_n * ys * 4), n, rows,
-                (size_t)ys, TOL_EXACT);
-    }
+    /* decode.cu's passes of 2 .. 16 (k_decode_multi, float weights k_float_row) against products.cu's
+     * kernels for longer passes (k_gemv / k_mma, k_float_product) */
+    if (!nt_dtype_is_ggml_block(dt) && n >= 2 && n <= 16)
+        matmul_switched(nt_cuda_multi_reference, what, "products.cu's kernels", y[GPU], pass_n, n, &W[GPU],
+                        F(bias, GPU), act, F(xt, GPU), xs, ys);
     if (!invariance) return;
+    struct nt_backend *be = BE[GPU];
     /* one arithmetic per position: the same rows from passes of one position */
     struct twin y1 = twin_poison((size_t)pass_n * ys * 4);
     for (int t = 0; t < n; t++) {
@@ -471,21 +481,15 @@ static void matmul_case(enum nt_dtype dt, int rows, int cols, int n, int pass_n,
                         F(y1, GPU) + (size_t)t * ys, ys);
         end(GPU);
     }
+    char w1[240];
     snprintf(w1, sizeof w1, "%s: one arithmetic per position", what);
     compare(w1, "cuda pass", y[GPU], "cuda passes of 1", back(GPU, y1.p[GPU], (size_t)pass_n * ys * 4), n, rows,
             (size_t)ys, TOL_EXACT);
     /* the fast packed kernels against the reference kernel, the whole pass at once (not on the
      * full-size expert: the reference kernel is slow, in the host emulation above all) */
     if (!is_packed(dt) || (int64_t)rows * cols * n > 50000000) return;
-    struct twin yr = twin_poison((size_t)pass_n * ys * 4);
-    nt_cuda_packed_reference(1);
-    const struct nt_pass *p = begin(GPU, pass_n, 0, cols, NULL);
-    be->ops->matmul(be, p, n, &W[GPU], F(bias, GPU), act, F(xt, GPU), xs, F(yr, GPU), ys);
-    end(GPU);
-    nt_cuda_packed_reference(0);
-    snprintf(w1, sizeof w1, "%s: reference kernel", what);
-    compare(w1, "cuda pass", y[GPU], "cuda reference", back(GPU, yr.p[GPU], (size_t)pass_n * ys * 4), n, rows,
-            (size_t)ys, TOL_EXACT);
+    matmul_switched(nt_cuda_packed_reference, what, "reference kernel", y[GPU], pass_n, n, &W[GPU], F(bias, GPU), act,
+                    F(xt, GPU), xs, ys);
 }
 
 static void test_matmul(void) {

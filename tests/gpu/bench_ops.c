@@ -243,6 +243,30 @@ static void bench_experts(enum nt_dtype up_dt, enum nt_dtype down_dt, int sc, co
     free(dn);
 }
 
+/* A rows x cols matrix of dtype dt at passes of ns[0 .. nn - 1] positions, each timed with the
+ * kernels of main and, given a test switch of the backend (nt_cuda_*_reference), with it on ("old"). */
+static void bench_matmul(const char *name, enum nt_dtype dt, int rows, int cols, const int *ns, int nn,
+                         void (*old_switch)(int)) {
+    int nmax = 1;
+    for (int j = 0; j < nn; j++) nmax = ns[j] > nmax ? ns[j] : nmax;
+    struct mm_case c;
+    c.W = random_matrix(dt, rows, cols);
+    c.x = dev_floats((size_t)nmax * cols, -1.0f, 1.0f);
+    c.y = be->ops->alloc(be, (size_t)nmax * rows * sizeof(float));
+    if (!c.y) die("no device memory");
+    double bytes = dt == NT_DTYPE_F32 ? 4.0 * rows * cols : (double)nt_matrix_bytes(dt, rows, cols);
+    for (int j = 0; j < nn; j++)
+        for (int old = 0; old < (old_switch ? 2 : 1); old++) {
+            if (old_switch) old_switch(old);
+            double s = time_op(ns[j], 0, cols, 10, mm_op, &c);
+            if (old_switch) old_switch(0);
+            char label[80];
+            snprintf(label, sizeof label, "%s%s", name, old ? " old" : "");
+            row(label, ns[j], s, bytes, 2.0 * rows * cols * ns[j]);
+        }
+    be->ops->release(be, c.y);
+}
+
 int main(int argc, char **argv) {
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
     struct nt_err err;
@@ -266,20 +290,28 @@ int main(int argc, char **argv) {
     };
     static const int ns[] = {1, 4, 64, 512};
     for (size_t i = 0; i < sizeof mm / sizeof mm[0]; i++) {
-        struct mm_case c;
-        int rows = mm[i].rows / sc, cols = mm[i].cols / sc / 32 * 32;
-        c.W = random_matrix(mm[i].dt, rows, cols);
-        c.x = dev_floats((size_t)512 * cols, -1.0f, 1.0f);
-        c.y = be->ops->alloc(be, (size_t)512 * rows * sizeof(float));
-        if (!c.y) die("no device memory");
-        double bytes = mm[i].dt == NT_DTYPE_F32 ? 4.0 * rows * cols : (double)nt_matrix_bytes(mm[i].dt, rows, cols);
-        for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) {
-            int n = ns[j];
-            if (rows >= 100000 / sc && n > 64) continue; /* lm_head: one row of logits per pass */
-            double s = time_op(n, 0, cols, 10, mm_op, &c);
-            row(mm[i].name, n, s, bytes, 2.0 * rows * cols * n);
-        }
-        be->ops->release(be, c.y);
+        int rows = mm[i].rows / sc;
+        /* lm_head: one row of logits per pass, so not at 512 */
+        bench_matmul(mm[i].name, mm[i].dt, rows, mm[i].cols / sc / 32 * 32, ns, rows >= 100000 / sc ? 3 : 4, NULL);
+    }
+    /* passes of 2 .. 16 positions (a verify pass of 1 + k): decode.cu's streaming k_decode_multi (the
+     * router: k_float_row) and products.cu's k_gemv / k_mma / k_float_product ("old":
+     * nt_cuda_multi_reference) in one run */
+    {
+        static const struct {
+            const char *name;
+            enum nt_dtype dt;
+            int rows, cols;
+        } vm[] = {
+            {"mamba in_proj q8_2f", NT_DTYPE_Q8_2F, 10304, 2688}, {"mamba in_proj q4tp", NT_DTYPE_Q4TP, 10304, 2688},
+            {"mamba out_proj q8_2f", NT_DTYPE_Q8_2F, 2688, 4096}, {"shared up q8_2f", NT_DTYPE_Q8_2F, 3712, 2688},
+            {"shared down q8_2f", NT_DTYPE_Q8_2F, 2688, 3712},    {"router f32", NT_DTYPE_F32, 128, 2688},
+            {"lm_head q8_2f", NT_DTYPE_Q8_2F, 131072, 2688},
+        };
+        static const int vn[] = {2, 4, 8, 16};
+        for (size_t i = 0; i < sizeof vm / sizeof vm[0]; i++)
+            bench_matmul(vm[i].name, vm[i].dt, vm[i].rows / sc, vm[i].cols / sc / 32 * 32, vn, 4,
+                          nt_cuda_multi_reference);
     }
     /* routed experts, q4tp */
     bench_experts(NT_DTYPE_Q4TP, NT_DTYPE_Q4TP, sc, ns, 4, "q4tp");
@@ -296,24 +328,11 @@ int main(int argc, char **argv) {
         };
         static const int gn[] = {1, 4, 64};
         for (size_t i = 0; i < sizeof gm / sizeof gm[0]; i++) {
-            struct mm_case c;
             int el = 0;
             nt_ggml_block_facts(gm[i].dt, &el, NULL, NULL);
-            int rows = gm[i].rows / sc, cols = gm[i].cols / sc / el * el;
-            c.W = random_matrix(gm[i].dt, rows, cols);
-            c.x = dev_floats((size_t)64 * cols, -1.0f, 1.0f);
-            c.y = be->ops->alloc(be, (size_t)64 * rows * sizeof(float));
-            if (!c.y) die("no device memory");
-            for (size_t j = 0; j < sizeof gn / sizeof gn[0]; j++)
-                for (int old = 0; old < 2; old++) {
-                    nt_cuda_ggml_reference(old);
-                    double s = time_op(gn[j], 0, cols, 10, mm_op, &c);
-                    nt_cuda_ggml_reference(0);
-                    char name[64];
-                    snprintf(name, sizeof name, "%s %s%s", gm[i].name, nt_dtype_name(gm[i].dt), old ? " old" : "");
-                    row(name, gn[j], s, (double)nt_matrix_bytes(gm[i].dt, rows, cols), 2.0 * rows * cols * gn[j]);
-                }
-            be->ops->release(be, c.y);
+            char name[64];
+            snprintf(name, sizeof name, "%s %s", gm[i].name, nt_dtype_name(gm[i].dt));
+            bench_matmul(name, gm[i].dt, gm[i].rows / sc, gm[i].cols / sc / el * el, gn, 3, nt_cuda_ggml_reference);
         }
         static const int en[] = {1, 4};
         for (int old = 0; old < 2; old++) {

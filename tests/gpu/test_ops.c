@@ -10,8 +10,8 @@
  * operations whose CUDA arithmetic is specified to be the CPU's chain of f32 operations (the
  * float products, which follow matmul.c's AVX2 lanes; integer results). The packed products
  * have CUDA's own arithmetic (src/cuda/products.cu): near the CPU (TOL_PACKED), and bit for bit
- * the same from its three kernels (dp4a items of 1 and 4, tensor cores for passes of 16 and
- * more, and the reference kernel). Every element must have been written, and nothing
+ * the same from all its kernels (decode.cu's streams for passes of 1 and of 2 .. 16, dp4a items
+ * of 1 and 4, tensor cores for longer passes, and the reference kernel). Every element must have been written, and nothing
  * outside the output (stride padding, rows past n, cache rows past the context) may be.
  * Within CUDA, a position's result must not depend on the pass: a pass of 64 against 64 passes
  * of 1 (products, experts), a prefill of pos0 + n against pos0 then n (attention), and Mamba
@@ -415,6 +415,25 @@ static double product_tol(enum nt_dtype dt) {
 
 /* ---- matmul -------------------------------------------------------------------------------- */
 
+/* The CUDA pass of matmul_case again with a test switch of the backend on (sw: nt_cuda_*_reference),
+ * bit for bit against the first run's rows want. */
+static void matmul_switched(void (*sw)(int), const char *what, const char *label, const float *want, int pass_n,
+                            int n, const struct nt_matrix *W, const float *bias, enum nt_act act, const float *x,
+                            int xs, int ys) {
+    struct nt_backend *be = BE[GPU];
+    struct twin yr = twin_poison((size_t)pass_n * ys * 4);
+    sw(1);
+    const struct nt_pass *p = begin(GPU, pass_n, 0, W->cols, NULL);
+    be->ops->matmul(be, p, n, W, bias, act, x, xs, F(yr, GPU), ys);
+    end(GPU);
+    sw(0);
+    char w1[240], gn[80];
+    snprintf(w1, sizeof w1, "%s: %s", what, label);
+    snprintf(gn, sizeof gn, "cuda %s", label);
+    compare(w1, "cuda pass", want, gn, back(GPU, yr.p[GPU], (size_t)pass_n * ys * 4), n, (int)W->rows, (size_t)ys,
+            TOL_EXACT);
+}
+
 /* y = act(W x + b) for n of a pass of pass_n positions. Activations +-[0.02, 1] with one in 50
  * thirty times larger; for the packed formats position 0's second block is all zero (inv = 0)
  * and position 1's first block too small for 127 / amax to be finite. Stride padding and rows
@@ -449,10 +468,15 @@ static void matmul_case(enum nt_dtype dt, int rows, int cols, int n, int pass_n,
     for (int s = 0; s < 2; s++) y[s] = back(s, yt.p[s], (size_t)pass_n * ys * 4);
     compare_cuda(what, y[CPU], y[GPU], n, rows, (size_t)ys, product_tol(dt));
     for (int s = 0; s < 2; s++) untouched(what, s, y[s], n, rows, (size_t)ys, pass_n);
+    /* decode.cu's passes of 2 .. 16 (k_decode_multi, float weights k_float_row) against products.cu's
+     * kernels for longer passes (k_gemv / k_mma, k_float_product) */
+    if (!nt_dtype_is_ggml_block(dt) && n >= 2 && n <= 16)
+        matmul_switched(nt_cuda_multi_reference, what, "products.cu's kernels", y[GPU], pass_n, n, &W[GPU],
+                        F(bias, GPU), act, F(xt, GPU), xs, ys);
     if (!invariance) return;
+    struct nt_backend *be = BE[GPU];
     /* one arithmetic per position: the same rows from passes of one position */
     struct twin y1 = twin_poison((size_t)pass_n * ys * 4);
-    struct nt_backend *be = BE[GPU];
     for (int t = 0; t < n; t++) {
         const struct nt_pass *p = begin(GPU, 1, t, cols, NULL);
         be->ops->matmul(be, p, 1, &W[GPU], F(bias, GPU), act, F(xt, GPU) + (size_t)t * xs, xs,
@@ -466,15 +490,8 @@ static void matmul_case(enum nt_dtype dt, int rows, int cols, int n, int pass_n,
     /* the fast packed kernels against the reference kernel, the whole pass at once (not on the
      * full-size expert: the reference kernel is slow, in the host emulation above all) */
     if (!is_packed(dt) || (int64_t)rows * cols * n > 50000000) return;
-    struct twin yr = twin_poison((size_t)pass_n * ys * 4);
-    nt_cuda_packed_reference(1);
-    const struct nt_pass *p = begin(GPU, pass_n, 0, cols, NULL);
-    be->ops->matmul(be, p, n, &W[GPU], F(bias, GPU), act, F(xt, GPU), xs, F(yr, GPU), ys);
-    end(GPU);
-    nt_cuda_packed_reference(0);
-    snprintf(w1, sizeof w1, "%s: reference kernel", what);
-    compare(w1, "cuda pass", y[GPU], "cuda reference", back(GPU, yr.p[GPU], (size_t)pass_n * ys * 4), n, rows,
-            (size_t)ys, TOL_EXACT);
+    matmul_switched(nt_cuda_packed_reference, what, "reference kernel", y[GPU], pass_n, n, &W[GPU], F(bias, GPU), act,
+                    F(xt, GPU), xs, ys);
 }
 
 static void test_matmul(void) {
@@ -515,6 +532,32 @@ static void test_matmul(void) {
             }
             group_end();
         }
+}
+
+/* Passes of 2 .. 16 positions (a verify pass: decode.cu's k_decode_multi, k_float_row) at every
+ * n, in passes of 16: both packed formats with rows that leave a short last tile (odd counts; 8 KB
+ * tiles of 3, 6, 4, 8, 2 rows ... at these widths), tiles limited by 256 chains (the narrow
+ * shape), Nano's out_proj width (4096: shared-memory rows padded); float weights with tail
+ * columns and the router's shape; strides, bias and relu^2 in turn. Each against the CPU,
+ * products.cu's kernels of longer passes bit for bit, and for some n (every n on a GPU) passes of
+ * one position (and the reference kernel) bit for bit. */
+static void test_matmul_multi(void) {
+    static const struct {
+        enum nt_dtype dt;
+        int rows, cols;
+    } cases[] = {
+        {NT_DTYPE_Q8_2F, 67, 2688}, {NT_DTYPE_Q4TP, 67, 2688}, {NT_DTYPE_Q8_2F, 131, 1856}, {NT_DTYPE_Q4TP, 131, 1856},
+        {NT_DTYPE_Q8_2F, 70, 4096}, {NT_DTYPE_Q4TP, 70, 4096}, {NT_DTYPE_Q8_2F, 45, 256},   {NT_DTYPE_Q4TP, 45, 256},
+        {NT_DTYPE_F32, 128, 2688},  {NT_DTYPE_BF16, 5, 37},    {NT_DTYPE_F16, 19, 100},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        for (int n = 2; n <= 16; n++) {
+            int inv = !emulated || n == 2 || n == 5 || n == 9 || n == 16;
+            matmul_case(cases[ci].dt, cases[ci].rows, cases[ci].cols, n, 16, (int)((n + ci / 2) & 1), n % 3 != 0,
+                        (n / 2 + (int)ci) & 1 ? NT_ACT_RELU2 : NT_ACT_NONE, inv);
+        }
+        group_end();
+    }
 }
 
 /* ---- embed, norms, add, argmax -------------------------------------------------------------- */
@@ -1674,6 +1717,7 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
 
     test_matmul();
+    test_matmul_multi();
 
     test_embed(NT_DTYPE_BF16, 1000, 2688, 17);
     test_embed(NT_DTYPE_F16, 1000, 2688, 64);

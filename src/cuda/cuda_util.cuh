@@ -166,6 +166,21 @@ template <int N> __device__ __forceinline__ void cp_async_wait(void) {
 #endif
 }
 
+/* Asks L2 for the 128-byte line holding p (no register, nothing waits on it): weights a later
+ * kernel reads, fetched from DRAM while this one streams its own. keep: the evict_last hint (the
+ * line outlasts lines read once). The emulation: nothing. */
+__device__ __forceinline__ void prefetch_l2(const void *p, bool keep) {
+#ifdef NT_CUDA_EMULATION
+    (void)p;
+    (void)keep;
+#else
+    if (keep)
+        asm volatile("prefetch.global.L2::evict_last [%0];\n" ::"l"(p));
+    else
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+#endif
+}
+
 /* (float)i for |i| < 2^22, exactly, without the conversion unit (16 conversions per clock per SM
  * on sm_90 against 64 integer adds and 128 float adds): 0x4B400000 is 1.5 * 2^23, whose unit in
  * the last place is 1, so the integer add writes i into the mantissa and the float subtract takes

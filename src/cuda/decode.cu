@@ -262,6 +262,19 @@ __device__ __forceinline__ float dc_finish(const struct dc_product &a, uint16_t 
     return v;
 }
 
+/* The experts' up product in units: this block's share of the down product's k matrices (mats),
+ * line by line, asked of L2 (DC_PREFETCH_DOWN), so that their DRAM reads overlap the up product
+ * and the down product reads L2. */
+__device__ __forceinline__ void dc_prefetch_next(const struct dc_product &a, const uint8_t *const *mats) {
+#if DC_PREFETCH_DOWN
+    int64_t bytes = a.next_dtype == NT_DTYPE_Q4TP ? d_q4_codes_off(a.cols, a.rows) + a.cols * d_q4_cstride(a.rows)
+                                                  : d_q8_cs_off(a.cols, a.rows) + 2 * (int64_t)a.rows;
+    int lines = (int)(bytes / 128) + 2; /* a matrix at any address spans this many at most */
+    for (int c = (int)(blockIdx.x * DC_THREADS + threadIdx.x); c < a.k * lines; c += (int)gridDim.x * DC_THREADS)
+        prefetch_l2(mats[c / lines] + min((int64_t)(c % lines) * 128, bytes - 1), DC_PREFETCH_DOWN == 2);
+#endif
+}
+
 /* Q4: the matrices are q4tp (else q8_2f): each instance holds only its format's registers. The
  * dynamic shared memory is dc_stages(a) stages of dc_stage_bytes(a), then the nq quantized rows.
  *
@@ -273,7 +286,7 @@ __device__ __forceinline__ float dc_finish(const struct dc_product &a, uint16_t 
  *
  * The experts' up product in units (a.qout, NT_EXPERTS_NEW): each block quantizes the units it
  * computed for the down product, so the down product, launched right after, waits for this
- * kernel alone; and once the router's choice is known each block asks L2 for its share of the
+ * kernel alone; and once its own tiles are in flight each block asks L2 for its share of the
  * down product's k matrices, so their DRAM reads overlap this product instead of following it. */
 template <bool Q4>
 __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct dc_product a) {
@@ -311,15 +324,6 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
             dc_issue<Q4>(a, mats, dc_tile_of(a, dc_block_tile(a, p)), where, chain_s, chain_rl, stages + p * sb);
         cp_async_commit(); /* empty groups past the block's tiles keep the wait counts uniform */
     }
-#if DC_PREFETCH_DOWN
-    if (units) { /* the block's share of the down product's k matrices, line by line, into L2 */
-        int64_t bytes = a.next_dtype == NT_DTYPE_Q4TP ? d_q4_codes_off(a.cols, a.rows) + a.cols * d_q4_cstride(a.rows)
-                                                      : d_q8_cs_off(a.cols, a.rows) + 2 * (int64_t)a.rows;
-        int lines = (int)(bytes / 128) + 2; /* a matrix at any address spans this many at most */
-        for (int c = (int)blockIdx.x * DC_THREADS + tid; c < a.k * lines; c += (int)gridDim.x * DC_THREADS)
-            prefetch_l2(mats_next[c / lines] + min((int64_t)(c % lines) * 128, bytes - 1), DC_PREFETCH_DOWN == 2);
-    }
-#endif
     if (a.mode != DC_UP) grid_wait();
     grid_launch_dependents(); /* past grid_wait: see the experts' comment above */
     uint8_t *sq = stages + nst * sb; /* the quantized activation rows */
@@ -334,6 +338,7 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
             dc_issue<Q4>(a, mats, dc_tile_of(a, dc_block_tile(a, ahead)), where, chain_s, chain_rl,
                          stages + (ahead % nst) * sb);
         cp_async_commit();
+        if (units && i == 0) dc_prefetch_next(a, mats_next); /* behind the block's own tiles */
         if (nst == DC_STAGES) /* tile i's copies (this thread's) have landed */
             cp_async_wait<DC_STAGES - 1>();
         else

@@ -15,8 +15,13 @@
  * has finished. The routed experts need no entry lists at one position (its k experts are
  * distinct): the up kernel's tiles run over (slot, rows of its expert), the down kernel's over
  * rows of the output with all k slots in each tile, so the combine happens in the tile (no
- * k_moe_plan, no k_moe_combine: 3 launches instead of 6). Float weights (the router) get one
- * block per row, the row staged whole (k_float_row).
+ * k_moe_plan, no k_moe_combine). With NT_EXPERTS_NEW (the default) the up kernel works in units
+ * of 32 rows of one slot - a block of 32 columns of the down product's rows - and the block that
+ * computed a unit quantizes it for the down product (2 launches instead of 3: the down product
+ * waits for the up kernel alone, not for it and then k_dc_quantize), keeps a unit's tiles in
+ * flight at once (DC_UP_STAGES), and asks L2 for the down product's weights once the router's
+ * choice is known, so the two products' DRAM reads overlap (docs/PERF.md, session 11). Float
+ * weights (the router) get one block per row, the row staged whole (k_float_row).
  *
  * THE ARITHMETIC IS products.cu's, TO THE BIT. The activation rows are quantized to the same
  * bytes (the same block maxima, d = amax / 127, inv = 127 / amax, rint and clamp; 8 lanes per

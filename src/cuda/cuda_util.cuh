@@ -181,6 +181,17 @@ __device__ __forceinline__ void prefetch_l2(const void *p, bool keep) {
 #endif
 }
 
+/* Asks L2 for the n bytes at p (p 16-byte aligned, n a multiple of 16) in one bulk request to
+ * sm_90's copy engine: no register, nothing waits on it. The emulation: nothing. */
+__device__ __forceinline__ void prefetch_l2_bulk(const void *p, uint32_t n) {
+#ifdef NT_CUDA_EMULATION
+    (void)p;
+    (void)n;
+#else
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(n) : "memory");
+#endif
+}
+
 /* (float)i for |i| < 2^22, exactly, without the conversion unit (16 conversions per clock per SM
  * on sm_90 against 64 integer adds and 128 float adds): 0x4B400000 is 1.5 * 2^23, whose unit in
  * the last place is 1, so the integer add writes i into the mantissa and the float subtract takes

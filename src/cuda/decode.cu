@@ -55,9 +55,9 @@ extern "C" {
 #ifndef DC_UP_STAGES /* the experts' up product in units (below): a unit's 3 q4tp tiles in flight */
 #define DC_UP_STAGES (NT_EXPERTS_NEW ? 3 : DC_STAGES)
 #endif
-#ifndef DC_PREFETCH_DOWN /* the up product asks L2 for the down product's weights: 0 no, 1 yes, */
-#define DC_PREFETCH_DOWN 1 /* 2 with the evict_last hint (NT_EXPERTS_NEW only) */
-#endif
+#ifndef DC_PREFETCH_DOWN /* the up product asks L2 for the down product's weights (NT_EXPERTS_NEW): */
+#define DC_PREFETCH_DOWN 1 /* 0 no; 1 a bulk request a block and matrix; 2 line by line; 3 line by */
+#endif                     /* line with the evict_last hint */
 #define DC_MAX_STAGES (DC_UP_STAGES > DC_STAGES ? DC_UP_STAGES : DC_STAGES)
 #define DC_MAX_QROWS_BYTES (24 * 1024) /* the quantized activation rows a block holds */
 #define DC_TILE (DC_THREADS * DC_CHUNKS) /* 16-byte chunks per tile */
@@ -267,16 +267,23 @@ __device__ __forceinline__ float dc_finish(const struct dc_product &a, uint16_t 
     return v;
 }
 
-/* The experts' up product in units: this block's share of the down product's k matrices (mats),
- * line by line, asked of L2 (DC_PREFETCH_DOWN), so that their DRAM reads overlap the up product
- * and the down product reads L2. */
+/* The experts' up product in units: this block's share of the down product's k matrices (mats)
+ * asked of L2 (DC_PREFETCH_DOWN), so that their DRAM reads overlap the up product and the down
+ * product reads L2. Bulk: thread s asks for the block's 1 / gridDim.x of matrix s in one request
+ * (matrices are 16-byte aligned: cp_async16 reads them; the last bytes below 16 are left out). */
 __device__ __forceinline__ void dc_prefetch_next(const struct dc_product &a, const uint8_t *const *mats) {
 #if DC_PREFETCH_DOWN
     int64_t bytes = a.next_dtype == NT_DTYPE_Q4TP ? d_q4_codes_off(a.cols, a.rows) + a.cols * d_q4_cstride(a.rows)
                                                   : d_q8_cs_off(a.cols, a.rows) + 2 * (int64_t)a.rows;
+#if DC_PREFETCH_DOWN == 1
+    int64_t share = ((bytes + gridDim.x - 1) / gridDim.x + 15) & ~(int64_t)15, at = blockIdx.x * share;
+    int64_t end = bytes & ~(int64_t)15;
+    if ((int)threadIdx.x < a.k && at < end) prefetch_l2_bulk(mats[threadIdx.x] + at, (uint32_t)min(share, end - at));
+#else
     int lines = (int)(bytes / 128) + 2; /* a matrix at any address spans this many at most */
     for (int c = (int)(blockIdx.x * DC_THREADS + threadIdx.x); c < a.k * lines; c += (int)gridDim.x * DC_THREADS)
-        prefetch_l2(mats[c / lines] + min((int64_t)(c % lines) * 128, bytes - 1), DC_PREFETCH_DOWN == 2);
+        prefetch_l2(mats[c / lines] + min((int64_t)(c % lines) * 128, bytes - 1), DC_PREFETCH_DOWN == 3);
+#endif
 #endif
 }
 

@@ -166,29 +166,20 @@ template <int N> __device__ __forceinline__ void cp_async_wait(void) {
 #endif
 }
 
-/* Asks L2 for the 128-byte line holding p (no register, nothing waits on it): weights a later
- * kernel reads, fetched from DRAM while this one streams its own. keep: the evict_last hint (the
- * line outlasts lines read once). The emulation: nothing. */
-__device__ __forceinline__ void prefetch_l2(const void *p, bool keep) {
+/* Asks L2 for bytes at p, weights a later kernel reads, fetched from DRAM while this one streams
+ * its own: no register, nothing waits on it. how 1: the n bytes at p (p 16-byte aligned, n a
+ * multiple of 16) in one bulk request to sm_90's copy engine; 2: the 128-byte line holding p;
+ * 3: that line with the evict_last hint (it outlasts lines read once). The emulation: nothing. */
+__device__ __forceinline__ void prefetch_l2(const void *p, uint32_t n, int how) {
 #ifdef NT_CUDA_EMULATION
-    (void)p;
-    (void)keep;
+    (void)p, (void)n, (void)how;
 #else
-    if (keep)
-        asm volatile("prefetch.global.L2::evict_last [%0];\n" ::"l"(p));
-    else
+    if (how == 1)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(n) : "memory");
+    else if (how == 2)
         asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
-#endif
-}
-
-/* Asks L2 for the n bytes at p (p 16-byte aligned, n a multiple of 16) in one bulk request to
- * sm_90's copy engine: no register, nothing waits on it. The emulation: nothing. */
-__device__ __forceinline__ void prefetch_l2_bulk(const void *p, uint32_t n) {
-#ifdef NT_CUDA_EMULATION
-    (void)p;
-    (void)n;
-#else
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(n) : "memory");
+    else
+        asm volatile("prefetch.global.L2::evict_last [%0];\n" ::"l"(p));
 #endif
 }
 

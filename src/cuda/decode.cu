@@ -278,11 +278,11 @@ __device__ __forceinline__ void dc_prefetch_next(const struct dc_product &a, con
 #if DC_PREFETCH_DOWN == 1
     int64_t share = ((bytes + gridDim.x - 1) / gridDim.x + 15) & ~(int64_t)15, at = blockIdx.x * share;
     int64_t end = bytes & ~(int64_t)15;
-    if ((int)threadIdx.x < a.k && at < end) prefetch_l2_bulk(mats[threadIdx.x] + at, (uint32_t)min(share, end - at));
+    if ((int)threadIdx.x < a.k && at < end) prefetch_l2(mats[threadIdx.x] + at, (uint32_t)min(share, end - at), 1);
 #else
     int lines = (int)(bytes / 128) + 2; /* a matrix at any address spans this many at most */
     for (int c = (int)(blockIdx.x * DC_THREADS + threadIdx.x); c < a.k * lines; c += (int)gridDim.x * DC_THREADS)
-        prefetch_l2(mats[c / lines] + min((int64_t)(c % lines) * 128, bytes - 1), DC_PREFETCH_DOWN == 3);
+        prefetch_l2(mats[c / lines] + min((int64_t)(c % lines) * 128, bytes - 1), 128, DC_PREFETCH_DOWN);
 #endif
 #endif
 }

@@ -69,7 +69,7 @@ enum dc_mode {
     DC_DOWN   /* every slot in every tile; x row s; y = the weighted sum over the slots */
 };
 
-/* One product of the kernel (by value; 120 bytes: under the 128 bytes past which nvcc 13.0
+/* One product of the kernel (by value; 120 bytes: no more than the 128 bytes past which nvcc 13.0
  * miscompiled a conditional table load, products.cu's pk_item_of). */
 struct dc_product {
     const uint8_t *W;           /* DC_PLAIN */
@@ -90,11 +90,11 @@ struct dc_product {
     /* DC_UP in units (NT_EXPERTS_NEW): the product after it, the experts' down product (L x mi
      * matrices of next_dtype from the table Wnext), whose k activation rows - this product's
      * outputs - the up kernel quantizes into qout; NULL: tiles as the other modes */
-    int next_dtype; /* (here: the struct stays 120 bytes, no padding) */
+    int next_dtype; /* (here: after the ints, no padding) */
     const uint8_t *const *Wnext;
     uint8_t *qout;
 };
-static_assert(sizeof(struct dc_product) <= 120, "dc_product: 128 bytes and more risk nvcc 13.0's miscompile");
+static_assert(sizeof(struct dc_product) <= 128, "dc_product: past 128 bytes nvcc 13.0 miscompiled (products.cuh)");
 
 #define DC_MAX_K 64 /* slots a block keeps its matrices' addresses for */
 

@@ -17,8 +17,14 @@
  * has finished. The routed experts need no entry lists at one position (its k experts are
  * distinct): the up kernel's tiles run over (slot, rows of its expert), the down kernel's over
  * rows of the output with all k slots in each tile, so the combine happens in the tile (no
- * k_moe_plan, no k_moe_combine: 3 launches instead of 6). Float weights (the router) get one
- * block per row, the row staged whole with the pass's 1 .. 16 rows of x (k_float_row).
+ * k_moe_plan, no k_moe_combine). With NT_EXPERTS_NEW (the default) the up kernel works in units
+ * of 32 rows of one slot - a block of 32 columns of the down product's rows - and the block that
+ * computed a unit quantizes it for the down product (2 launches instead of 3: the down product
+ * waits for the up kernel alone, not for it and then k_dc_quantize), keeps a unit's tiles in
+ * flight at once (DC_UP_STAGES), and asks L2 for the down product's weights once the router's
+ * choice is known, so the two products' DRAM reads overlap (docs/PERF.md, session 11). Float
+ * weights (the router) get one block per row, the row staged whole with the pass's 1 .. 16 rows
+ * of x (k_float_row).
  *
  * THE ARITHMETIC IS products.cu's, TO THE BIT. The activation rows are quantized to the same
  * bytes (the same block maxima, d = amax / 127, inv = 127 / amax, rint and clamp; 8 lanes per
@@ -46,17 +52,27 @@ extern "C" {
 #define DC_STAGES 2 /* tiles a block has in flight or in hand (the tile pipeline, below): 2, 3 and 4
                      * timed alike on the H200 (docs/PERF.md); 2 leaves room for 3 blocks an SM */
 #endif
+#ifndef NT_EXPERTS_NEW
+#define NT_EXPERTS_NEW 1 /* 0: the experts of one position as in session 10 (dev/cuda/README.md) */
+#endif
+#ifndef DC_UP_STAGES /* the experts' up product in units (below): a unit's 3 q4tp tiles in flight */
+#define DC_UP_STAGES (NT_EXPERTS_NEW ? 3 : DC_STAGES)
+#endif
+#ifndef DC_PREFETCH_DOWN /* the up product asks L2 for the down product's weights (NT_EXPERTS_NEW): */
+#define DC_PREFETCH_DOWN 1 /* 0 no; 1 a bulk request a block and matrix; 2 line by line; 3 line by */
+#endif                     /* line with the evict_last hint */
+#define DC_MAX_STAGES (DC_UP_STAGES > DC_STAGES ? DC_UP_STAGES : DC_STAGES)
 #define DC_MAX_QROWS_BYTES (24 * 1024) /* the quantized activation rows a block holds */
 #define DC_TILE (DC_THREADS * DC_CHUNKS) /* 16-byte chunks per tile */
 
 enum dc_mode {
     DC_PLAIN, /* one matrix W; x and y row 0 */
     DC_UP,    /* expert idx[s] for tiles of slot s; x row 0 (quantized per slot for q8_2f: its
-               * column field); y row s (the inner activations [k][rows]) */
+               * column field); y row s (the inner activations [k][rows]); with qout, in units */
     DC_DOWN   /* every slot in every tile; x row s; y = the weighted sum over the slots */
 };
 
-/* One product of the kernel (by value; 108 bytes: under the 128 bytes past which nvcc 13.0
+/* One product of the kernel (by value; 128 bytes: no more than the 128 bytes past which nvcc 13.0
  * miscompiled a conditional table load, products.cu's pk_item_of). */
 struct dc_product {
     const uint8_t *W;           /* DC_PLAIN */
@@ -76,7 +92,14 @@ struct dc_product {
                              * quantizes row 0) and between output rows (k_decode_multi's positions) */
     int rb;    /* output rows per tile */
     int tiles; /* DC_UP: per slot; else all */
+    /* DC_UP in units (NT_EXPERTS_NEW): the product after it, the experts' down product (L x mi
+     * matrices of next_dtype from the table Wnext), whose k activation rows - this product's
+     * outputs - the up kernel quantizes into qout; NULL: tiles as the other modes */
+    int next_dtype; /* (here: after the ints, no padding) */
+    const uint8_t *const *Wnext;
+    uint8_t *qout;
 };
+static_assert(sizeof(struct dc_product) <= 128, "dc_product: past 128 bytes nvcc 13.0 miscompiled (products.cuh)");
 
 #define DC_MAX_K 64 /* slots a block keeps its matrices' addresses for */
 
@@ -87,10 +110,37 @@ __device__ __forceinline__ const uint8_t *dc_matrix(const struct dc_product &a, 
     return a.mode == DC_PLAIN ? a.W : mats ? mats[s] : a.Wtab[a.idx[s]];
 }
 
+/* Quantizes one block of 32 columns (b) of a row into dst_row (pk_qx_stride(cols) bytes, dtype's
+ * column order), from the 8 lanes l8 = 0..7 of a warp that hold its columns 32 b + 4 l8 + i in
+ * v; W: a q8_2f matrix (wrows x cols) whose column scales multiply them first, else NULL. Every
+ * lane of the warp runs the shuffles; lanes not on write nothing. The bytes are quantize_block's
+ * (products.cu): the maximum is exact in any order. */
+__device__ __forceinline__ void dc_quantize_group(float v[4], const uint8_t *W, int64_t wrows, int cols, int dtype,
+                                                  uint8_t *dst_row, int b, int l8, bool on) {
+    int c0 = 32 * b + 4 * l8;
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        if (on && W) v[i] = __fmul_rn(v[i], f16f(ld16(W + d_q8_cs_off(wrows, cols) + 2 * (c0 + i))));
+    /* from a lane's own value, never from 0: a block of NaN keeps warp_max's NaN maximum */
+    float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    if (!on) return;
+    float d = __fdiv_rn(amax, 127.0f), inv = __fdiv_rn(127.0f, amax);
+    if (!(inv < INFINITY)) inv = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float r = rintf(__fmul_rn(v[i], inv));
+        r = fminf(fmaxf(r, -127.0f), 127.0f);
+        dst_row[32 * b + qx_slot(dtype, 4 * l8 + i)] = (uint8_t)(int8_t)(int)r;
+    }
+    if (l8 == 0) ((float *)(dst_row + 32 * (cols / 32)))[b] = d;
+}
+
 /* Quantizes units u0 .. u1 - 1 (unit = row q, block b of 32 columns: q nb + b) of the nq
  * activation rows into dst (pk_qx_stride(cols) bytes a row): 8 lanes per unit, 4 columns a
- * lane, the block's warps 4 units each per round; whole warps run every shuffle. The bytes are
- * quantize_block's (products.cu): the maximum is exact in any order. */
+ * lane, the block's warps 4 units each per round; whole warps run every shuffle. */
 __device__ void dc_quantize(const struct dc_product &a, const uint8_t *const *mats, uint8_t *dst_rows, int u0_block,
                             int u1) {
     int nb = a.cols / 32, lane = threadIdx.x & 31, l8 = lane & 7;
@@ -103,26 +153,8 @@ __device__ void dc_quantize(const struct dc_product &a, const uint8_t *const *ma
         const uint8_t *W = a.dtype == NT_DTYPE_Q8_2F ? dc_matrix(a, mats, a.nq > 1 ? q : 0) : NULL;
         float v[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            v[i] = on ? x[c0 + i] : 0.0f;
-            if (on && W) v[i] = __fmul_rn(v[i], f16f(ld16(W + d_q8_cs_off(a.rows, a.cols) + 2 * (c0 + i))));
-        }
-        /* from a lane's own value, never from 0: a block of NaN keeps warp_max's NaN maximum */
-        float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-        if (!on) continue;
-        float d = __fdiv_rn(amax, 127.0f), inv = __fdiv_rn(127.0f, amax);
-        if (!(inv < INFINITY)) inv = 0.0f;
-        uint8_t *dst = dst_rows + q * qs;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            float r = rintf(__fmul_rn(v[i], inv));
-            r = fminf(fmaxf(r, -127.0f), 127.0f);
-            dst[32 * b + qx_slot(a.dtype, 4 * l8 + i)] = (uint8_t)(int8_t)(int)r;
-        }
-        if (l8 == 0) ((float *)(dst + 32 * nb))[b] = d;
+        for (int i = 0; i < 4; i++) v[i] = on ? x[c0 + i] : 0.0f;
+        dc_quantize_group(v, W, a.rows, a.cols, a.dtype, dst_rows + q * qs, b, l8, on);
     }
 }
 
@@ -130,11 +162,28 @@ __device__ void dc_quantize(const struct dc_product &a, const uint8_t *const *ma
 struct dc_tile {
     int r0, nr, slot;
 };
+/* The experts' up product in units (qout): a unit is 32 rows of one slot - one block of 32
+ * columns of the down product's activation row - in dc_unit_tiles(rb) tiles, all computed by one
+ * block, which then quantizes the unit for the down product itself (no k_dc_quantize launch, no
+ * wait for the whole up product before it). rows % 32 == 0 (dc_fits of the down product). */
+__host__ __device__ static inline int dc_unit_tiles(int rb) { return (32 + rb - 1) / rb; }
 __device__ __forceinline__ struct dc_tile dc_tile_of(const struct dc_product &a, int T) {
     int slot = a.mode == DC_UP ? T / a.tiles : 0, rt = a.mode == DC_UP ? T % a.tiles : T;
     int r0 = rt * a.rb;
     struct dc_tile t = {r0, min(a.rb, a.rows - r0), slot};
+    if (a.qout) { /* tile j of unit u: rows 32 u + j rb .. */
+        int tpu = dc_unit_tiles(a.rb), j = rt % tpu;
+        t.r0 = rt / tpu * 32 + j * a.rb;
+        t.nr = min(a.rb, 32 - j * a.rb);
+    }
     return t;
+}
+/* The block's i-th tile: blockIdx.x, + gridDim.x, ...; in units, unit blockIdx.x, + gridDim.x,
+ * ... each tile by tile. */
+__device__ __forceinline__ int dc_block_tile(const struct dc_product &a, int i) {
+    if (!a.qout) return (int)blockIdx.x + i * (int)gridDim.x;
+    int tpu = dc_unit_tiles(a.rb);
+    return ((int)blockIdx.x + i / tpu * (int)gridDim.x) * tpu + i % tpu;
 }
 
 /* Where a thread's chunk j lies in every tile, found once per kernel (no division per tile):
@@ -174,6 +223,8 @@ __host__ __device__ static inline int dc_stage_bytes_of(const struct dc_product 
 __host__ __device__ static inline int dc_stage_bytes(const struct dc_product &a) {
     return dc_stage_bytes_of(a, DC_TILE, dc_pairs(a));
 }
+/* Stages a block of the product keeps (the experts' up product in units: DC_UP_STAGES). */
+__host__ __device__ static inline int dc_stages(const struct dc_product &a) { return a.qout ? DC_UP_STAGES : DC_STAGES; }
 /* The most any product's stage takes: pairs <= DC_THREADS, and a q4tp tile's pairs hold at most
  * DC_TILE groups of 5 bits plus two partial words a pair. */
 #define DC_MAX_STAGE_BYTES (16 * DC_TILE + 4 * DC_THREADS + (DC_TILE * 5 / 8 + 8 * DC_THREADS) + 16)
@@ -227,62 +278,97 @@ __device__ __forceinline__ float dc_finish(const struct dc_product &a, uint16_t 
     return v;
 }
 
+/* The experts' up product in units: this block's share of the down product's k matrices (mats)
+ * asked of L2 (DC_PREFETCH_DOWN), so that their DRAM reads overlap the up product and the down
+ * product reads L2. Bulk: thread s asks for the block's 1 / gridDim.x of matrix s in one request
+ * (matrices are 16-byte aligned: cp_async16 reads them; the last bytes below 16 are left out). */
+__device__ __forceinline__ void dc_prefetch_next(const struct dc_product &a, const uint8_t *const *mats) {
+#if DC_PREFETCH_DOWN
+    int64_t bytes = a.next_dtype == NT_DTYPE_Q4TP ? d_q4_codes_off(a.cols, a.rows) + a.cols * d_q4_cstride(a.rows)
+                                                  : d_q8_cs_off(a.cols, a.rows) + 2 * (int64_t)a.rows;
+#if DC_PREFETCH_DOWN == 1
+    int64_t share = ((bytes + gridDim.x - 1) / gridDim.x + 15) & ~(int64_t)15, at = blockIdx.x * share;
+    int64_t end = bytes & ~(int64_t)15;
+    if ((int)threadIdx.x < a.k && at < end) prefetch_l2(mats[threadIdx.x] + at, (uint32_t)min(share, end - at), 1);
+#else
+    int lines = (int)(bytes / 128) + 2; /* a matrix at any address spans this many at most */
+    for (int c = (int)(blockIdx.x * DC_THREADS + threadIdx.x); c < a.k * lines; c += (int)gridDim.x * DC_THREADS)
+        prefetch_l2(mats[c / lines] + min((int64_t)(c % lines) * 128, bytes - 1), 128, DC_PREFETCH_DOWN);
+#endif
+#endif
+}
+
 /* Q4: the matrices are q4tp (else q8_2f): each instance holds only its format's registers. The
- * dynamic shared memory is DC_STAGES stages of dc_stage_bytes(a), then the nq quantized rows.
+ * dynamic shared memory is dc_stages(a) stages of dc_stage_bytes(a), then the nq quantized rows.
  *
  * The block quantizes the activation rows itself, while its first tiles' weights are in flight
  * (no quantize kernel, no launch between). Launched early (NT_LAUNCH_EARLY: programmatic
  * dependent launch), a plain product's block issues those weight copies before it waits for the
  * kernel before it (grid_wait): the weights are constants, only the activations are that kernel's
- * output. The experts wait first: their matrices come from the router's choice. */
+ * output. The experts wait first: their matrices come from the router's choice.
+ *
+ * The experts' up product in units (a.qout, NT_EXPERTS_NEW): each block quantizes the units it
+ * computed for the down product, so the down product, launched right after, waits for this
+ * kernel alone; and once its own tiles are in flight each block asks L2 for its share of the
+ * down product's k matrices, so their DRAM reads overlap this product instead of following it. */
 template <bool Q4>
 __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct dc_product a) {
     __shared__ int32_t isum[2][DC_TILE]; /* block sums [row pair * nb + b], two tiles */
     __shared__ float gscale[2][Q4 ? DC_TILE : 1]; /* q4tp group scales, the same index */
     __shared__ float eo[2][DC_THREADS];  /* DC_DOWN: each (slot, row) pair's output */
     __shared__ const uint8_t *mats[DC_MAX_K];
+    __shared__ const uint8_t *mats_next[DC_MAX_K]; /* units: the down product's matrices */
+    __shared__ float uo[32];                        /* units: the unit's outputs */
     NT_DYNAMIC_SHARED(uint8_t, stages);
-    const bool q4 = Q4;
-    const int tid = threadIdx.x, nb = a.cols / 32, cpr = q4 ? nb : 2 * nb;
-    const int S = a.mode == DC_DOWN ? a.k : 1, all = a.mode == DC_UP ? a.tiles * a.k : a.tiles;
+    const bool q4 = Q4, units = a.qout != NULL;
+    const int tid = threadIdx.x, nb = a.cols / 32, cpr = q4 ? nb : 2 * nb, nst = dc_stages(a);
+    const int S = a.mode == DC_DOWN ? a.k : 1, tpu = units ? dc_unit_tiles(a.rb) : 1;
+    const int all = (a.mode == DC_UP ? a.tiles * a.k : a.tiles) / tpu; /* tiles, or units */
     const size_t qs = pk_qx_stride(a.cols);
     const int sb = dc_stage_bytes(a), pairs = dc_pairs(a), cw = dc_code_words(a.cols);
-    const int mine_tiles = blockIdx.x < (unsigned)all ? (all - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    const int mine_tiles = tpu * (blockIdx.x < (unsigned)all ? (all - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0);
 
     /* the experts' up product waits before it reads the router's choice, made by the kernel just
      * before it; the down product's was made two kernels back, complete once that kernel started
      * (every kernel lets its dependents start only after its own grid_wait) */
     if (a.mode == DC_UP) grid_wait();
-    if (a.mode != DC_PLAIN && tid < a.k) mats[tid] = a.Wtab[a.idx[tid]];
+    if (a.mode != DC_PLAIN && tid < a.k) {
+        int e = a.idx[tid];
+        mats[tid] = a.Wtab[e];
+        if (units) mats_next[tid] = a.Wnext[e];
+    }
     uint32_t where[DC_CHUNKS];
 #pragma unroll
     for (int j = 0; j < DC_CHUNKS; j++) where[j] = dc_where(tid + DC_THREADS * j, cpr, S, a.rb);
     const int chain_s = tid % S, chain_rl = tid / S; /* a chain thread's (slot, row): pr = tid */
     __syncthreads();
-#pragma unroll
-    for (int p = 0; p < DC_STAGES - 1; p++) {
+    for (int p = 0; p < nst - 1; p++) {
         if (p < mine_tiles)
-            dc_issue<Q4, DC_CHUNKS>(a, mats, dc_tile_of(a, blockIdx.x + p * gridDim.x), where, chain_s, chain_rl, pairs,
+            dc_issue<Q4, DC_CHUNKS>(a, mats, dc_tile_of(a, dc_block_tile(a, p)), where, chain_s, chain_rl, pairs,
                                    stages + p * sb);
         cp_async_commit(); /* empty groups past the block's tiles keep the wait counts uniform */
     }
     if (a.mode != DC_UP) grid_wait();
     grid_launch_dependents(); /* past grid_wait: see the experts' comment above */
-    uint8_t *sq = stages + DC_STAGES * sb; /* the quantized activation rows */
+    uint8_t *sq = stages + nst * sb; /* the quantized activation rows */
     if (a.qx) /* several rows: quantized once by k_dc_quantize for all the blocks */
         for (int i = tid; i < (int)(a.nq * qs / 16); i += DC_THREADS) ((uint4 *)sq)[i] = ((const uint4 *)a.qx)[i];
     else
         dc_quantize(a, mats, sq, 0, a.nq * nb);
     __syncthreads();
     for (int i = 0; i < mine_tiles; i++) {
-        int ahead = i + DC_STAGES - 1, buf = i & 1;
+        int ahead = i + nst - 1, buf = i & 1;
         if (ahead < mine_tiles) /* into the stage tile i - 1 used: only this thread read its parts */
-            dc_issue<Q4, DC_CHUNKS>(a, mats, dc_tile_of(a, blockIdx.x + ahead * gridDim.x), where, chain_s, chain_rl,
-                                    pairs, stages + (ahead % DC_STAGES) * sb);
+            dc_issue<Q4, DC_CHUNKS>(a, mats, dc_tile_of(a, dc_block_tile(a, ahead)), where, chain_s, chain_rl,
+                                    pairs, stages + (ahead % nst) * sb);
         cp_async_commit();
-        cp_async_wait<DC_STAGES - 1>(); /* tile i's copies (this thread's) have landed */
-        const struct dc_tile cur = dc_tile_of(a, blockIdx.x + i * gridDim.x);
-        const uint8_t *st = stages + (i % DC_STAGES) * sb;
+        if (units && i == 0) dc_prefetch_next(a, mats_next); /* behind the block's own tiles */
+        if (nst == DC_STAGES) /* tile i's copies (this thread's) have landed */
+            cp_async_wait<DC_STAGES - 1>();
+        else
+            cp_async_wait<DC_UP_STAGES - 1>();
+        const struct dc_tile cur = dc_tile_of(a, dc_block_tile(a, i));
+        const uint8_t *st = stages + (i % nst) * sb;
         const uint32_t *pw = (const uint32_t *)(st + 16 * DC_TILE);
         if (q4) __syncthreads(); /* the chain threads' params and codes, read by every chunk */
         /* this tile's block sums (and q4tp scales) */
@@ -336,6 +422,18 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
             float v = dc_finish(a, rs, a.bias ? a.bias[r] : 0.0f, acc);
             if (a.mode == DC_DOWN) eo[buf][tid] = v;
             else a.y[(int64_t)s * a.rows + r] = v;
+            if (units) uo[r & 31] = v;
+        }
+        if (units && ((cur.r0 + cur.nr) & 31) == 0) { /* the unit's last tile: its 32 outputs */
+            __syncthreads();                           /* (the next unit's writes: past a barrier) */
+            if (tid < 32) { /* lanes 0..7 hold 4 each, as dc_quantize's lanes of a unit */
+                int l8 = tid & 7;
+                float v[4];
+#pragma unroll
+                for (int i4 = 0; i4 < 4; i4++) v[i4] = tid < 8 ? uo[4 * l8 + i4] : 0.0f;
+                dc_quantize_group(v, a.next_dtype == NT_DTYPE_Q8_2F ? mats_next[cur.slot] : NULL, a.cols, a.rows,
+                                  a.next_dtype, a.qout + cur.slot * pk_qx_stride(a.rows), cur.r0 >> 5, l8, tid < 8);
+            }
         }
         if (a.mode == DC_DOWN) { /* the combine: k_moe_combine's chain over the slots in order */
             __syncthreads();
@@ -626,31 +724,36 @@ static bool dc_quantize_rows(struct nt_backend *be, const struct dc_product *a) 
            LAUNCHED(be);
 }
 
-/* qx_room: device memory for the nq quantized rows when nq > 1. */
-static bool dc_launch(struct nt_backend *be, struct dc_product *a, uint8_t *qx_room) {
+/* qx_room: device memory for the nq quantized rows when nq > 1; quantized: the kernel before
+ * (the experts' up product in units) has written them there, else k_dc_quantize does. */
+static bool dc_launch(struct nt_backend *be, struct dc_product *a, uint8_t *qx_room, bool quantized) {
     a->qx = a->nq > 1 ? qx_room : NULL;
     int S = a->mode == DC_DOWN ? a->k : 1;
     a->rb = DC_TILE / (S * chunks_per_row(a->dtype, a->cols));
     if (a->rb > DC_THREADS / S) a->rb = DC_THREADS / S;
     if (a->rb > a->rows) a->rb = a->rows;
-    a->tiles = (a->rows + a->rb - 1) / a->rb;
-    int all = a->mode == DC_UP ? a->tiles * a->k : a->tiles, grid = 0;
-    size_t smem = (size_t)DC_STAGES * dc_stage_bytes(*a) + (size_t)a->nq * pk_qx_stride(a->cols);
+    if (a->qout) { /* units of 32 rows in tiles of even size (q4tp at 2688 columns: 11, 11, 10) */
+        if (a->rb > 32) a->rb = 32;
+        a->rb = (32 + dc_unit_tiles(a->rb) - 1) / dc_unit_tiles(a->rb);
+    }
+    a->tiles = a->qout ? a->rows / 32 * dc_unit_tiles(a->rb) : (a->rows + a->rb - 1) / a->rb;
+    int all = (a->mode == DC_UP ? a->tiles * a->k : a->tiles) / (a->qout ? dc_unit_tiles(a->rb) : 1), grid = 0;
+    size_t smem = (size_t)dc_stages(*a) * dc_stage_bytes(*a) + (size_t)a->nq * pk_qx_stride(a->cols);
     bool q4 = a->dtype == NT_DTYPE_Q4TP;
     if (!(q4 ? dc_grid(be, k_decode<true>, "k_decode", smem, all, &grid)
              : dc_grid(be, k_decode<false>, "k_decode", smem, all, &grid)))
         return false;
-    if (a->qx && !dc_quantize_rows(be, a)) return false;
+    if (a->qx && !quantized && !dc_quantize_rows(be, a)) return false;
     if (q4) return CK(be, NT_LAUNCH_EARLY(k_decode<true>, grid, DC_THREADS, smem, *a)) && LAUNCHED(be);
     return CK(be, NT_LAUNCH_EARLY(k_decode<false>, grid, DC_THREADS, smem, *a)) && LAUNCHED(be);
 }
 
 cudaError_t dc_setup(void) {
     cudaError_t e = cudaFuncSetAttribute(k_decode<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         DC_STAGES * DC_MAX_STAGE_BYTES + DC_MAX_QROWS_BYTES);
+                                         DC_MAX_STAGES * DC_MAX_STAGE_BYTES + DC_MAX_QROWS_BYTES);
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(k_decode<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 DC_STAGES * DC_MAX_STAGE_BYTES + DC_MAX_QROWS_BYTES);
+                                 DC_MAX_STAGES * DC_MAX_STAGE_BYTES + DC_MAX_QROWS_BYTES);
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(k_decode_multi<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, DM_MAX_SMEM);
     if (e == cudaSuccess)
@@ -685,7 +788,7 @@ bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bi
     a.y = y;
     a.k = 1;
     a.nq = 1;
-    return dc_launch(be, &a, NULL);
+    return dc_launch(be, &a, NULL, false);
 }
 
 static int multi_reference; /* nt_cuda_multi_reference */
@@ -767,7 +870,14 @@ bool dc_experts(struct nt_backend *be, const struct nt_moe_dims *d, const uint8_
     a.y = inner;
     a.k = d->k;
     a.nq = up_qrows(up_dtype, d->k);
-    if (!dc_launch(be, &a, up_room)) return false;
+    if (NT_EXPERTS_NEW) { /* in units: the up kernel quantizes the down product's rows */
+        a.Wnext = down_tab;
+        a.qout = down_room;
+        a.next_dtype = down_dtype;
+    }
+    if (!dc_launch(be, &a, up_room, false)) return false;
+    a.Wnext = NULL;
+    a.qout = NULL;
     a.mode = DC_DOWN;
     a.Wtab = down_tab;
     a.wts = wts;
@@ -779,5 +889,5 @@ bool dc_experts(struct nt_backend *be, const struct nt_moe_dims *d, const uint8_
     a.x_stride = d->mi;
     a.y = y;
     a.nq = d->k;
-    return dc_launch(be, &a, down_room);
+    return dc_launch(be, &a, down_room, NT_EXPERTS_NEW);
 }

@@ -1775,6 +1775,8 @@ int main(int argc, char **argv) {
     static const struct experts_cfg ecfg[] = {
         {"q4tp-128", 128, 6, 256, 96, NT_DTYPE_Q4TP},
         {"q4tp-wide", 8, 2, 2688, 224, NT_DTYPE_Q4TP},
+        /* one position: q8_2f up tiles of 6 rows, a unit of 32 rows in 6 tiles (decode.cu) */
+        {"q8_2f-wide", 8, 2, 2688, 224, NT_DTYPE_Q8_2F},
         {"q4tp-dense", 16, 4, 256, 96, NT_DTYPE_Q4TP}, /* n = 64: tensor-core items */
         {"q8_2f", 16, 4, 256, 128, NT_DTYPE_Q8_2F},
         /* long inner rows (decode.cu's k_decode holds k of them in shared memory) */

@@ -17,7 +17,8 @@
  * has finished. The routed experts need no entry lists at one position (its k experts are
  * distinct): the up kernel's tiles run over (slot, rows of its expert), the down kernel's over
  * rows of the output with all k slots in each tile, so the combine happens in the tile (no
- * k_moe_plan, no k_moe_combine). With NT_EXPERTS_NEW (the default) the up kernel works in units
+ * k_moe_plan, no k_moe_combine). With NT_EXPERTS_NEW (a variant, off: on the H200 it measured
+ * 36 - 38 us a layer against 34 - 36, docs/PERF.md session 11) the up kernel works in units
  * of 32 rows of one slot - a block of 32 columns of the down product's rows - and the block that
  * computed a unit quantizes it for the down product (2 launches instead of 3: the down product
  * waits for the up kernel alone, not for it and then k_dc_quantize), keeps a unit's tiles in
@@ -53,7 +54,7 @@ extern "C" {
                      * timed alike on the H200 (docs/PERF.md); 2 leaves room for 3 blocks an SM */
 #endif
 #ifndef NT_EXPERTS_NEW
-#define NT_EXPERTS_NEW 1 /* 0: the experts of one position as in session 10 (dev/cuda/README.md) */
+#define NT_EXPERTS_NEW 0 /* 1: the experts of one position in units (above; slower, dev/cuda/README.md) */
 #endif
 #ifndef DC_UP_STAGES /* the experts' up product in units (below): a unit's 3 q4tp tiles in flight */
 #define DC_UP_STAGES (NT_EXPERTS_NEW ? 3 : DC_STAGES)

@@ -773,10 +773,12 @@ static INL Z512 __m512 q4z_scales8(const float *taba, const float *tabb, const u
     return _mm512_mask_blend_ps(0xFF00, sa, sb);
 }
 
-/* Rows r .. r+2ZP-1 x positions t .. t+P-1, q4tp (as q4_stream). Groups in runs of 8: the pairs'
- * 8 scales come as one vector (q4z_scales8), multiplied by the 8 groups' d of each position in
- * one multiply, and each group's s = scale * d is then one permutation away; the rest (gpr % 8)
- * group by group. */
+/* Rows r .. r+2ZP-1 x positions t .. t+P-1, q4tp (as q4_stream). At one position (decode) the
+ * groups go in runs of 8: the pairs' 8 scales come as one vector (q4z_scales8), times the 8
+ * groups' d in one multiply, and each group's s = scale * d is one permutation away (measured
+ * +15 % on this step, which extracting each group's codes dominated); with more positions, and
+ * for the rest (gpr % 8), group by group (the 8-group form measured 3 - 8 % slower at 2 - 4
+ * positions). Either way s is the same f32 product of the group's scale and d. */
 static INL Z512 void q4z_stream(const struct nt_mm *m, int r, int t, int P) {
     const struct q4_view v = q4_view(m, r, t);
     const int64_t gpr = v.gpr, cstride = v.cstride;
@@ -807,23 +809,22 @@ static INL Z512 void q4z_stream(const struct nt_mm *m, int r, int t, int P) {
         }                                                                                                 \
     } while (0)
     int64_t g = 0;
-    for (; g + 8 <= gpr; g += 8) {
-        __m512 sd[ZP * SP_MAX]; /* [j * P + p]: s of the 8 groups, row a's then row b's */
+    /* one position: the 8 groups' s = scale * d of a pair made in one multiply (sd[j], row a's
+     * then row b's), each group's one permutation away */
+    if (P == 1)
+        for (; g + 8 <= gpr; g += 8) {
+            __m512 sd[ZP];
+            const __m512 d8 = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd((const double *)(const void *)(qx + QREC * gpr + 4 * g))));
 #pragma GCC unroll 4
-        for (int j = 0; j < ZP; j++) {
-            const uint8_t *ca = codes + (size_t)(2 * j) * (size_t)cstride + (size_t)(5 * g / 8);
-            __m512 sc = q4z_scales8(tab[2 * j], tab[2 * j + 1], ca, ca + cstride);
-#pragma GCC unroll 4
-            for (int p = 0; p < P; p++) {
-                const float *dp = (const float *)(const void *)(qx + (size_t)p * pb + QREC * gpr) + g;
-                sd[j * P + p] = _mm512_mul_ps(sc, _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd((const double *)(const void *)dp))));
+            for (int j = 0; j < ZP; j++) {
+                const uint8_t *ca = codes + (size_t)(2 * j) * (size_t)cstride + (size_t)(5 * g / 8);
+                sd[j] = _mm512_mul_ps(q4z_scales8(tab[2 * j], tab[2 * j + 1], ca, ca + cstride), d8);
             }
-        }
-#define Q4Z_SD8(j, p) _mm512_permutexvar_ps(_mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(k), _mm512_set1_epi32(k + 8)), sd[(j) * P + (p)])
+#define Q4Z_SD8(j, p) _mm512_permutexvar_ps(_mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(k), _mm512_set1_epi32(k + 8)), sd[j])
 #pragma GCC unroll 8
-        for (int k = 0; k < 8; k++) Q4Z_STEP(g + k, Q4Z_SD8);
+            for (int k = 0; k < 8; k++) Q4Z_STEP(g + k, Q4Z_SD8);
 #undef Q4Z_SD8
-    }
+        }
     for (; g < gpr; g++) {
         __m512 sc[ZP];
 #pragma GCC unroll 4

@@ -166,23 +166,6 @@ template <int N> __device__ __forceinline__ void cp_async_wait(void) {
 #endif
 }
 
-/* Asks L2 for bytes at p, weights a later kernel reads, fetched from DRAM while this one streams
- * its own: no register, nothing waits on it. how 1: the n bytes at p (p 16-byte aligned, n a
- * multiple of 16) in one bulk request to sm_90's copy engine; 2: the 128-byte line holding p;
- * 3: that line with the evict_last hint (it outlasts lines read once). The emulation: nothing. */
-__device__ __forceinline__ void prefetch_l2(const void *p, uint32_t n, int how) {
-#ifdef NT_CUDA_EMULATION
-    (void)p, (void)n, (void)how;
-#else
-    if (how == 1)
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(n) : "memory");
-    else if (how == 2)
-        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
-    else
-        asm volatile("prefetch.global.L2::evict_last [%0];\n" ::"l"(p));
-#endif
-}
-
 /* (float)i for |i| < 2^22, exactly, without the conversion unit (16 conversions per clock per SM
  * on sm_90 against 64 integer adds and 128 float adds): 0x4B400000 is 1.5 * 2^23, whose unit in
  * the last place is 1, so the integer add writes i into the mantissa and the float subtract takes

@@ -1,8 +1,6 @@
 /* decode.cu - the products of a pass of one position (a decode step): every packed matrix of the
  * pass, and the position's routed experts in two kernels (up for its k experts; down for all k
- * with the weighted combine fused), by persistent blocks that stream the weights; and the plain
- * packed products of a pass of 2 .. 16 positions (a verify pass), the same stream applied to all
- * the pass's rows (k_decode_multi, below).
+ * with the weighted combine fused), by persistent blocks that stream the weights.
  *
  * WHY A KERNEL OF ITS OWN. At one position a product is a stream of weights (1-350 MB) with a
  * little arithmetic. k_gemv's blocks each load 32 KB, quantize the activation row, compute and
@@ -17,15 +15,8 @@
  * has finished. The routed experts need no entry lists at one position (its k experts are
  * distinct): the up kernel's tiles run over (slot, rows of its expert), the down kernel's over
  * rows of the output with all k slots in each tile, so the combine happens in the tile (no
- * k_moe_plan, no k_moe_combine). With NT_EXPERTS_NEW (a variant, off: on the H200 it measured
- * 36 - 38 us a layer against 34 - 36, docs/PERF.md session 11) the up kernel works in units
- * of 32 rows of one slot - a block of 32 columns of the down product's rows - and the block that
- * computed a unit quantizes it for the down product (2 launches instead of 3: the down product
- * waits for the up kernel alone, not for it and then k_dc_quantize), keeps a unit's tiles in
- * flight at once (DC_UP_STAGES), and asks L2 for the down product's weights once the router's
- * choice is known, so the two products' DRAM reads overlap (docs/PERF.md, session 11). Float
- * weights (the router) get one block per row, the row staged whole with the pass's 1 .. 16 rows
- * of x (k_float_row).
+ * k_moe_plan, no k_moe_combine: 3 launches instead of 6). Float weights (the router) get one
+ * block per row, the row staged whole (k_float_row).
  *
  * THE ARITHMETIC IS products.cu's, TO THE BIT. The activation rows are quantized to the same
  * bytes (the same block maxima, d = amax / 127, inv = 127 / amax, rint and clamp; 8 lanes per
@@ -53,27 +44,17 @@ extern "C" {
 #define DC_STAGES 2 /* tiles a block has in flight or in hand (the tile pipeline, below): 2, 3 and 4
                      * timed alike on the H200 (docs/PERF.md); 2 leaves room for 3 blocks an SM */
 #endif
-#ifndef NT_EXPERTS_NEW
-#define NT_EXPERTS_NEW 0 /* 1: the experts of one position in units (above; slower, dev/cuda/README.md) */
-#endif
-#ifndef DC_UP_STAGES /* the experts' up product in units (below): a unit's 3 q4tp tiles in flight */
-#define DC_UP_STAGES (NT_EXPERTS_NEW ? 3 : DC_STAGES)
-#endif
-#ifndef DC_PREFETCH_DOWN /* the up product asks L2 for the down product's weights (NT_EXPERTS_NEW): */
-#define DC_PREFETCH_DOWN 1 /* 0 no; 1 a bulk request a block and matrix; 2 line by line; 3 line by */
-#endif                     /* line with the evict_last hint */
-#define DC_MAX_STAGES (DC_UP_STAGES > DC_STAGES ? DC_UP_STAGES : DC_STAGES)
 #define DC_MAX_QROWS_BYTES (24 * 1024) /* the quantized activation rows a block holds */
 #define DC_TILE (DC_THREADS * DC_CHUNKS) /* 16-byte chunks per tile */
 
 enum dc_mode {
     DC_PLAIN, /* one matrix W; x and y row 0 */
     DC_UP,    /* expert idx[s] for tiles of slot s; x row 0 (quantized per slot for q8_2f: its
-               * column field); y row s (the inner activations [k][rows]); with qout, in units */
+               * column field); y row s (the inner activations [k][rows]) */
     DC_DOWN   /* every slot in every tile; x row s; y = the weighted sum over the slots */
 };
 
-/* One product of the kernel (by value; 128 bytes: no more than the 128 bytes past which nvcc 13.0
+/* One product of the kernel (by value; 100 bytes: under the 128 bytes past which nvcc 13.0
  * miscompiled a conditional table load, products.cu's pk_item_of). */
 struct dc_product {
     const uint8_t *W;           /* DC_PLAIN */
@@ -88,19 +69,10 @@ struct dc_product {
     int mode, dtype, act;
     int rows, cols;
     int k;     /* slots (DC_UP, DC_DOWN) */
-    int nq;    /* activation rows quantized: 1, k (one per slot) or n (k_decode_multi: one per position) */
-    int x_stride, y_stride; /* floats between activation rows q (DC_DOWN: cols; DC_UP: 0, every slot
-                             * quantizes row 0) and between output rows (k_decode_multi's positions) */
+    int nq;    /* activation rows quantized: 1, or k (one per slot) */
     int rb;    /* output rows per tile */
     int tiles; /* DC_UP: per slot; else all */
-    /* DC_UP in units (NT_EXPERTS_NEW): the product after it, the experts' down product (L x mi
-     * matrices of next_dtype from the table Wnext), whose k activation rows - this product's
-     * outputs - the up kernel quantizes into qout; NULL: tiles as the other modes */
-    int next_dtype; /* (here: after the ints, no padding) */
-    const uint8_t *const *Wnext;
-    uint8_t *qout;
 };
-static_assert(sizeof(struct dc_product) <= 128, "dc_product: past 128 bytes nvcc 13.0 miscompiled (products.cuh)");
 
 #define DC_MAX_K 64 /* slots a block keeps its matrices' addresses for */
 
@@ -111,37 +83,10 @@ __device__ __forceinline__ const uint8_t *dc_matrix(const struct dc_product &a, 
     return a.mode == DC_PLAIN ? a.W : mats ? mats[s] : a.Wtab[a.idx[s]];
 }
 
-/* Quantizes one block of 32 columns (b) of a row into dst_row (pk_qx_stride(cols) bytes, dtype's
- * column order), from the 8 lanes l8 = 0..7 of a warp that hold its columns 32 b + 4 l8 + i in
- * v; W: a q8_2f matrix (wrows x cols) whose column scales multiply them first, else NULL. Every
- * lane of the warp runs the shuffles; lanes not on write nothing. The bytes are quantize_block's
- * (products.cu): the maximum is exact in any order. */
-__device__ __forceinline__ void dc_quantize_group(float v[4], const uint8_t *W, int64_t wrows, int cols, int dtype,
-                                                  uint8_t *dst_row, int b, int l8, bool on) {
-    int c0 = 32 * b + 4 * l8;
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-        if (on && W) v[i] = __fmul_rn(v[i], f16f(ld16(W + d_q8_cs_off(wrows, cols) + 2 * (c0 + i))));
-    /* from a lane's own value, never from 0: a block of NaN keeps warp_max's NaN maximum */
-    float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    if (!on) return;
-    float d = __fdiv_rn(amax, 127.0f), inv = __fdiv_rn(127.0f, amax);
-    if (!(inv < INFINITY)) inv = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float r = rintf(__fmul_rn(v[i], inv));
-        r = fminf(fmaxf(r, -127.0f), 127.0f);
-        dst_row[32 * b + qx_slot(dtype, 4 * l8 + i)] = (uint8_t)(int8_t)(int)r;
-    }
-    if (l8 == 0) ((float *)(dst_row + 32 * (cols / 32)))[b] = d;
-}
-
 /* Quantizes units u0 .. u1 - 1 (unit = row q, block b of 32 columns: q nb + b) of the nq
  * activation rows into dst (pk_qx_stride(cols) bytes a row): 8 lanes per unit, 4 columns a
- * lane, the block's warps 4 units each per round; whole warps run every shuffle. */
+ * lane, the block's warps 4 units each per round; whole warps run every shuffle. The bytes are
+ * quantize_block's (products.cu): the maximum is exact in any order. */
 __device__ void dc_quantize(const struct dc_product &a, const uint8_t *const *mats, uint8_t *dst_rows, int u0_block,
                             int u1) {
     int nb = a.cols / 32, lane = threadIdx.x & 31, l8 = lane & 7;
@@ -150,12 +95,30 @@ __device__ void dc_quantize(const struct dc_product &a, const uint8_t *const *ma
         int u = u0 + (lane >> 3);
         bool on = u < u1;
         int q = on ? u / nb : 0, b = on ? u % nb : 0, c0 = 32 * b + 4 * l8;
-        const float *x = a.x + (int64_t)q * a.x_stride;
+        const float *x = a.x + (a.mode == DC_DOWN ? (int64_t)q * a.cols : 0);
         const uint8_t *W = a.dtype == NT_DTYPE_Q8_2F ? dc_matrix(a, mats, a.nq > 1 ? q : 0) : NULL;
         float v[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) v[i] = on ? x[c0 + i] : 0.0f;
-        dc_quantize_group(v, W, a.rows, a.cols, a.dtype, dst_rows + q * qs, b, l8, on);
+        for (int i = 0; i < 4; i++) {
+            v[i] = on ? x[c0 + i] : 0.0f;
+            if (on && W) v[i] = __fmul_rn(v[i], f16f(ld16(W + d_q8_cs_off(a.rows, a.cols) + 2 * (c0 + i))));
+        }
+        /* from a lane's own value, never from 0: a block of NaN keeps warp_max's NaN maximum */
+        float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+        if (!on) continue;
+        float d = __fdiv_rn(amax, 127.0f), inv = __fdiv_rn(127.0f, amax);
+        if (!(inv < INFINITY)) inv = 0.0f;
+        uint8_t *dst = dst_rows + q * qs;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float r = rintf(__fmul_rn(v[i], inv));
+            r = fminf(fmaxf(r, -127.0f), 127.0f);
+            dst[32 * b + qx_slot(a.dtype, 4 * l8 + i)] = (uint8_t)(int8_t)(int)r;
+        }
+        if (l8 == 0) ((float *)(dst + 32 * nb))[b] = d;
     }
 }
 
@@ -163,28 +126,11 @@ __device__ void dc_quantize(const struct dc_product &a, const uint8_t *const *ma
 struct dc_tile {
     int r0, nr, slot;
 };
-/* The experts' up product in units (qout): a unit is 32 rows of one slot - one block of 32
- * columns of the down product's activation row - in dc_unit_tiles(rb) tiles, all computed by one
- * block, which then quantizes the unit for the down product itself (no k_dc_quantize launch, no
- * wait for the whole up product before it). rows % 32 == 0 (dc_fits of the down product). */
-__host__ __device__ static inline int dc_unit_tiles(int rb) { return (32 + rb - 1) / rb; }
 __device__ __forceinline__ struct dc_tile dc_tile_of(const struct dc_product &a, int T) {
     int slot = a.mode == DC_UP ? T / a.tiles : 0, rt = a.mode == DC_UP ? T % a.tiles : T;
     int r0 = rt * a.rb;
     struct dc_tile t = {r0, min(a.rb, a.rows - r0), slot};
-    if (a.qout) { /* tile j of unit u: rows 32 u + j rb .. */
-        int tpu = dc_unit_tiles(a.rb), j = rt % tpu;
-        t.r0 = rt / tpu * 32 + j * a.rb;
-        t.nr = min(a.rb, 32 - j * a.rb);
-    }
     return t;
-}
-/* The block's i-th tile: blockIdx.x, + gridDim.x, ...; in units, unit blockIdx.x, + gridDim.x,
- * ... each tile by tile. */
-__device__ __forceinline__ int dc_block_tile(const struct dc_product &a, int i) {
-    if (!a.qout) return (int)blockIdx.x + i * (int)gridDim.x;
-    int tpu = dc_unit_tiles(a.rb);
-    return ((int)blockIdx.x + i / tpu * (int)gridDim.x) * tpu + i % tpu;
 }
 
 /* Where a thread's chunk j lies in every tile, found once per kernel (no division per tile):
@@ -213,53 +159,45 @@ __device__ __forceinline__ int where_chunk(uint32_t w) { return (int)(w & 4095);
  * params or q8_2f row-scale word, then (q4tp) each pair's row of 5-bit codes as whole 32-bit words
  * from the word holding its first byte (the payload is padded so the last row's word exists). */
 
-/* Bytes of a stage's parts (host and device agree through these): `tile` chunks of weights, then
- * `words` param / row-scale words (one per copying thread), then (q4tp) a row of codes per word. */
+/* Bytes of a stage's parts (host and device agree through these). */
 __host__ __device__ static inline int dc_code_words(int cols) { return (int)((cols / 32 * 5 + 7) / 8 + 3) / 4 + 1; }
 __host__ __device__ static inline int dc_pairs(const struct dc_product &a) { return (a.mode == DC_DOWN ? a.k : 1) * a.rb; }
-__host__ __device__ static inline int dc_stage_bytes_of(const struct dc_product &a, int tile, int words) {
-    int codes = a.dtype == NT_DTYPE_Q4TP ? words * dc_code_words(a.cols) * 4 : 0;
-    return (16 * tile + 4 * words + codes + 15) / 16 * 16;
-}
 __host__ __device__ static inline int dc_stage_bytes(const struct dc_product &a) {
-    return dc_stage_bytes_of(a, DC_TILE, dc_pairs(a));
+    int codes = a.dtype == NT_DTYPE_Q4TP ? dc_pairs(a) * dc_code_words(a.cols) * 4 : 0;
+    return (16 * DC_TILE + 4 * dc_pairs(a) + codes + 15) / 16 * 16;
 }
-/* Stages a block of the product keeps (the experts' up product in units: DC_UP_STAGES). */
-__host__ __device__ static inline int dc_stages(const struct dc_product &a) { return a.qout ? DC_UP_STAGES : DC_STAGES; }
 /* The most any product's stage takes: pairs <= DC_THREADS, and a q4tp tile's pairs hold at most
  * DC_TILE groups of 5 bits plus two partial words a pair. */
 #define DC_MAX_STAGE_BYTES (16 * DC_TILE + 4 * DC_THREADS + (DC_TILE * 5 / 8 + 8 * DC_THREADS) + 16)
 
-/* Issues the copies of tile t into stage st (CHUNKS chunks a thread): the thread's weight chunks,
- * and for a thread that copies the params of row chain_rl (slot chain_s) of the tile - k_decode:
- * the chain thread of pair tid; k_decode_multi: q4tp row tid, or the q8_2f row of chain tid - its
- * params / row-scale word as word tid and its codes after pwords such words. Rows past the
- * tile's are not copied and never read. */
-template <bool Q4, int CHUNKS>
+/* Issues the copies of tile t into stage st: the thread's weight chunks, and for a thread that
+ * runs a chain (pair tid) its row's params / row-scale word and codes. Rows past the tile's are
+ * not copied and never read. */
+template <bool Q4>
 __device__ __forceinline__ void dc_issue(const struct dc_product &a, const uint8_t *const *mats, const struct dc_tile &t,
-                                         const uint32_t *where, int chain_s, int chain_rl, int pwords, uint8_t *st) {
-    int nb = a.cols / 32;
+                                         const uint32_t *where, int chain_s, int chain_rl, uint8_t *st) {
+    int nb = a.cols / 32, S = a.mode == DC_DOWN ? a.k : 1;
     int64_t row_bytes = Q4 ? (int64_t)nb * 16 : a.cols;
     uint4 *w = (uint4 *)st;
 #pragma unroll
-    for (int j = 0; j < CHUNKS; j++) {
+    for (int j = 0; j < DC_CHUNKS; j++) {
         int rl = where_row(where[j]);
         if (rl < t.nr) {
             const uint8_t *W = dc_matrix(a, mats, a.mode == DC_DOWN ? where_slot(where[j]) : t.slot);
             cp_async16(w + threadIdx.x + DC_THREADS * j, W + (t.r0 + rl) * row_bytes + 16 * (int64_t)where_chunk(where[j]));
         }
     }
-    if (chain_rl < t.nr) {
+    if ((int)threadIdx.x < S * t.nr) {
         const uint8_t *W = dc_matrix(a, mats, a.mode == DC_DOWN ? chain_s : t.slot);
         int64_t r = t.r0 + chain_rl;
-        uint32_t *pw = (uint32_t *)(st + 16 * DC_THREADS * CHUNKS);
+        uint32_t *pw = (uint32_t *)(st + 16 * DC_TILE);
         if (Q4) {
             cp_async4(pw + threadIdx.x, W + d_q4_params_off(a.rows, a.cols) + 4 * r);
             const uint8_t *c0 = W + d_q4_codes_off(a.rows, a.cols) + r * d_q4_cstride(a.cols);
             const uint8_t *c1 = c0 + d_q4_cstride(a.cols);
             const uint8_t *w0 = (const uint8_t *)((uintptr_t)c0 & ~(uintptr_t)3);
             int words = (int)(((uintptr_t)c1 + 3 - (uintptr_t)w0) / 4), cw = dc_code_words(a.cols);
-            uint32_t *cd = pw + pwords + threadIdx.x * cw;
+            uint32_t *cd = pw + dc_pairs(a) + threadIdx.x * cw;
             for (int i = 0; i < words; i++) cp_async4(cd + i, w0 + 4 * i);
         } else {
             cp_async4(pw + threadIdx.x, (const uint8_t *)((uintptr_t)(W + d_q8_rs_off(a.rows, a.cols) + 2 * r) & ~(uintptr_t)3));
@@ -279,97 +217,61 @@ __device__ __forceinline__ float dc_finish(const struct dc_product &a, uint16_t 
     return v;
 }
 
-/* The experts' up product in units: this block's share of the down product's k matrices (mats)
- * asked of L2 (DC_PREFETCH_DOWN), so that their DRAM reads overlap the up product and the down
- * product reads L2. Bulk: thread s asks for the block's 1 / gridDim.x of matrix s in one request
- * (matrices are 16-byte aligned: cp_async16 reads them; the last bytes below 16 are left out). */
-__device__ __forceinline__ void dc_prefetch_next(const struct dc_product &a, const uint8_t *const *mats) {
-#if DC_PREFETCH_DOWN
-    int64_t bytes = a.next_dtype == NT_DTYPE_Q4TP ? d_q4_codes_off(a.cols, a.rows) + a.cols * d_q4_cstride(a.rows)
-                                                  : d_q8_cs_off(a.cols, a.rows) + 2 * (int64_t)a.rows;
-#if DC_PREFETCH_DOWN == 1
-    int64_t share = ((bytes + gridDim.x - 1) / gridDim.x + 15) & ~(int64_t)15, at = blockIdx.x * share;
-    int64_t end = bytes & ~(int64_t)15;
-    if ((int)threadIdx.x < a.k && at < end) prefetch_l2(mats[threadIdx.x] + at, (uint32_t)min(share, end - at), 1);
-#else
-    int lines = (int)(bytes / 128) + 2; /* a matrix at any address spans this many at most */
-    for (int c = (int)(blockIdx.x * DC_THREADS + threadIdx.x); c < a.k * lines; c += (int)gridDim.x * DC_THREADS)
-        prefetch_l2(mats[c / lines] + min((int64_t)(c % lines) * 128, bytes - 1), 128, DC_PREFETCH_DOWN);
-#endif
-#endif
-}
-
 /* Q4: the matrices are q4tp (else q8_2f): each instance holds only its format's registers. The
- * dynamic shared memory is dc_stages(a) stages of dc_stage_bytes(a), then the nq quantized rows.
+ * dynamic shared memory is DC_STAGES stages of dc_stage_bytes(a), then the nq quantized rows.
  *
  * The block quantizes the activation rows itself, while its first tiles' weights are in flight
  * (no quantize kernel, no launch between). Launched early (NT_LAUNCH_EARLY: programmatic
  * dependent launch), a plain product's block issues those weight copies before it waits for the
  * kernel before it (grid_wait): the weights are constants, only the activations are that kernel's
- * output. The experts wait first: their matrices come from the router's choice.
- *
- * The experts' up product in units (a.qout, NT_EXPERTS_NEW): each block quantizes the units it
- * computed for the down product, so the down product, launched right after, waits for this
- * kernel alone; and once its own tiles are in flight each block asks L2 for its share of the
- * down product's k matrices, so their DRAM reads overlap this product instead of following it. */
+ * output. The experts wait first: their matrices come from the router's choice. */
 template <bool Q4>
 __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct dc_product a) {
     __shared__ int32_t isum[2][DC_TILE]; /* block sums [row pair * nb + b], two tiles */
     __shared__ float gscale[2][Q4 ? DC_TILE : 1]; /* q4tp group scales, the same index */
     __shared__ float eo[2][DC_THREADS];  /* DC_DOWN: each (slot, row) pair's output */
     __shared__ const uint8_t *mats[DC_MAX_K];
-    __shared__ const uint8_t *mats_next[DC_MAX_K]; /* units: the down product's matrices */
-    __shared__ float uo[32];                        /* units: the unit's outputs */
     NT_DYNAMIC_SHARED(uint8_t, stages);
-    const bool q4 = Q4, units = a.qout != NULL;
-    const int tid = threadIdx.x, nb = a.cols / 32, cpr = q4 ? nb : 2 * nb, nst = dc_stages(a);
-    const int S = a.mode == DC_DOWN ? a.k : 1, tpu = units ? dc_unit_tiles(a.rb) : 1;
-    const int all = (a.mode == DC_UP ? a.tiles * a.k : a.tiles) / tpu; /* tiles, or units */
+    const bool q4 = Q4;
+    const int tid = threadIdx.x, nb = a.cols / 32, cpr = q4 ? nb : 2 * nb;
+    const int S = a.mode == DC_DOWN ? a.k : 1, all = a.mode == DC_UP ? a.tiles * a.k : a.tiles;
     const size_t qs = pk_qx_stride(a.cols);
     const int sb = dc_stage_bytes(a), pairs = dc_pairs(a), cw = dc_code_words(a.cols);
-    const int mine_tiles = tpu * (blockIdx.x < (unsigned)all ? (all - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0);
+    const int mine_tiles = blockIdx.x < (unsigned)all ? (all - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
 
     /* the experts' up product waits before it reads the router's choice, made by the kernel just
      * before it; the down product's was made two kernels back, complete once that kernel started
      * (every kernel lets its dependents start only after its own grid_wait) */
     if (a.mode == DC_UP) grid_wait();
-    if (a.mode != DC_PLAIN && tid < a.k) {
-        int e = a.idx[tid];
-        mats[tid] = a.Wtab[e];
-        if (units) mats_next[tid] = a.Wnext[e];
-    }
+    if (a.mode != DC_PLAIN && tid < a.k) mats[tid] = a.Wtab[a.idx[tid]];
     uint32_t where[DC_CHUNKS];
 #pragma unroll
     for (int j = 0; j < DC_CHUNKS; j++) where[j] = dc_where(tid + DC_THREADS * j, cpr, S, a.rb);
     const int chain_s = tid % S, chain_rl = tid / S; /* a chain thread's (slot, row): pr = tid */
     __syncthreads();
-    for (int p = 0; p < nst - 1; p++) {
+#pragma unroll
+    for (int p = 0; p < DC_STAGES - 1; p++) {
         if (p < mine_tiles)
-            dc_issue<Q4, DC_CHUNKS>(a, mats, dc_tile_of(a, dc_block_tile(a, p)), where, chain_s, chain_rl, pairs,
-                                   stages + p * sb);
+            dc_issue<Q4>(a, mats, dc_tile_of(a, blockIdx.x + p * gridDim.x), where, chain_s, chain_rl, stages + p * sb);
         cp_async_commit(); /* empty groups past the block's tiles keep the wait counts uniform */
     }
     if (a.mode != DC_UP) grid_wait();
     grid_launch_dependents(); /* past grid_wait: see the experts' comment above */
-    uint8_t *sq = stages + nst * sb; /* the quantized activation rows */
+    uint8_t *sq = stages + DC_STAGES * sb; /* the quantized activation rows */
     if (a.qx) /* several rows: quantized once by k_dc_quantize for all the blocks */
         for (int i = tid; i < (int)(a.nq * qs / 16); i += DC_THREADS) ((uint4 *)sq)[i] = ((const uint4 *)a.qx)[i];
     else
         dc_quantize(a, mats, sq, 0, a.nq * nb);
     __syncthreads();
     for (int i = 0; i < mine_tiles; i++) {
-        int ahead = i + nst - 1, buf = i & 1;
+        int ahead = i + DC_STAGES - 1, buf = i & 1;
         if (ahead < mine_tiles) /* into the stage tile i - 1 used: only this thread read its parts */
-            dc_issue<Q4, DC_CHUNKS>(a, mats, dc_tile_of(a, dc_block_tile(a, ahead)), where, chain_s, chain_rl,
-                                    pairs, stages + (ahead % nst) * sb);
+            dc_issue<Q4>(a, mats, dc_tile_of(a, blockIdx.x + ahead * gridDim.x), where, chain_s, chain_rl,
+                         stages + (ahead % DC_STAGES) * sb);
         cp_async_commit();
-        if (units && i == 0) dc_prefetch_next(a, mats_next); /* behind the block's own tiles */
-        if (nst == DC_STAGES) /* tile i's copies (this thread's) have landed */
-            cp_async_wait<DC_STAGES - 1>();
-        else
-            cp_async_wait<DC_UP_STAGES - 1>();
-        const struct dc_tile cur = dc_tile_of(a, dc_block_tile(a, i));
-        const uint8_t *st = stages + (i % nst) * sb;
+        cp_async_wait<DC_STAGES - 1>(); /* tile i's copies (this thread's) have landed */
+        const struct dc_tile cur = dc_tile_of(a, blockIdx.x + i * gridDim.x);
+        const uint8_t *st = stages + (i % DC_STAGES) * sb;
         const uint32_t *pw = (const uint32_t *)(st + 16 * DC_TILE);
         if (q4) __syncthreads(); /* the chain threads' params and codes, read by every chunk */
         /* this tile's block sums (and q4tp scales) */
@@ -416,25 +318,22 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
         __syncthreads();
         if (tid < S * cur.nr) { /* one chain per (slot, row): the blocks in order */
             int s = a.mode == DC_DOWN ? chain_s : cur.slot, rl = chain_rl;
+            const int32_t *is = isum[buf] + tid * nb;
             const float *dv = (const float *)(sq + (a.nq > 1 ? s : 0) * qs + 32 * nb);
-            float acc = pk_chain<Q4>(isum[buf] + tid * nb, gscale[buf] + (q4 ? tid * nb : 0), dv, nb);
+            float acc = 0.0f;
+            if (q4) {
+                const float *gsc = gscale[buf] + tid * nb;
+#pragma unroll 4
+                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(gsc[b], dv[b]), acc);
+            } else {
+#pragma unroll 4
+                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], dv[b], acc);
+            }
             int r = cur.r0 + rl;
             uint16_t rs = q4 ? 0 : (uint16_t)(pw[tid] >> (16 * (r & 1)));
             float v = dc_finish(a, rs, a.bias ? a.bias[r] : 0.0f, acc);
             if (a.mode == DC_DOWN) eo[buf][tid] = v;
             else a.y[(int64_t)s * a.rows + r] = v;
-            if (units) uo[r & 31] = v;
-        }
-        if (units && ((cur.r0 + cur.nr) & 31) == 0) { /* the unit's last tile: its 32 outputs */
-            __syncthreads();                           /* (the next unit's writes: past a barrier) */
-            if (tid < 32) { /* lanes 0..7 hold 4 each, as dc_quantize's lanes of a unit */
-                int l8 = tid & 7;
-                float v[4];
-#pragma unroll
-                for (int i4 = 0; i4 < 4; i4++) v[i4] = tid < 8 ? uo[4 * l8 + i4] : 0.0f;
-                dc_quantize_group(v, a.next_dtype == NT_DTYPE_Q8_2F ? mats_next[cur.slot] : NULL, a.cols, a.rows,
-                                  a.next_dtype, a.qout + cur.slot * pk_qx_stride(a.rows), cur.r0 >> 5, l8, tid < 8);
-            }
         }
         if (a.mode == DC_DOWN) { /* the combine: k_moe_combine's chain over the slots in order */
             __syncthreads();
@@ -460,230 +359,47 @@ __global__ void __launch_bounds__(DC_THREADS) k_dc_quantize(struct dc_product a)
     dc_quantize(a, NULL, a.qx, u0, min(u0 + DC_QUANTIZE_UNITS, units));
 }
 
-/* ---- passes of 2 .. DM_MAX_N positions: k_decode_multi ------------------------------------------
- *
- * A verify pass (speculative decoding: 1 + k positions) or a short prompt multiplies every matrix
- * by a few activation rows. That is still a stream of weights (the bytes are read once for all n
- * positions), but k_gemv's items of 4 (one wave of blocks that each load 32 KB, compute and
- * retire) took 2.7x the one-position time at n = 4 on the H200 (docs/PERF.md, session 10). Here the
- * pipeline of k_decode carries n positions: the persistent grid, each block walking its tiles
- * (blockIdx.x, + gridDim.x, ...) with DM_STAGES - 1 tiles' weights in flight through cp.async;
- * the n rows are quantized once by k_dc_quantize and copied whole into the block's shared memory;
- * every weight chunk, read from its stage once, meets the n rows' bytes (n block sums a chunk);
- * then one chain per (row, position) runs products.cu's fma chain and store. The arithmetic is
- * k_decode's, so each position gets the bits it gets alone or in a long pass.
- *
- * Shared memory per block: DM_STAGES stages of DM_TILE chunks (8 KB: half k_decode's tile, three
- * stages, so the same 16 KB in flight), the block sums of one tile for n positions (n x 257 words
- * q8_2f, n x 513 q4tp: one buffer, a barrier a tile more than k_decode's two), the q4tp group
- * scales of the tile (shared by the positions), and the n quantized rows (n x ~1.1 bytes a
- * column). At n = 8 and 2688 columns that is 58 KB (q8_2f) to 68 KB (q4tp): 3 blocks an SM, as
- * k_decode; at n = 16, 90-109 KB (4096 columns: 116 KB): 2 or 1 blocks an SM, the grid sized by
- * the occupancy the runtime reports. DM_MAX_N = 16: a pass of 17 or more runs k_mma (products.cu:
- * PK_MMA_MIN_PLAIN); past ~8 positions the chunk loop reads n x 16 bytes of rows from shared
- * memory per 16 bytes of weights (128 bytes a cycle an SM) and the block sums of n positions
- * crowd the shared memory, so the stream slows down with n from there. */
-#ifndef NT_DECODE_MULTI
-#define NT_DECODE_MULTI 1 /* 0: passes of 2 .. DM_MAX_N positions run k_gemv / k_mma (products.cu) */
-#endif
-#ifndef DM_MAX_N
-#define DM_MAX_N 16
-#endif
-#ifndef DM_CHUNKS
-#define DM_CHUNKS 2 /* 16-byte weight loads per thread per tile: 8 KB tiles */
-#endif
-#ifndef DM_STAGES
-#define DM_STAGES 3
-#endif
-#define DM_TILE (DC_THREADS * DM_CHUNKS)
-#define DM_MAX_SMEM (227 * 1024) /* what a block may opt into on sm_90 */
-static_assert(DM_TILE <= 4096 && DM_STAGES >= 2 && DM_MAX_N <= DC_THREADS, "k_decode_multi's sizes");
-
-/* Bytes between two positions' quantized rows in shared memory: pk_qx_stride, plus 16 where its
- * words are a multiple of 8, so that the chains of one warp, reading block scale b of up to 8
- * positions at once, read 8 distinct banks (16-byte rows leave no better spread). */
-__host__ __device__ static inline int dm_qrow_bytes(int cols) {
-    int qs = (int)pk_qx_stride(cols);
-    return qs / 4 % 8 == 4 ? qs : qs + 16;
-}
-
-/* Where the parts of k_decode_multi's dynamic shared memory start (bytes), and its size. */
-struct dm_layout {
-    int sb, isum, gscale, sq, total;
-};
-__host__ __device__ static inline struct dm_layout dm_layout_of(const struct dc_product &a) {
-    bool q4 = a.dtype == NT_DTYPE_Q4TP;
-    int tb = q4 ? DM_TILE : DM_TILE / 2; /* block sums of a tile */
-    struct dm_layout l;
-    l.sb = dc_stage_bytes_of(a, DM_TILE, q4 ? a.rb : a.rb * a.nq);
-    l.isum = DM_STAGES * l.sb;
-    l.gscale = l.isum + 4 * a.nq * (tb + 1);
-    l.sq = (l.gscale + (q4 ? 4 * tb : 0) + 15) / 16 * 16;
-    l.total = l.sq + a.nq * dm_qrow_bytes(a.cols);
-    return l;
-}
-
-/* a.nq positions, row t of x quantized by k_dc_quantize into a.qx (pk_qx_stride(cols) bytes a
- * row), y row t at a.y + t a.y_stride. A tile holds a.rb rows; chain thread tid is row tid / n,
- * position tid % n (rb n <= DC_THREADS). The thread that copies a row's params: q4tp row tid (its
- * params and codes serve every chunk of the row, read after a barrier), q8_2f the row of chain tid
- * (its row-scale word, read by that chain alone: the stage is refilled while slower chains may
- * still read it, so no word is read by another thread than its copier after the tile's barrier). */
-template <bool Q4>
-__global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode_multi(struct dc_product a) {
-    NT_DYNAMIC_SHARED(uint8_t, smem);
-    const bool q4 = Q4;
-    const struct dm_layout l = dm_layout_of(a);
-    int32_t *isum = (int32_t *)(smem + l.isum); /* [position][row * nb + b], positions tbs apart */
-    float *gscale = (float *)(smem + l.gscale);  /* q4tp: [row * nb + b] */
-    uint8_t *sq = smem + l.sq;                   /* the quantized rows, qsp bytes apart */
-    const int tid = threadIdx.x, n = a.nq, nb = a.cols / 32, cpr = q4 ? nb : 2 * nb;
-    const int tbs = (q4 ? DM_TILE : DM_TILE / 2) + 1; /* odd: the chains of one row, n positions, on n banks */
-    const int qs = (int)pk_qx_stride(a.cols), qsp = dm_qrow_bytes(a.cols), cw = dc_code_words(a.cols);
-    const int words = q4 ? a.rb : a.rb * n, copy_rl = q4 ? tid : tid / n;
-    const int mine_tiles = blockIdx.x < (unsigned)a.tiles ? (a.tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
-    uint32_t where[DM_CHUNKS];
-#pragma unroll
-    for (int j = 0; j < DM_CHUNKS; j++) where[j] = dc_where(tid + DC_THREADS * j, cpr, 1, a.rb);
-    /* the first tiles' weights before grid_wait (constants; launched early, they load while the
-     * quantize kernel runs) */
-#pragma unroll
-    for (int p = 0; p < DM_STAGES - 1; p++) {
-        if (p < mine_tiles)
-            dc_issue<Q4, DM_CHUNKS>(a, NULL, dc_tile_of(a, blockIdx.x + p * gridDim.x), where, 0, copy_rl, words,
-                                    smem + p * l.sb);
-        cp_async_commit();
-    }
-    grid_wait();
-    grid_launch_dependents();
-    for (int i = tid; i < n * (qs / 16); i += DC_THREADS) {
-        int t = i / (qs / 16), o = i % (qs / 16);
-        ((uint4 *)(sq + t * qsp))[o] = ((const uint4 *)(a.qx + (size_t)t * qs))[o];
-    }
-    for (int i = 0; i < mine_tiles; i++) {
-        int ahead = i + DM_STAGES - 1;
-        if (ahead < mine_tiles) /* into the stage tile i - 1 used (see above: no other reader left) */
-            dc_issue<Q4, DM_CHUNKS>(a, NULL, dc_tile_of(a, blockIdx.x + ahead * gridDim.x), where, 0, copy_rl, words,
-                                    smem + (ahead % DM_STAGES) * l.sb);
-        cp_async_commit();
-        cp_async_wait<DM_STAGES - 1>(); /* tile i's copies (this thread's) have landed */
-        /* everyone's copies of tile i have landed (the q4tp params and codes); the chains of tile
-         * i - 1 are done with isum and gscale; (i = 0) the rows are in */
-        __syncthreads();
-        const struct dc_tile cur = dc_tile_of(a, blockIdx.x + i * gridDim.x);
-        const uint8_t *st = smem + (i % DM_STAGES) * l.sb;
-        const uint32_t *pw = (const uint32_t *)(st + 16 * DM_TILE);
-#pragma unroll
-        for (int j = 0; j < DM_CHUNKS; j++) {
-            int c = tid + DC_THREADS * j;
-            bool mine = where_row(where[j]) < cur.nr;
-            int cc = mine ? where_chunk(where[j]) : 0;
-            uint4 wv = mine ? ((const uint4 *)st)[c] : make_uint4(0, 0, 0, 0);
-            if (q4) {
-                int grp = cc;
-                if (mine) {
-                    int rl = where_row(where[j]);
-                    const uint8_t *codes = (const uint8_t *)(pw + words + rl * cw);
-                    int off = (int)(((uintptr_t)(cur.r0 + rl) * d_q4_cstride(a.cols)) & 3);
-                    uint32_t code2 = ld16b(codes + off + ((5 * grp) >> 3));
-                    int code = (int)((code2 >> ((5 * grp) & 7)) & 31);
-                    gscale[c] = nt_q4tp_scale(f16f((uint16_t)(pw[rl] & 0xffff)), f16f((uint16_t)(pw[rl] >> 16)), code);
-                }
-                int w0 = q4_lo(wv.x), w1 = q4_hi(wv.x), w2 = q4_lo(wv.y), w3 = q4_hi(wv.y);
-                int w4 = q4_lo(wv.z), w5 = q4_hi(wv.z), w6 = q4_lo(wv.w), w7 = q4_hi(wv.w);
-                for (int t = 0; t < n; t++) {
-                    const uint4 *qp = (const uint4 *)(sq + t * qsp + 32 * grp);
-                    uint4 qa = qp[0], qb = qp[1];
-                    int v = __dp4a(w0, (int)qa.x, 0);
-                    v = __dp4a(w1, (int)qa.y, v);
-                    v = __dp4a(w2, (int)qa.z, v);
-                    v = __dp4a(w3, (int)qa.w, v);
-                    v = __dp4a(w4, (int)qb.x, v);
-                    v = __dp4a(w5, (int)qb.y, v);
-                    v = __dp4a(w6, (int)qb.z, v);
-                    v = __dp4a(w7, (int)qb.w, v);
-                    if (mine) isum[t * tbs + c] = v;
-                }
-            } else {
-                for (int t = 0; t < n; t++) {
-                    uint4 qa = *(const uint4 *)(sq + t * qsp + 16 * cc);
-                    int v = __dp4a((int)wv.x, (int)qa.x, 0);
-                    v = __dp4a((int)wv.y, (int)qa.y, v);
-                    v = __dp4a((int)wv.z, (int)qa.z, v);
-                    v = __dp4a((int)wv.w, (int)qa.w, v);
-                    v += __shfl_xor_sync(0xffffffffu, v, 1); /* the block's other half: chunk c ^ 1 */
-                    if (mine && !(c & 1)) isum[t * tbs + (c >> 1)] = v;
-                }
-            }
-        }
-        __syncthreads();
-        if (tid < n * cur.nr) { /* one chain per (row, position): the blocks in order */
-            int t = tid % n, rl = tid / n;
-            const float *dv = (const float *)(sq + t * qsp + 32 * nb);
-            float acc = pk_chain<Q4>(isum + t * tbs + rl * nb, gscale + rl * nb, dv, nb);
-            int r = cur.r0 + rl;
-            uint16_t rs = q4 ? 0 : (uint16_t)(pw[tid] >> (16 * (r & 1)));
-            a.y[(int64_t)t * a.y_stride + r] = dc_finish(a, rs, a.bias ? a.bias[r] : 0.0f, acc);
-        }
-    }
-    cp_async_wait<0>(); /* no copy outlives the block (the empty trailing groups) */
-}
-
 /* ---- float weights ----------------------------------------------------------------------------- */
 
 #define FR_THREADS 128
 #define FR_MAX_COLS 4096
 
-/* One block per row: the row (as f32) and the n rows of x staged in shared memory (dynamic:
- * cols floats of the row, then n x cols of x) by the whole block, every load in flight at once,
- * then per position p a group of 8 lanes (lanes 8 (p % 4) .. + 7 of warp p / 4 % 4; 16 positions
- * a round) runs k_float_product's arithmetic over the copy: lane l's fma chain over columns l,
- * l + 8, ... below cols & ~7, the same lane tree, the tail columns in order by the group's lane 0,
- * then bias and relu^2 (products.cu's pk_store). k_float_product streams 4 rows a block in chunks
- * of 1024 columns: at one position its 32 blocks for the router's 128 rows kept too few bytes in
- * flight (18.5 us for 1.4 MB), and at 4 positions it took 31 us (docs/PERF.md, session 10). */
-#define FR_GROUPS (FR_THREADS / 8) /* positions a round */
+/* One block per row: the row (as f32) and x staged in shared memory by the whole block, every
+ * load in flight at once, then lanes 0..7 of warp 0 run k_float_product's arithmetic over the
+ * copy: lane l's fma chain over columns l, l + 8, ... below cols & ~7, the same lane tree, the
+ * tail columns in order by lane 0, then bias and relu^2 (products.cu's pk_store). k_float_product
+ * streams 4 rows a block in chunks of 1024 columns: at one position its 32 blocks for the
+ * router's 128 rows kept too few bytes in flight (18.5 us for 1.4 MB). */
 __global__ void __launch_bounds__(FR_THREADS) k_float_row(const uint8_t *W, int dtype, int cols, const float *bias,
-                                                          int act, int n, const float *x, int x_stride, float *y,
-                                                          int y_stride) {
-    NT_DYNAMIC_SHARED(float, sw);
-    float *sx = sw + cols;
+                                                          int act, const float *x, float *y) {
+    __shared__ float sw[FR_MAX_COLS], sx[FR_MAX_COLS];
     int64_t r = blockIdx.x;
     /* the weights (constants) before grid_wait: launched early, they load during the kernel before */
 #pragma unroll 8
     for (int c = threadIdx.x; c < cols; c += FR_THREADS) sw[c] = load_w(W, r * cols + c, dtype);
     grid_wait();
     grid_launch_dependents();
-    for (int p = 0; p < n; p++)
 #pragma unroll 8
-        for (int c = threadIdx.x; c < cols; c += FR_THREADS) sx[(int64_t)p * cols + c] = x[(int64_t)p * x_stride + c];
+    for (int c = threadIdx.x; c < cols; c += FR_THREADS) sx[c] = x[c];
     __syncthreads();
-    int l = threadIdx.x & 7, c8 = cols & ~7;
-    /* warp-uniform rounds: every lane runs the tree's shuffles; a group's lane 0 reads only its own
-     * group's lanes (4, then 2, then 1 above it), so the whole-warp shuffle gives it the tree */
-    for (int p0 = 0; p0 < n; p0 += FR_GROUPS) {
-        int p = p0 + (int)threadIdx.x / 8;
-        const float *xp = sx + (int64_t)(p < n ? p : 0) * cols;
-        float acc = 0.0f;
-        if (p < n)
+    if (threadIdx.x >= 32) return;
+    int c8 = cols & ~7;
+    float acc = 0.0f;
+    if (threadIdx.x < 8)
 #pragma unroll 8
-            for (int j = l; j < c8; j += 8) acc = __fmaf_rn(sw[j], xp[j], acc);
-        acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 4));
-        acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 2));
-        acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 1));
-        if (p >= n || l != 0) continue;
-        for (int c = c8; c < cols; c++) acc = __fadd_rn(acc, __fmul_rn(sw[c], xp[c]));
-        if (bias) acc = __fadd_rn(acc, bias[r]);
-        if (act == NT_ACT_RELU2) {
-            acc = acc > 0.0f ? acc : 0.0f;
-            acc = __fmul_rn(acc, acc);
-        }
-        y[(int64_t)p * y_stride + r] = acc;
+        for (int j = threadIdx.x; j < c8; j += 8) acc = __fmaf_rn(sw[j], sx[j], acc);
+    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 4));
+    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 2));
+    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 1));
+    if (threadIdx.x != 0) return;
+    for (int c = c8; c < cols; c++) acc = __fadd_rn(acc, __fmul_rn(sw[c], sx[c]));
+    if (bias) acc = __fadd_rn(acc, bias[r]);
+    if (act == NT_ACT_RELU2) {
+        acc = acc > 0.0f ? acc : 0.0f;
+        acc = __fmul_rn(acc, acc);
     }
+    y[r] = acc;
 }
-
-/* k_float_row's dynamic shared memory: the row and n rows of x. */
-static size_t fr_smem(int64_t cols, int n) { return (size_t)(1 + n) * (size_t)cols * sizeof(float); }
 
 /* ---- launch -------------------------------------------------------------------------------- */
 
@@ -692,74 +408,51 @@ static int chunks_per_row(int dtype, int64_t cols) { return (int)(dtype == NT_DT
 /* Whether products of a (rows x cols, dtype) matrix with S slots per tile and nq quantized rows
  * fit the kernel: packed, whole blocks of 32 columns, a row (S rows) per tile, the rows in
  * shared memory. */
-static bool dc_shape_fits(int dtype, int64_t rows, int64_t cols) {
-    return pk_packed(dtype) && !pk_reference_only() && cols > 0 && cols % 32 == 0 && rows > 0 && rows <= INT32_MAX / 2;
-}
 static bool dc_fits(int dtype, int64_t rows, int64_t cols, int S, int nq) {
-    if (!dc_shape_fits(dtype, rows, cols)) return false;
+    if (!pk_packed(dtype) || pk_reference_only() || cols <= 0 || cols % 32 || rows <= 0 || rows > INT32_MAX / 2)
+        return false;
     return (int64_t)S * chunks_per_row(dtype, cols) <= DC_TILE && S <= DC_MAX_K &&
            (int64_t)nq * pk_qx_stride(cols) <= DC_MAX_QROWS_BYTES;
 }
 
-/* The persistent grid of kernel k for `all` tiles: what the SMs hold at once (the occupancy the
- * runtime reports for smem bytes of dynamic shared memory), no more than the tiles; a second wave
- * would wait for the first one's tail. */
-template <class K> static bool dc_grid(struct nt_backend *be, K k, const char *name, size_t smem, int all, int *grid) {
-    int sms = 0, per_sm = 0;
-    if (!CK(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device)) ||
-        !CK(be, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, DC_THREADS, smem)))
-        return false;
-    if (per_sm < 1) {
-        cuda_fault(be, "%s: %zu bytes of shared memory leave no room for a block", name, smem);
-        return false;
-    }
-    *grid = sms * per_sm < all ? sms * per_sm : all;
-    return true;
-}
-
-/* k_dc_quantize of a's nq rows into a->qx, launched early. */
-static bool dc_quantize_rows(struct nt_backend *be, const struct dc_product *a) {
-    int units = a->nq * (a->cols / 32);
-    return CK(be, NT_LAUNCH_EARLY(k_dc_quantize, (units + DC_QUANTIZE_UNITS - 1) / DC_QUANTIZE_UNITS, DC_THREADS, 0,
-                                  *a)) &&
-           LAUNCHED(be);
-}
-
-/* qx_room: device memory for the nq quantized rows when nq > 1; quantized: the kernel before
- * (the experts' up product in units) has written them there, else k_dc_quantize does. */
-static bool dc_launch(struct nt_backend *be, struct dc_product *a, uint8_t *qx_room, bool quantized) {
+/* qx_room: device memory for the nq quantized rows when nq > 1. */
+static bool dc_launch(struct nt_backend *be, struct dc_product *a, uint8_t *qx_room) {
     a->qx = a->nq > 1 ? qx_room : NULL;
     int S = a->mode == DC_DOWN ? a->k : 1;
     a->rb = DC_TILE / (S * chunks_per_row(a->dtype, a->cols));
     if (a->rb > DC_THREADS / S) a->rb = DC_THREADS / S;
     if (a->rb > a->rows) a->rb = a->rows;
-    if (a->qout) { /* units of 32 rows in tiles of even size (q4tp at 2688 columns: 11, 11, 10) */
-        if (a->rb > 32) a->rb = 32;
-        a->rb = (32 + dc_unit_tiles(a->rb) - 1) / dc_unit_tiles(a->rb);
-    }
-    a->tiles = a->qout ? a->rows / 32 * dc_unit_tiles(a->rb) : (a->rows + a->rb - 1) / a->rb;
-    int all = (a->mode == DC_UP ? a->tiles * a->k : a->tiles) / (a->qout ? dc_unit_tiles(a->rb) : 1), grid = 0;
-    size_t smem = (size_t)dc_stages(*a) * dc_stage_bytes(*a) + (size_t)a->nq * pk_qx_stride(a->cols);
+    a->tiles = (a->rows + a->rb - 1) / a->rb;
+    int all = a->mode == DC_UP ? a->tiles * a->k : a->tiles, sms = 0, per_sm = 0;
+    size_t smem = (size_t)DC_STAGES * dc_stage_bytes(*a) + (size_t)a->nq * pk_qx_stride(a->cols);
     bool q4 = a->dtype == NT_DTYPE_Q4TP;
-    if (!(q4 ? dc_grid(be, k_decode<true>, "k_decode", smem, all, &grid)
-             : dc_grid(be, k_decode<false>, "k_decode", smem, all, &grid)))
+    if (!CK(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device)) ||
+        !CK(be, q4 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode<true>, DC_THREADS, smem)
+                   : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode<false>, DC_THREADS, smem)))
         return false;
-    if (a->qx && !quantized && !dc_quantize_rows(be, a)) return false;
+    if (per_sm < 1) {
+        cuda_fault(be, "k_decode: %zu bytes of stages leave no room for a block", smem);
+        return false;
+    }
+    /* the grid is what the SMs hold at once: a second wave would wait for the first one's tail */
+    int grid = sms * per_sm < all ? sms * per_sm : all;
+    if (a->qx) {
+        int units = a->nq * (a->cols / 32);
+        if (!CK(be, NT_LAUNCH_EARLY(k_dc_quantize, (units + DC_QUANTIZE_UNITS - 1) / DC_QUANTIZE_UNITS, DC_THREADS, 0,
+                                    *a)) ||
+            !LAUNCHED(be))
+            return false;
+    }
     if (q4) return CK(be, NT_LAUNCH_EARLY(k_decode<true>, grid, DC_THREADS, smem, *a)) && LAUNCHED(be);
     return CK(be, NT_LAUNCH_EARLY(k_decode<false>, grid, DC_THREADS, smem, *a)) && LAUNCHED(be);
 }
 
 cudaError_t dc_setup(void) {
     cudaError_t e = cudaFuncSetAttribute(k_decode<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         DC_MAX_STAGES * DC_MAX_STAGE_BYTES + DC_MAX_QROWS_BYTES);
+                                         DC_STAGES * DC_MAX_STAGE_BYTES + DC_MAX_QROWS_BYTES);
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(k_decode<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 DC_MAX_STAGES * DC_MAX_STAGE_BYTES + DC_MAX_QROWS_BYTES);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(k_decode_multi<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, DM_MAX_SMEM);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(k_decode_multi<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, DM_MAX_SMEM);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_float_row, cudaFuncAttributeMaxDynamicSharedMemorySize, DM_MAX_SMEM);
+                                 DC_STAGES * DC_MAX_STAGE_BYTES + DC_MAX_QROWS_BYTES);
     return e;
 }
 
@@ -772,8 +465,8 @@ bool dc_fits_plain(const struct nt_matrix *W) {
 bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bias, int act, const float *x,
                float *y) {
     if (!pk_packed(W->dtype)) {
-        NT_LAUNCH_EARLY(k_float_row, (unsigned)W->rows, FR_THREADS, fr_smem(W->cols, 1), (const uint8_t *)W->data,
-                        W->dtype, (int)W->cols, bias, act, 1, x, 0, y, 0);
+        NT_LAUNCH_EARLY(k_float_row, (unsigned)W->rows, FR_THREADS, 0, (const uint8_t *)W->data, W->dtype, (int)W->cols, bias,
+                  act, x, y);
         return LAUNCHED(be);
     }
     struct dc_product a;
@@ -789,62 +482,7 @@ bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bi
     a.y = y;
     a.k = 1;
     a.nq = 1;
-    return dc_launch(be, &a, NULL, false);
-}
-
-static int multi_reference; /* nt_cuda_multi_reference */
-extern "C" void nt_cuda_multi_reference(int on) { multi_reference = on; }
-
-/* k_decode_multi's product of W (n positions) with its rows a tile, filled from the shape. */
-static struct dc_product dm_product(const struct nt_matrix *W, int n) {
-    struct dc_product a;
-    memset(&a, 0, sizeof a);
-    a.mode = DC_PLAIN;
-    a.W = (const uint8_t *)W->data;
-    a.dtype = W->dtype;
-    a.rows = (int)W->rows;
-    a.cols = (int)W->cols;
-    a.k = 1;
-    a.nq = n;
-    a.rb = DM_TILE / chunks_per_row(a.dtype, a.cols);
-    if (a.rb > DC_THREADS / n) a.rb = DC_THREADS / n;
-    if (a.rb > a.rows) a.rb = a.rows;
-    a.tiles = (a.rows + a.rb - 1) / a.rb;
-    return a;
-}
-
-bool dc_fits_multi(const struct nt_matrix *W, int n) {
-    if (!NT_DECODE_MULTI || multi_reference || n < 2 || n > DM_MAX_N || gg_is_block(W->dtype)) return false;
-    if (!pk_packed(W->dtype)) /* float weights: k_float_row, the row and the n rows of x staged */
-        return W->cols > 0 && W->rows <= INT32_MAX && fr_smem(W->cols, n) <= DM_MAX_SMEM;
-    if (!dc_shape_fits(W->dtype, W->rows, W->cols) || chunks_per_row(W->dtype, W->cols) > DM_TILE) return false;
-    return dm_layout_of(dm_product(W, n)).total <= DM_MAX_SMEM;
-}
-
-bool dc_matmul_multi(struct nt_backend *be, const struct nt_matrix *W, const float *bias, int act, int n,
-                     const float *x, int x_stride, float *y, int y_stride, uint8_t *qx_room) {
-    if (!pk_packed(W->dtype)) {
-        NT_LAUNCH_EARLY(k_float_row, (unsigned)W->rows, FR_THREADS, fr_smem(W->cols, n), (const uint8_t *)W->data,
-                        W->dtype, (int)W->cols, bias, act, n, x, x_stride, y, y_stride);
-        return LAUNCHED(be);
-    }
-    struct dc_product a = dm_product(W, n);
-    a.act = act;
-    a.bias = bias;
-    a.x = x;
-    a.x_stride = x_stride;
-    a.y = y;
-    a.y_stride = y_stride;
-    a.qx = qx_room;
-    size_t smem = (size_t)dm_layout_of(a).total;
-    bool q4 = a.dtype == NT_DTYPE_Q4TP;
-    int grid = 0;
-    if (!(q4 ? dc_grid(be, k_decode_multi<true>, "k_decode_multi", smem, a.tiles, &grid)
-             : dc_grid(be, k_decode_multi<false>, "k_decode_multi", smem, a.tiles, &grid)) ||
-        !dc_quantize_rows(be, &a))
-        return false;
-    if (q4) return CK(be, NT_LAUNCH_EARLY(k_decode_multi<true>, grid, DC_THREADS, smem, a)) && LAUNCHED(be);
-    return CK(be, NT_LAUNCH_EARLY(k_decode_multi<false>, grid, DC_THREADS, smem, a)) && LAUNCHED(be);
+    return dc_launch(be, &a, NULL);
 }
 
 /* q8_2f experts quantize the row once per slot (the column field is the expert's); q4tp once. */
@@ -871,14 +509,7 @@ bool dc_experts(struct nt_backend *be, const struct nt_moe_dims *d, const uint8_
     a.y = inner;
     a.k = d->k;
     a.nq = up_qrows(up_dtype, d->k);
-    if (NT_EXPERTS_NEW) { /* in units: the up kernel quantizes the down product's rows */
-        a.Wnext = down_tab;
-        a.qout = down_room;
-        a.next_dtype = down_dtype;
-    }
-    if (!dc_launch(be, &a, up_room, false)) return false;
-    a.Wnext = NULL;
-    a.qout = NULL;
+    if (!dc_launch(be, &a, up_room)) return false;
     a.mode = DC_DOWN;
     a.Wtab = down_tab;
     a.wts = wts;
@@ -887,8 +518,7 @@ bool dc_experts(struct nt_backend *be, const struct nt_moe_dims *d, const uint8_
     a.rows = d->L;
     a.cols = d->mi;
     a.x = inner;
-    a.x_stride = d->mi;
     a.y = y;
     a.nq = d->k;
-    return dc_launch(be, &a, down_room, NT_EXPERTS_NEW);
+    return dc_launch(be, &a, down_room);
 }

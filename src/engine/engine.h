@@ -80,8 +80,8 @@ struct nemotron_session {
 
 /* A main pass of tokens (snap: a verify pass) and an MTP pass as the session runs them, built in
  * one place so that a rehearsal of a kind (rehearsal.c) is the kind's pass. */
-struct nt_pass nt_session_main_pass(const nemotron_session *s, int pos0, const int32_t *tokens, int n,
-                                    enum nt_logits want, int snap);
+struct nt_pass nt_session_main_pass(const nemotron_session *s, const int32_t *tokens, int n, enum nt_logits want,
+                                    int snap);
 struct nt_pass nt_session_mtp_pass(const nemotron_session *s, int pos0, const int32_t *tokens, int n,
                                    enum nt_logits want);
 

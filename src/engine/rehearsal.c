@@ -46,7 +46,7 @@ static void rehearse(nemotron_session *s, const struct nt_expected *e) {
     const struct nt_forward *f = &s->model->fwd;
     struct nt_pass p = e->type == NT_PASS_MTP
                            ? nt_session_mtp_pass(s, 0, unread_tokens, e->n, e->want)
-                           : nt_session_main_pass(s, 0, unread_tokens, e->n, e->want, e->type == NT_PASS_VERIFY);
+                           : nt_session_main_pass(s, unread_tokens, e->n, e->want, e->type == NT_PASS_VERIFY);
     p.rehearse = 1;
     nt_pass_enter();
     if (p.mtp) nt_forward_mtp_pass(f, &s->state, &s->acts, &p);

@@ -189,9 +189,9 @@ static long first_nonfinite_row(nemotron_session *s, int n, float *row) {
 
 /* ---- passes ---- */
 
-struct nt_pass nt_session_main_pass(const nemotron_session *s, int pos0, const int32_t *tokens, int n,
-                                    enum nt_logits want, int snap) {
-    struct nt_pass p = {.n = n, .pos0 = pos0, .tokens = tokens, .snap = snap, .want = want,
+struct nt_pass nt_session_main_pass(const nemotron_session *s, const int32_t *tokens, int n, enum nt_logits want,
+                                    int snap) {
+    struct nt_pass p = {.n = n, .pos0 = s->pos, .tokens = tokens, .snap = snap, .want = want,
                         .hidden_out = s->mtp ? s->acts.hidden : NULL, .scratch = s->acts.scratch};
     return p;
 }
@@ -268,7 +268,7 @@ static nemotron_status run(nemotron_session *s, const int32_t *tokens, const flo
                                  .scratch = s->acts.scratch};
             s->mtp_rows = 0; /* the MTP step takes tokens: it skips what waits and these */
         } else {
-            p = nt_session_main_pass(s, s->pos, tokens + off, chunk, want, 0);
+            p = nt_session_main_pass(s, tokens + off, chunk, want, 0);
             if (s->mtp) mtp_before_pass(s, p.tokens[0]);
         }
         launch(s, &p);
@@ -340,7 +340,7 @@ nemotron_status nemotron_session_verify(nemotron_session *s, const int32_t *toke
     struct nt_backend *be = f->be;
     if (be->fault[0]) return device_failed(s);
     if (s->mtp) mtp_before_pass(s, tokens[0]);
-    struct nt_pass p = nt_session_main_pass(s, s->pos, tokens, n, NT_LOGITS_ARGMAX, 1);
+    struct nt_pass p = nt_session_main_pass(s, tokens, n, NT_LOGITS_ARGMAX, 1);
     launch(s, &p);
     if (p.hidden_out) mtp_after_pass(s, tokens, n);
     /* the last logits before the pass stay at hand for accept(0) */

@@ -9,7 +9,8 @@
  *   - per shape: a pass of 1 position (GB/s of weight bytes, sweeping enough copies of the
  *     matrix to miss the last-level cache) and of 2, 4, 16, 64 positions (G multiply-adds/s),
  *     best of several runs, on 1 and THREADS threads; the ratio "time per position at n = 1 /
- *     time per position at n = 64"; and a check that the kernel variant == scalar bit for bit
+ *     time per position at n = 64" (q8_2f twice: reading the payload, then the streaming layout
+ *     of src/cpu/stream_layout.c); and a check that the kernel variant == scalar bit for bit
  *     (the backend's variant; NEMOTRON_CPU chooses another, as in the backend: cpu.h).
  * build: gcc -std=c11 -D_GNU_SOURCE -O3 -Iinclude -Isrc -ffp-contract=off -fopenmp \
  *          dev/cpu/matmul_q_bench.c src/cpu/matmul.c src/cpu/matmul_q.c src/common.c \
@@ -180,7 +181,8 @@ struct result {
 
 static const int NS[] = {1, 2, 4, 16, 64};
 
-static struct result bench_shape(enum nt_dtype fmt, int64_t rows, int64_t cols, int threads, int simd, int verbose) {
+/* layout: q8_2f only, the products read the streaming layout (src/cpu/stream_layout.c) of each copy */
+static struct result bench_shape(enum nt_dtype fmt, int64_t rows, int64_t cols, int threads, int simd, int verbose, int layout) {
     struct result res = {0};
     size_t bytes;
     uint8_t *first = make_payload(fmt, rows, cols, &bytes);
@@ -189,20 +191,29 @@ static struct result bench_shape(enum nt_dtype fmt, int64_t rows, int64_t cols, 
     size_t stride = (bytes + 63) / 64 * 64;
     uint8_t *all = aligned_alloc(64, stride * (size_t)copies);
     for (int c = 0; c < copies; c++) memcpy(all + (size_t)c * stride, first, bytes);
+    size_t sbytes = layout ? (nt_cpu_q8_stream_bytes(rows, cols) + 63) / 64 * 64 : 0;
+    uint8_t *streams = sbytes ? aligned_alloc(64, sbytes * (size_t)copies) : NULL;
+    struct nt_matrix W = {.dtype = fmt, .rows = rows, .cols = cols, .data = all};
+    for (int c = 0; streams && c < copies; c++) {
+        W.data = all + (size_t)c * stride;
+        nt_cpu_q8_stream_fill(&W, streams + (size_t)c * sbytes, 0, rows / NT_CPU_Q8_STREAM_ROWS);
+    }
+    W.data = all;
     float *x = malloc(sizeof(float) * 64 * (size_t)cols), *y = malloc(sizeof(float) * 64 * (size_t)rows);
     float *y2 = malloc(sizeof(float) * 64 * (size_t)rows);
     for (int64_t i = 0; i < 64 * cols; i++) x[i] = sinf((float)i * 0.37f);
     void *qx = aligned_alloc(64, (nt_cpu_qx_bytes(64, cols) + 63) / 64 * 64);
-    struct nt_matrix W = {.dtype = fmt, .rows = rows, .cols = cols, .data = all};
     for (size_t k = 0; k < sizeof NS / sizeof NS[0]; k++) {
         int n = NS[k];
-        struct nt_mm m = {.W = &W, .x = x, .x_stride = (int)cols, .y = y, .y_stride = (int)rows, .n = n, .qx = qx};
+        struct nt_mm m = {.W = &W, .x = x, .x_stride = (int)cols, .y = y, .y_stride = (int)rows, .n = n, .qx = qx,
+                          .stream = streams};
         if (n == 1) {
             double best = 1e30;
             for (int rep = 0; rep < 5; rep++) {
                 double t0 = now();
                 for (int c = 0; c < copies; c++) {
                     W.data = all + (size_t)c * stride;
+                    m.stream = streams ? streams + (size_t)c * sbytes : NULL;
                     nt_cpu_matmul(&m, simd, threads);
                 }
                 double dt = (now() - t0) / copies;
@@ -211,6 +222,7 @@ static struct result bench_shape(enum nt_dtype fmt, int64_t rows, int64_t cols, 
             res.t1 = best;
             res.gbs1 = (double)bytes / best / 1e9;
             W.data = all;
+            m.stream = streams;
         }
         int reps = n == 1 ? 50 : 3 + 200 / n;
         double best = 1e30;
@@ -232,6 +244,7 @@ static struct result bench_shape(enum nt_dtype fmt, int64_t rows, int64_t cols, 
     }
     free(first);
     free(all);
+    free(streams);
     free(x);
     free(y);
     free(y2);
@@ -292,14 +305,18 @@ int main(int argc, char **argv) {
             double bw = read_gbs(buf, bb, th);
             if (th == 1 && bw < bw1) bw = bw1;
             if (th != 1 && bw < bwt) bw = bwt;
-            struct result r = bench_shape(shapes[s].fmt, shapes[s].rows, shapes[s].cols, th, simd, th == threads);
-            char shp[32];
-            snprintf(shp, sizeof shp, "%lldx%lld", (long long)shapes[s].rows, (long long)shapes[s].cols);
-            printf("%-6s %-18s %-11s %3d | %8.2f %5.0f%% | %7.2f %7.2f %7.2f %7.2f %7.2f | %.2f\n",
-                   shapes[s].fmt == NT_DTYPE_Q4TP ? "q4tp" : "q8_2f", shp, shapes[s].what, th, r.gbs1,
-                   100 * r.gbs1 / bw, r.gmacs[0], r.gmacs[1], r.gmacs[2], r.gmacs[3], r.gmacs[4],
-                   r.t1 / (r.t64 / 64));
-            fflush(stdout);
+            /* q8_2f: from the payload, then from the streaming layout (what the backend reads when
+             * it made the copies) */
+            for (int layout = 0; layout <= (shapes[s].fmt == NT_DTYPE_Q8_2F && simd != 0); layout++) {
+                struct result r = bench_shape(shapes[s].fmt, shapes[s].rows, shapes[s].cols, th, simd, th == threads, layout);
+                char shp[32];
+                snprintf(shp, sizeof shp, "%lldx%lld", (long long)shapes[s].rows, (long long)shapes[s].cols);
+                printf("%-6s %-18s %-11s %3d | %8.2f %5.0f%% | %7.2f %7.2f %7.2f %7.2f %7.2f | %.2f\n",
+                       shapes[s].fmt == NT_DTYPE_Q4TP ? "q4tp" : "q8_2f", shp, layout ? "+ stream" : shapes[s].what, th,
+                       r.gbs1, 100 * r.gbs1 / bw, r.gmacs[0], r.gmacs[1], r.gmacs[2], r.gmacs[3], r.gmacs[4],
+                       r.t1 / (r.t64 / 64));
+                fflush(stdout);
+            }
         }
     free(buf);
     return 0;

@@ -7,6 +7,7 @@
  * Memory is host memory; upload returns the mmap-ed bytes themselves (weights read in place).
  */
 #include "cpu.h"
+#include "stream_layout.h"
 #include "team.h"
 #include "../quant/quant.h"
 
@@ -23,6 +24,7 @@ struct cpu_backend {
     int n_threads;            /* the most threads an operation uses (and per-thread scratch is for) */
     int isa;                  /* the kernel variant (cpu.h) */
     struct nt_cpu_team team;  /* the threads of each pass (team.c) */
+    struct nt_cpu_stream_layouts layouts; /* the model's q8_2f projections for streaming */
 };
 
 static struct cpu_backend *cpu(struct nt_backend *be) { return (struct cpu_backend *)be; }
@@ -35,8 +37,18 @@ static int threads_for(struct nt_backend *be, uint64_t work) {
 
 static void destroy(struct nt_backend *be) {
     nt_cpu_team_destroy(&cpu(be)->team);
+    nt_cpu_stream_layouts_free(&cpu(be)->layouts);
     nt_free(be);
 }
+/* Every model the loader accepts runs here. This is also where the backend first sees the model's
+ * matrices (before upload, which keeps them in place), so it makes its streaming copies here
+ * (stream_layout.c); a backend has one model. */
+static nemotron_status check_model(struct nt_backend *be, const struct nt_forward *f, struct nt_err *err) {
+    nt_cpu_stream_layouts_free(&cpu(be)->layouts);
+    nt_cpu_stream_layouts_build(&cpu(be)->layouts, f, cpu(be)->isa, cpu(be)->n_threads);
+    return NEMOTRON_OK;
+}
+
 static void *alloc(struct nt_backend *be, size_t bytes) { return nt_calloc(1, bytes ? bytes : 1); }
 static void release(struct nt_backend *be, void *p) { nt_free(p); }
 static const void *upload(struct nt_backend *be, const void *host, size_t bytes) { return host; }
@@ -133,7 +145,8 @@ static void matmul(struct nt_backend *be, const struct nt_pass *p, int n, const 
                    const float *bias, enum nt_act act, const float *x, int x_stride, float *y,
                    int y_stride) {
     struct nt_mm m = {.W = W, .bias = bias, .act = act, .x = x, .x_stride = x_stride,
-                      .y = y, .y_stride = y_stride, .n = n, .qx = p->scratch};
+                      .y = y, .y_stride = y_stride, .n = n, .qx = p->scratch,
+                      .stream = nt_cpu_stream_layout_of(&cpu(be)->layouts, W)};
     nt_cpu_matmul(&m, cpu(be)->isa, nt_cpu_team_threads(&cpu(be)->team));
 }
 
@@ -448,6 +461,7 @@ static void argmax(struct nt_backend *be, int n, const float *logits, int vocab,
 static const struct nt_backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = destroy,
+    .check_model = check_model,
     .alloc = alloc,
     .release = release,
     .upload = upload,

@@ -23,6 +23,9 @@ struct nt_mm {
     int n;
     void *qx;                 /* packed W only: scratch of nt_cpu_qx_bytes(n, W->cols) bytes
                                * (64-byte aligned is best) for the quantized activations */
+    const uint8_t *stream;    /* q8_2f W only, or NULL: W's weights again in the streaming layout
+                               * (nt_cpu_q8_stream_fill), which the AVX-512 VNNI kernels read
+                               * instead of W->data where a call's rows allow; same results */
 };
 
 /* The kernel variants, by instruction set. Every function here that takes `isa` runs that
@@ -77,6 +80,14 @@ void nt_cpu_quantize_x(const struct nt_mm *m, int isa);
 /* What matmul.c's entry points call for packed W. */
 void nt_cpu_matmul_q(const struct nt_mm *m, int isa, int n_threads);
 void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1);
+/* The streaming layout of a q8_2f matrix (matmul_q.c says why): its first rows - rows % 6 rows in
+ * blocks of NT_CPU_Q8_STREAM_ROWS, each block the 32-byte column blocks of its rows side by side,
+ * column block by column block. nt_cpu_q8_stream_bytes is its size (0 when the matrix has fewer
+ * than 6 rows); nt_cpu_q8_stream_fill writes row blocks [k0, k1) of it from W's payload. */
+#define NT_CPU_Q8_STREAM_ROWS 6
+size_t nt_cpu_q8_stream_bytes(int64_t rows, int64_t cols);
+void nt_cpu_q8_stream_fill(const struct nt_matrix *W, uint8_t *dst, int64_t k0, int64_t k1);
+
 /* What the products share: the int8 products' fixed tree over their 8 float lanes, and step 4 of
  * every product, float ones (matmul.c) included: bias, then relu^2 as max(v, 0) squared. */
 static inline float nt_cpu_tree8(const float a[8]) {

@@ -698,6 +698,38 @@ static INL Z512 __m256 high_ps(__m512 v) { return _mm256_castpd_ps(_mm512_extrac
 
 #define ZP 3 /* row pairs per streaming kernel */
 
+/* The streaming layout (cpu.h): a kernel call's 2ZP rows as one sequential stream. Read from the
+ * payload, the call's rows are 2ZP streams `cols` bytes apart, and a core kept fewer lines in
+ * flight than a plain read: one position, 10304 x 2688 from DRAM, this kernel's step on Zen 5
+ * (scratch benchmark, alternating, session 12): 22 - 28 GB/s a core from the payload (with its
+ * best software prefetch), 28 - 35 from this layout with none, 28 - 38 a plain read; 2 threads 43 -
+ * 54, 54 - 66, 63 - 79. Same bytes, same steps: the results do not change. */
+#if NT_CPU_Q8_STREAM_ROWS != 2 * ZP
+#error "the streaming layout's row block is the 512-bit kernel's rows"
+#endif
+#define Q8_STREAM_BLOCK (NT_CPU_Q8_STREAM_ROWS * 32) /* bytes of one column block of a row block */
+
+size_t nt_cpu_q8_stream_bytes(int64_t rows, int64_t cols) {
+    return (size_t)(rows / NT_CPU_Q8_STREAM_ROWS) * (size_t)q_blocks(cols) * Q8_STREAM_BLOCK;
+}
+
+void nt_cpu_q8_stream_fill(const struct nt_matrix *W, uint8_t *dst, int64_t k0, int64_t k1) {
+    NT_ASSERT(W->dtype == NT_DTYPE_Q8_2F);
+    int64_t cols = W->cols, nb = q_blocks(cols);
+    const uint8_t *Wp = (const uint8_t *)W->data;
+    for (int64_t k = k0; k < k1; k++) {
+        uint8_t *blk = dst + (size_t)k * (size_t)nb * Q8_STREAM_BLOCK;
+        for (int64_t b = 0; b < nb; b++)
+            for (int i = 0; i < NT_CPU_Q8_STREAM_ROWS; i++) {
+                /* a short last column block is padded with zeros: its record's q are 0 there */
+                int64_t c0 = 32 * b, len = cols - c0 < 32 ? cols - c0 : 32;
+                uint8_t *o = blk + (size_t)b * Q8_STREAM_BLOCK + 32 * (size_t)i;
+                memcpy(o, Wp + (size_t)(k * NT_CPU_Q8_STREAM_ROWS + i) * (size_t)cols + (size_t)c0, (size_t)len);
+                memset(o + len, 0, (size_t)(32 - len));
+            }
+    }
+}
+
 /* Rows r .. r+2ZP-1 x positions t .. t+P-1, q8_2f (as q8_stream). */
 static INL Z512 void q8z_stream(const struct nt_mm *m, int r, int t, int P) {
     const struct nt_matrix *W = m->W;
@@ -706,33 +738,50 @@ static INL Z512 void q8z_stream(const struct nt_mm *m, int r, int t, int P) {
     size_t pb = q_pos_bytes(cols);
     const uint8_t *qx = (const uint8_t *)m->qx + (size_t)t * pb;
     const uint8_t *row0 = Wp + (size_t)r * (size_t)cols;
-    uintptr_t next = (uintptr_t)(row0 + (size_t)(2 * ZP) * (size_t)cols); /* prefetch into L2, as q8_stream */
     __m512 acc[ZP * SP_MAX];
 #pragma GCC unroll 12
     for (int i = 0; i < ZP * P; i++) acc[i] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        if ((b & 1) == 0 && b < nfull)
-#pragma GCC unroll 8
-            for (int i = 0; i < 2 * ZP; i++) _mm_prefetch((const char *)(next + (size_t)i * (size_t)cols + 32 * (size_t)b), _MM_HINT_T1);
-        /* the row pairs' weights first, then position by position: a position's record, start
-         * value and d are loaded once and serve every pair (pairs inside positions keeps ZP
-         * weight vectors and one position's 3 broadcasts live, not P positions' 3: with the loops
-         * the other way round gcc hoisted the broadcasts out of the pair loop and spilled) */
-        __m512i u[ZP];
+    /* the row pairs' weights u first, then position by position: a position's record, start
+     * value and d are loaded once and serve every pair (pairs inside positions keeps ZP weight
+     * vectors and one position's 3 broadcasts live, not P positions' 3: with the loops the other
+     * way round gcc hoisted the broadcasts out of the pair loop and spilled) */
+#define Q8Z_POSITIONS(b)                                                                                      \
+    _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                                 \
+        const uint8_t *xr = qx + (size_t)p * pb + QREC * (b);                                             \
+        __m512 d = _mm512_set1_ps(((const float *)(const void *)(qx + (size_t)p * pb + QREC * nb))[b]); \
+        _Pragma("GCC unroll 4") for (int j = 0; j < ZP; j++)                                              \
+            acc[j * P + p] = _mm512_fmadd_ps(dot_zmm(u[j], xr), d, acc[j * P + p]);                      \
+    }
+    if (m->stream && r % (2 * ZP) == 0) {
+        /* the streaming layout: pair j's two rows are 64 bytes in a row, one load; no software
+         * prefetch (a sequential stream, which the hardware's prefetchers follow: adding one
+         * 2 - 16 KB ahead measured no gain) */
+        const uint8_t *blk = m->stream + (size_t)(r / (2 * ZP)) * (size_t)nb * Q8_STREAM_BLOCK;
+        for (int64_t b = 0; b < nb; b++) {
+            __m512i u[ZP];
 #pragma GCC unroll 4
-        for (int j = 0; j < ZP; j++) {
-            const uint8_t *row = row0 + (size_t)(2 * j) * (size_t)cols;
-            u[j] = _mm512_xor_si512(join256(q8_load_block(row, b, cols), q8_load_block(row + cols, b, cols)),
-                                    _mm512_set1_epi8((char)0x80));
+            for (int j = 0; j < ZP; j++)
+                u[j] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(blk + (size_t)b * Q8_STREAM_BLOCK + 64 * (size_t)j)),
+                                        _mm512_set1_epi8((char)0x80));
+            Q8Z_POSITIONS(b)
         }
+    } else {
+        uintptr_t next = (uintptr_t)(row0 + (size_t)(2 * ZP) * (size_t)cols); /* prefetch into L2, as q8_stream */
+        for (int64_t b = 0; b < nb; b++) {
+            if ((b & 1) == 0 && b < nfull)
+#pragma GCC unroll 8
+                for (int i = 0; i < 2 * ZP; i++) _mm_prefetch((const char *)(next + (size_t)i * (size_t)cols + 32 * (size_t)b), _MM_HINT_T1);
+            __m512i u[ZP];
 #pragma GCC unroll 4
-        for (int p = 0; p < P; p++) {
-            const uint8_t *xr = qx + (size_t)p * pb + QREC * b;
-            __m512 d = _mm512_set1_ps(((const float *)(const void *)(qx + (size_t)p * pb + QREC * nb))[b]);
-#pragma GCC unroll 4
-            for (int j = 0; j < ZP; j++) acc[j * P + p] = _mm512_fmadd_ps(dot_zmm(u[j], xr), d, acc[j * P + p]);
+            for (int j = 0; j < ZP; j++) {
+                const uint8_t *row = row0 + (size_t)(2 * j) * (size_t)cols;
+                u[j] = _mm512_xor_si512(join256(q8_load_block(row, b, cols), q8_load_block(row + cols, b, cols)),
+                                        _mm512_set1_epi8((char)0x80));
+            }
+            Q8Z_POSITIONS(b)
         }
     }
+#undef Q8Z_POSITIONS
     const uint8_t *rs = Wp + nt_q8_2f_rs_offset(W->rows, cols);
 #pragma GCC unroll 4
     for (int j = 0; j < ZP; j++) {

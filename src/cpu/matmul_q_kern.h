@@ -54,7 +54,8 @@ static INL KT void KN(q8_stream)(const struct nt_mm *m, int r, int t, int R, int
 #define Q8_STEP(WLOAD)                                                                                   \
     do {                                                                                                 \
         _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                            \
-            const uint8_t *row = row0 + (size_t)i * (size_t)cols;                                        \
+            const uint8_t *row = row0 + (size_t)i * (size_t)cols; /* unused by the streaming layout */  \
+            (void)row;                                                                                   \
             __m256i A, B;                                                                                \
             KQ8_WEIGHTS(WLOAD, A, B);                                                                    \
             _Pragma("GCC unroll 8") for (int p = 0; p < P; p++) {                                        \
@@ -65,13 +66,20 @@ static INL KT void KN(q8_stream)(const struct nt_mm *m, int r, int t, int R, int
         }                                                                                                \
     } while (0)
     int64_t b = 0;
-    for (; b < nfull; b++) {
-        if ((b & 1) == 0)
+    if (R == NT_CPU_Q8_STREAM_ROWS && m->stream && r % R == 0) {
+        /* the rows in the streaming layout (cpu.h; matmul_q.c says why): one sequential stream,
+         * which the hardware prefetches; short blocks come zero-padded */
+        const uint8_t *blk = m->stream + (size_t)(r / R) * (size_t)nb * (32 * (size_t)R);
+        for (; b < nb; b++) Q8_STEP(_mm256_loadu_si256((const __m256i *)(const void *)(blk + ((size_t)b * (size_t)R + (size_t)i) * 32)));
+    } else {
+        for (; b < nfull; b++) {
+            if ((b & 1) == 0)
 #pragma GCC unroll 8
-            for (int i = 0; i < R; i++) _mm_prefetch((const char *)(next + (size_t)i * (size_t)cols + 32 * (size_t)b), _MM_HINT_T1);
-        Q8_STEP(_mm256_loadu_si256((const __m256i *)(const void *)(row + 32 * b)));
+                for (int i = 0; i < R; i++) _mm_prefetch((const char *)(next + (size_t)i * (size_t)cols + 32 * (size_t)b), _MM_HINT_T1);
+            Q8_STEP(_mm256_loadu_si256((const __m256i *)(const void *)(row + 32 * b)));
+        }
+        if (b < nb) Q8_STEP(q8_load_block(row, b, cols)); /* a short last block */
     }
-    if (b < nb) Q8_STEP(q8_load_block(row, b, cols)); /* a short last block */
 #undef Q8_STEP
     const uint8_t *rs = Wp + nt_q8_2f_rs_offset(W->rows, cols);
     /* unrolled like the steps: a rolled loop here indexes acc[] at run time, which made gcc keep

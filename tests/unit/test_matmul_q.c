@@ -235,6 +235,7 @@ static void free_refs(struct refs *R) {
 
 struct prob {
     struct nt_matrix W;
+    const uint8_t *stream; /* q8_2f: W in the streaming layout, or NULL */
     const float *x;
     int xs, ys, n;
 };
@@ -248,7 +249,8 @@ static float *run(const struct prob *p, int isa, int pass, int threads, const fl
     for (int t0 = 0; t0 < p->n; t0 += pass) {
         int k = p->n - t0 < pass ? p->n - t0 : pass;
         struct nt_mm m = {.W = &p->W, .bias = bias, .act = act, .x = p->x + (size_t)t0 * p->xs, .x_stride = p->xs,
-                          .y = y + (size_t)t0 * p->ys, .y_stride = p->ys, .n = k, .qx = qx};
+                          .y = y + (size_t)t0 * p->ys, .y_stride = p->ys, .n = k, .qx = qx,
+                          .stream = p->stream};
         if (rows_api) {
             nt_cpu_quantize_x(&m, isa);
             /* in two calls, split at an odd row, to check a range need not start on a tile */
@@ -398,6 +400,43 @@ static void test_shape(enum nt_dtype fmt, int64_t rows, int64_t cols, int isa) {
                   (long long)rows, (long long)cols, nt_cpu_isa_name(v), th, first);
             free(yt);
         }
+
+    /* q8_2f with the streaming layout (stream_layout.c): the same bits at every pass size, on 1 and
+     * 2 threads and through the rows entry point (whose split at an odd row makes some kernel calls
+     * start off the layout's 6-row blocks, which then read the payload) */
+    if (fmt == NT_DTYPE_Q8_2F) {
+        size_t sb = nt_cpu_q8_stream_bytes(rows, cols);
+        CHECK(sb == (size_t)(rows / NT_CPU_Q8_STREAM_ROWS) * (size_t)((cols + 31) / 32) * 32 * NT_CPU_Q8_STREAM_ROWS,
+              "q8_2f %lldx%lld: streaming layout of %zu bytes", (long long)rows, (long long)cols, sb);
+        uint8_t *S = sb ? malloc(sb) : NULL;
+        if (S) {
+            memset(S, 0xEE, sb);
+            nt_cpu_q8_stream_fill(&p.W, S, 0, rows / NT_CPU_Q8_STREAM_ROWS);
+            /* the layout itself: row 6k + i's column c at block k, column block c / 32, slot i */
+            int64_t nb = (cols + 31) / 32, bad = 0;
+            for (int64_t r = 0; r < rows / NT_CPU_Q8_STREAM_ROWS * NT_CPU_Q8_STREAM_ROWS; r++)
+                for (int64_t c = 0; c < nb * 32; c++) {
+                    uint8_t want = c < cols ? P[r * cols + c] : 0;
+                    size_t at = ((size_t)(r / NT_CPU_Q8_STREAM_ROWS) * (size_t)nb + (size_t)(c / 32)) * 32 * NT_CPU_Q8_STREAM_ROWS +
+                                32 * (size_t)(r % NT_CPU_Q8_STREAM_ROWS) + (size_t)(c % 32);
+                    bad += S[at] != want;
+                }
+            CHECK(bad == 0, "q8_2f %lldx%lld: %lld bytes of the streaming layout misplaced", (long long)rows, (long long)cols,
+                  (long long)bad);
+            struct prob q = p;
+            q.stream = S;
+            for (int v = 0; v <= isa; v = after(v, isa))
+                for (size_t k = 0; k < sizeof passes / sizeof passes[0]; k++)
+                    for (int api = 0; api < 3; api++) { /* nt_cpu_matmul on 1 and 2 threads, the rows entry point */
+                        float *yk = run(&q, v, passes[k], api == 2 ? 1 : api + 1, NULL, NT_ACT_NONE, api == 2);
+                        CHECK(same_bits(yk, v ? yv : ys, &p, &first), "q8_2f %lldx%lld %s, streaming layout: pass %d (%s) differs at %d",
+                              (long long)rows, (long long)cols, nt_cpu_isa_name(v), passes[k],
+                              api == 2 ? "rows" : api ? "2 threads" : "1 thread", first);
+                        free(yk);
+                    }
+            free(S);
+        }
+    }
 
     /* bias and relu^2: the f32 operations of matmul.c on the plain output */
     float *bias = malloc(sizeof(float) * (size_t)rows);

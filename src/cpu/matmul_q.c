@@ -68,9 +68,11 @@
  * replaces the template's streaming kernels and register tiles by 512-bit ones that hold two rows
  * per vector (an odd last row runs the template's 256-bit ones):
  *   - streaming (every q8_2f pass, q4tp passes of up to 8 positions): R rows x P <= 4 positions
- *     at a time read straight from the payload, each weight vector unpacked once in registers
- *     for the P positions; software prefetch of the next row block; rows in L2-sized chunks that
- *     every group of 4 positions sweeps in turn (so a pass reads the weights from DRAM once);
+ *     at a time read straight from the payload (software prefetch of the next row block) or, for
+ *     q8_2f blocks of 6 rows, from the backend's copy in the streaming layout (m->stream: one
+ *     sequential stream, below q8z_stream), each weight vector unpacked once in registers for
+ *     the P positions; rows in L2-sized chunks that every group of 4 positions sweeps in turn
+ *     (so a pass reads the weights from DRAM once);
  *   - tiled (q4tp passes of 9 or more): a tile of 12 rows x 32 groups is unpacked once into
  *     nibble bytes and f32 scales and serves every position in 2 x 6 register tiles, with the
  *     products scale * d made 8 groups per multiply.

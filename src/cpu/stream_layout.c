@@ -18,6 +18,7 @@
 #include "stream_layout.h"
 
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -81,7 +82,16 @@ static int by_data(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Linux's MemAvailable (free memory and what the page cache would give back: the model's own file
+ * pages, just read for their checksums, count), else the free pages. */
 static size_t memory_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[128];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb) return (size_t)kb * 1024;
     long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
 }

@@ -12,7 +12,8 @@
 #     the bounds only catch a broken format, whose logits would be uncorrelated (relative error
 #     ~1.4): relative L2 error <= 0.25 for q8_2f, <= 0.5 for the default mix (measured 0.22-0.33),
 #     top-1 agreement >= 40%. On the trained demo model they are tight: relative error <= 0.05,
-#     top-1 >= 90%, mean KL <= 0.01 nats (measured: docs/QUANT.md);
+#     top-1 >= 90%, mean KL <= 0.01 nats (measured: docs/QUANT.md); and there the CPU's streaming
+#     copy of the q8_2f projections gives the payload's logits bit for bit, on 1 and 2 threads;
 #   - generate on a .nemo equals generate on the directory (lossless); so do run and tokenize,
 #     which read the tokenizer.json the .nemo carries;
 #   - converting a .nemo, a missing directory, a bad --quant, an unwritable output fails with a
@@ -98,6 +99,19 @@ for mix in default q8_2f; do
         fail "demo: logits ($mix): $(cat "$work/err")"
     if compare "$work/demo.npy" "$work/demo.$mix.npy" 0.05 0.9 0.01 2>"$work/cmp"; then pass
     else fail "demo: $mix logits too far from the unquantized ones: $(cat "$work/cmp")"; fi
+    # the CPU's streaming copy of the q8_2f projections (src/cpu/stream_layout.c) changes no bit,
+    # on one thread and on two, in passes of 64 positions and of one (the 256-bit kernels read it
+    # at one position only; the scalar reference never does)
+    NEMOTRON_STREAM_LAYOUT=0 "$bin" logits -m "$work/demo.$mix.nemo" --tokens "$demo_tokens" -o "$work/demo.$mix.plain.npy" \
+        -t 2 2>"$work/err" || fail "demo: logits ($mix, NEMOTRON_STREAM_LAYOUT=0): $(cat "$work/err")"
+    for th in 1 2; do
+        for pass in 64 1; do
+            "$bin" logits -m "$work/demo.$mix.nemo" --tokens "$demo_tokens" -o "$work/demo.$mix.stream.npy" -t $th \
+                --pass $pass 2>"$work/err" || fail "demo: logits ($mix, -t $th --pass $pass): $(cat "$work/err")"
+            if cmp -s "$work/demo.$mix.plain.npy" "$work/demo.$mix.stream.npy"; then pass
+            else fail "demo: $mix logits with the streaming copy differ from the payload's (-t $th --pass $pass)"; fi
+        done
+    done
 done
 
 # text on a .nemo: its carried tokenizer.json; a lossless .nemo continues as the directory does

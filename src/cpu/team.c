@@ -7,13 +7,22 @@
  * slower than one thread would (issue 17: 1,617 -> 710 tokens/s on the demo model with one
  * competing busy loop; 6.4 tokens/s under heavier load). No thread count is right for every
  * machine state, so the backend measures: each pass is timed (per position), and the team size
- * of each kind of pass (decode, prompt) is the one whose recent passes were cheaper. The other
- * size is tried again now and then, every `every` passes: 4 at first, at least doubled each
- * time it loses, and more when it loses by much: a try costs a pass at the loser's rate (a
- * collapsed team: 2 - 100x a pass of one thread), so tries come rarely enough that they cost
- * about 5 % of the time (up to 4096 passes apart); a try that wins takes over, and `every`
- * starts again at 4. The first pass of a kind runs the whole team, the second one thread. Results do not depend on the team size (every split of the
- * products and operations gives the same bits), so only the time changes.
+ * of each kind of pass (decode, prompt) is the one whose recent passes were cheaper.
+ *
+ * The policy (nt_cpu_team_choose / nt_cpu_team_learn):
+ *   - the first pass of a kind runs one thread: it cannot collapse, and its cost bounds the next;
+ *   - the second runs the whole team, and so does every pass on the team later, under a budget:
+ *     when a team pass has run longer than one thread would have taken for all of it (the one
+ *     thread's recent cost), its remaining operations run on one thread ("cut"). So a try of the
+ *     team while a core is taken costs at most about two one-thread passes, not the 2 - 100 of a
+ *     collapsed team, and a team that collapses in the middle of a pass stops collapsing there;
+ *   - after that the cheaper arm runs, and the other is tried again every `every` passes, so
+ *     rarely that the tries cost ~5 % of the time: a try costs c_loser - c_best more than a pass
+ *     of the best, so it comes every 20 (c_loser / c_best - 1) passes or more (4 to 4096); a lost
+ *     try at least doubles the interval, a won try takes over and spaces the tries of the arm it
+ *     beat by the same rule.
+ * Results do not depend on the team size (every split of the products and operations, and a
+ * switch between operations, gives the same bits), so only the time changes.
  */
 #include "team.h"
 
@@ -24,15 +33,61 @@
 #define EVERY_FIRST 4
 #define EVERY_MAX 4096
 
-/* The calling thread's pass: its team (0 outside a pass), its start and arm. */
+/* The calling thread's pass: its team (0 outside a pass), its start, arm, whether it is a try,
+ * the time after which its operations run on one thread (0: never), and whether they did. */
 static _Thread_local int tl_team;
-static _Thread_local int tl_arm, tl_explore;
-static _Thread_local double tl_t0;
+static _Thread_local int tl_arm, tl_explore, tl_cut;
+static _Thread_local double tl_t0, tl_deadline;
 
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Passes between tries of an arm that costs `loser` against the best's `best` (the 5 % rule). */
+static int retry_gap(double loser, double best) {
+    double g = best > 0 ? 20.0 * (loser / best - 1.0) : EVERY_MAX;
+    return g < EVERY_FIRST ? EVERY_FIRST : g > EVERY_MAX ? EVERY_MAX : (int)g;
+}
+
+int nt_cpu_team_choose(struct nt_cpu_team_kind *k, int *explore, double *budget) {
+    int arm;
+    *explore = 0;
+    if (!k->have[0]) {
+        arm = 0;                      /* the first pass of a kind */
+    } else if (!k->have[1]) {
+        arm = 1;                      /* the second: the team's first try */
+        *explore = 1;
+    } else {
+        int best = k->cost[0] < k->cost[1] ? 0 : 1;
+        arm = best;
+        if (++k->since >= k->every) {
+            arm = !best;
+            *explore = 1;
+            k->since = 0;
+        }
+    }
+    *budget = arm == 1 ? k->cost[0] : 0.0;
+    return arm;
+}
+
+void nt_cpu_team_learn(struct nt_cpu_team_kind *k, int arm, int explore, int cut, double cost) {
+    if (explore || cut) {
+        /* a lone sample (a try, or a team pass that outran one thread): what the arm costs now */
+        double other = k->cost[!arm];
+        if (!cut && (!k->have[!arm] || cost < other)) {
+            k->every = k->have[!arm] ? retry_gap(other, cost) : EVERY_FIRST; /* it takes over */
+        } else {
+            int every = k->every * 2, far = retry_gap(cost, other);
+            k->every = far > every ? far : every < EVERY_MAX ? every : EVERY_MAX; /* it lost */
+        }
+        k->since = 0;
+        k->cost[arm] = cost;
+    } else {
+        k->cost[arm] = k->have[arm] ? 0.5 * k->cost[arm] + 0.5 * cost : cost;
+    }
+    k->have[arm] = 1;
 }
 
 void nt_cpu_team_init(struct nt_cpu_team *t, int max) {
@@ -47,28 +102,19 @@ void nt_cpu_team_init(struct nt_cpu_team *t, int max) {
 void nt_cpu_team_destroy(struct nt_cpu_team *t) { pthread_mutex_destroy(&t->lock); }
 
 void nt_cpu_team_begin(struct nt_cpu_team *t, int n) {
+    tl_cut = 0;
+    tl_deadline = 0;
     if (!t->adapt) {
         tl_team = t->max;
         return;
     }
+    double budget;
     pthread_mutex_lock(&t->lock);
-    struct nt_cpu_team_kind *k = &t->kind[n > 1];
-    /* the whole team until both arms have a cost; then the cheaper, and the other now and then */
-    int best = !k->have[1] ? 1 : !k->have[0] ? 1 : k->cost[0] < k->cost[1] ? 0 : 1;
-    int arm = best, explore = 0;
-    if (k->have[1] && !k->have[0]) { /* the second pass of a kind: one thread, to have both */
-        arm = 0;
-        explore = 1;
-    } else if (k->have[1] && ++k->since >= k->every) {
-        arm = !best;
-        explore = 1;
-        k->since = 0;
-    }
+    tl_arm = nt_cpu_team_choose(&t->kind[n > 1], &tl_explore, &budget);
     pthread_mutex_unlock(&t->lock);
-    tl_arm = arm;
-    tl_explore = explore;
-    tl_team = arm ? t->max : 1;
+    tl_team = tl_arm ? t->max : 1;
     tl_t0 = now();
+    if (budget > 0) tl_deadline = tl_t0 + budget * (double)(n > 0 ? n : 1);
 }
 
 void nt_cpu_team_end(struct nt_cpu_team *t, int n) {
@@ -76,27 +122,14 @@ void nt_cpu_team_end(struct nt_cpu_team *t, int n) {
     if (!t->adapt) return;
     double c = (now() - tl_t0) / (double)(n > 0 ? n : 1);
     pthread_mutex_lock(&t->lock);
-    struct nt_cpu_team_kind *k = &t->kind[n > 1];
-    int arm = tl_arm;
-    if (tl_explore) {
-        /* a lone sample of the other arm after a while: what it costs now */
-        double other = k->cost[!arm];
-        if (!k->have[arm] || c < other) {
-            k->every = EVERY_FIRST; /* it wins: it takes over */
-        } else {
-            /* it loses: try it less often, at least twice as rarely, and so rarely that the tries
-             * cost under ~5 % of the time (a try costs c - other more than a pass of the best) */
-            double far = 20.0 * (c / other - 1.0);
-            int every = k->every * 2;
-            if (far > every) every = far < EVERY_MAX ? (int)far : EVERY_MAX;
-            k->every = every < EVERY_MAX ? every : EVERY_MAX;
-        }
-        k->cost[arm] = c;
-    } else {
-        k->cost[arm] = k->have[arm] ? 0.5 * k->cost[arm] + 0.5 * c : c;
-    }
-    k->have[arm] = 1;
+    nt_cpu_team_learn(&t->kind[n > 1], tl_arm, tl_explore, tl_cut, c);
     pthread_mutex_unlock(&t->lock);
 }
 
-int nt_cpu_team_threads(const struct nt_cpu_team *t) { return tl_team > 0 ? tl_team : t->max; }
+int nt_cpu_team_threads(const struct nt_cpu_team *t) {
+    if (tl_team > 1 && tl_deadline > 0 && now() > tl_deadline) {
+        tl_team = 1; /* this pass has outrun one thread: its other operations run on one */
+        tl_cut = 1;
+    }
+    return tl_team > 0 ? tl_team : t->max;
+}

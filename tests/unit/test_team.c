@@ -1,0 +1,147 @@
+/* test_team.c - the CPU thread team's policy (src/cpu/team.c), on simulated machines: the pass
+ * costs are made up here from the arm, the budget and the machine's state, so every run sees the
+ * same sequence and the checks are exact.
+ *
+ * A machine state is what one pass costs per position on one thread (c1) and on the whole team
+ * (cT). A team pass that runs past its budget B is cut: it did B / cT of its work on the team and
+ * does the rest on one thread, so it costs B + (1 - B / cT) c1 (the backend switches between
+ * operations; here the work is continuous, which is what the budget bounds).
+ * Checks:
+ *   - the first pass of a kind runs one thread and the second the team, with one thread's cost
+ *     as its budget;
+ *   - quiet (team 1.6x faster): after those two, the team runs >= 95 % of the passes, and the
+ *     whole run costs within 5 % of always-team; the tries of one thread are spaced by the 5 %
+ *     rule from the first (3 one-thread passes in the first 50);
+ *   - one core taken (the team 5x slower than one thread): no pass costs more than two one-thread
+ *     passes (the budget), and the whole run costs within 6 % of always-one-thread (the tries'
+ *     5 % rule, plus the first try);
+ *   - the load leaves: the team runs again, within the interval the losses had grown to;
+ *   - the load arrives while the team is the best: the pass it arrives in is cut, and the next
+ *     passes run one thread;
+ *   - intervals stay within 4 .. 4096 passes.
+ */
+#include "cpu/team.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../test.h"
+
+struct machine {
+    double c1, cT; /* seconds per position on one thread, on the team */
+};
+
+/* One pass of kind k on machine m: chooses, costs, learns; returns the cost, sets *arm, *cut. */
+static double pass(struct nt_cpu_team_kind *k, struct machine m, int *arm_out, int *cut_out, double *budget_out) {
+    int explore;
+    double budget;
+    int arm = nt_cpu_team_choose(k, &explore, &budget);
+    double c = arm ? m.cT : m.c1;
+    int cut = 0;
+    if (arm && budget > 0 && m.cT > budget) {
+        c = budget + (1.0 - budget / m.cT) * m.c1;
+        cut = 1;
+    }
+    nt_cpu_team_learn(k, arm, explore, cut, c);
+    CHECK(k->every >= 4 && k->every <= 4096, "interval %d out of 4 .. 4096", k->every);
+    if (arm_out) *arm_out = arm;
+    if (cut_out) *cut_out = cut;
+    if (budget_out) *budget_out = budget;
+    return c;
+}
+
+static struct nt_cpu_team_kind fresh(void) {
+    struct nt_cpu_team_kind k;
+    memset(&k, 0, sizeof k);
+    k.every = 4;
+    return k;
+}
+
+static void test_first_passes(void) {
+    struct nt_cpu_team_kind k = fresh();
+    struct machine quiet = {1.0, 0.6};
+    int arm, cut;
+    double budget;
+    pass(&k, quiet, &arm, &cut, &budget);
+    CHECK(arm == 0 && budget == 0, "first pass: arm %d, budget %g (want one thread, no budget)", arm, budget);
+    pass(&k, quiet, &arm, &cut, &budget);
+    CHECK(arm == 1 && budget == 1.0 && !cut, "second pass: arm %d budget %g cut %d (want the team, one thread's cost)", arm,
+          budget, cut);
+}
+
+static void test_quiet(void) {
+    struct nt_cpu_team_kind k = fresh();
+    struct machine quiet = {1.0, 0.6};
+    double total = 0;
+    int team = 0, n = 2000, one_early = 0;
+    for (int i = 0; i < n; i++) {
+        int arm;
+        total += pass(&k, quiet, &arm, NULL, NULL);
+        team += arm;
+        if (i < 50) one_early += !arm;
+    }
+    /* the team's first try won by 1 / 0.6: one thread is tried again after 20 (1 / 0.6 - 1) = 13
+     * passes, then (losing) after 26: the first pass and two tries in the first 50 */
+    CHECK(one_early == 3, "quiet: one thread ran %d of the first 50 passes (want 3)", one_early);
+    CHECK(team >= 0.95 * n, "quiet: the team ran %d of %d passes", team, n);
+    CHECK(total <= 1.05 * n * quiet.cT, "quiet: %.1f against %.1f always on the team", total, n * quiet.cT);
+}
+
+static void test_loaded(void) {
+    struct nt_cpu_team_kind k = fresh();
+    struct machine loaded = {1.0, 5.0};
+    double total = 0, worst = 0;
+    int n = 2000, team = 0;
+    for (int i = 0; i < n; i++) {
+        int arm;
+        double c = pass(&k, loaded, &arm, NULL, NULL);
+        total += c;
+        team += arm;
+        if (c > worst) worst = c;
+    }
+    CHECK(worst <= 2.0 * loaded.c1, "loaded: a pass cost %.2f one-thread passes", worst / loaded.c1);
+    CHECK(total <= 1.06 * n * loaded.c1, "loaded: %.1f against %.1f always on one thread", total, n * loaded.c1);
+    CHECK(team < 0.05 * n, "loaded: the team ran %d of %d passes", team, n);
+
+    /* the load leaves: the team is tried again within the interval reached, and stays */
+    struct machine quiet = {1.0, 0.6};
+    int limit = k.every + 1, back = -1;
+    for (int i = 0; i < limit + 50; i++) {
+        int arm;
+        pass(&k, quiet, &arm, NULL, NULL);
+        if (arm && back < 0) back = i;
+    }
+    CHECK(back >= 0 && back <= limit, "load gone: the team ran again after %d passes (interval %d)", back, limit - 1);
+    int team_after = 0;
+    for (int i = 0; i < 100; i++) {
+        int arm;
+        pass(&k, quiet, &arm, NULL, NULL);
+        team_after += arm;
+    }
+    CHECK(team_after >= 95, "load gone: the team ran %d of the next 100 passes", team_after);
+}
+
+static void test_load_arrives(void) {
+    struct nt_cpu_team_kind k = fresh();
+    struct machine quiet = {1.0, 0.6}, loaded = {1.0, 5.0};
+    for (int i = 0; i < 200; i++) pass(&k, quiet, NULL, NULL, NULL);
+    /* the next team pass meets the load: it is cut at one thread's cost */
+    int arm = 0, cut = 0;
+    double c = 0;
+    for (int i = 0; i < 8 && !arm; i++) c = pass(&k, loaded, &arm, &cut, NULL);
+    CHECK(arm && cut && c <= 2.0 * loaded.c1, "load arrives: team pass %d, cut %d, cost %.2f", arm, cut, c);
+    int team = 0;
+    for (int i = 0; i < 20; i++) {
+        pass(&k, loaded, &arm, NULL, NULL);
+        team += arm;
+    }
+    CHECK(team == 0, "load arrives: the team ran %d of the next 20 passes", team);
+}
+
+int main(void) {
+    test_first_passes();
+    test_quiet();
+    test_loaded();
+    test_load_arrives();
+    return test_summary("team");
+}

@@ -12,10 +12,11 @@
  * The policy (nt_cpu_team_choose / nt_cpu_team_learn):
  *   - the first pass of a kind runs one thread: it cannot collapse, and its cost bounds the next;
  *   - the second runs the whole team, and so does every pass on the team later, under a budget:
- *     when a team pass has run longer than one thread would have taken for all of it (the one
+ *     when a team pass has run 1.5x longer than one thread would have taken for all of it (the one
  *     thread's recent cost), its remaining operations run on one thread ("cut"). So a try of the
- *     team while a core is taken costs at most about two one-thread passes, not the 2 - 100 of a
- *     collapsed team, and a team that collapses in the middle of a pass stops collapsing there;
+ *     team while a core is taken costs at most about 2.5 one-thread passes, not the 2 - 100 of a
+ *     collapsed team (and loses), and a team that collapses in the middle of a pass stops
+ *     collapsing there (that pass is one more sample of the team's cost);
  *   - after that the cheaper arm runs, and the other is tried again every `every` passes, so
  *     rarely that the tries cost ~5 % of the time: a try costs c_loser - c_best more than a pass
  *     of the best, so it comes every 20 (c_loser / c_best - 1) passes or more (4 to 4096); a lost
@@ -32,6 +33,12 @@
 
 #define EVERY_FIRST 4
 #define EVERY_MAX 4096
+/* A team pass is cut at this many times one thread's cost for the pass, not at 1: a collapsed
+ * team runs 2 - 100x one thread, while a quiet machine's host still stalls a pass now and then
+ * for a few milliseconds (measured: 2.6 - 8 ms gaps in empty 2-thread regions, nothing else
+ * running), and a cut at 1x turned such stalls into a flip to one thread (mid, tg64 2 threads:
+ * runs of 106 - 143 tokens/s between runs of 180, against 166 - 201 without cuts). */
+#define BUDGET_SLACK 1.5
 
 /* The calling thread's pass: its team (0 outside a pass), its start, arm, whether it is a try,
  * the time after which its operations run on one thread (0: never), and whether they did. */
@@ -68,13 +75,13 @@ int nt_cpu_team_choose(struct nt_cpu_team_kind *k, int *explore, double *budget)
             k->since = 0;
         }
     }
-    *budget = arm == 1 ? k->cost[0] : 0.0;
+    *budget = arm == 1 ? BUDGET_SLACK * k->cost[0] : 0.0;
     return arm;
 }
 
 void nt_cpu_team_learn(struct nt_cpu_team_kind *k, int arm, int explore, int cut, double cost) {
-    if (explore || cut) {
-        /* a lone sample (a try, or a team pass that outran one thread): what the arm costs now */
+    if (explore) {
+        /* a lone sample of the arm that was not the cheaper: what it costs now (a cut try lost) */
         double other = k->cost[!arm];
         if (!cut && (!k->have[!arm] || cost < other)) {
             k->every = k->have[!arm] ? retry_gap(other, cost) : EVERY_FIRST; /* it takes over */
@@ -85,6 +92,8 @@ void nt_cpu_team_learn(struct nt_cpu_team_kind *k, int arm, int explore, int cut
         k->since = 0;
         k->cost[arm] = cost;
     } else {
+        /* the cheaper arm's pass, cut or not, is one more sample: a stall of the host's in one
+         * pass does not flip the arm, a team that keeps outrunning one thread does in a pass or two */
         k->cost[arm] = k->have[arm] ? 0.5 * k->cost[arm] + 0.5 * cost : cost;
     }
     k->have[arm] = 1;

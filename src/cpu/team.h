@@ -27,8 +27,8 @@ void nt_cpu_team_destroy(struct nt_cpu_team *t);
 void nt_cpu_team_begin(struct nt_cpu_team *t, int n);
 void nt_cpu_team_end(struct nt_cpu_team *t, int n);
 /* The threads an operation of the calling thread's pass may use (max outside a pass). A pass on
- * the whole team that has outlasted what one thread would have taken for all of it goes on with
- * one thread from the operation that finds so (team.c). */
+ * the whole team that has outlasted its budget (1.5x what one thread would have taken for all of
+ * it) goes on with one thread from the operation that finds so (team.c). */
 int nt_cpu_team_threads(const struct nt_cpu_team *t);
 
 /* The policy alone, for tests (the functions above hold the lock and read the clock around it).
@@ -36,7 +36,7 @@ int nt_cpu_team_threads(const struct nt_cpu_team *t);
  * the cheaper (*explore), and the longest the pass may run on the team before it goes on with
  * one thread (*budget, seconds per position; 0: no bound).
  * learn: the pass of that arm cost `cost` seconds per position; cut: it ran past its budget and
- * ended on one thread (its cost then only says the team lost). */
+ * ended on one thread (a cut try lost). */
 int nt_cpu_team_choose(struct nt_cpu_team_kind *k, int *explore, double *budget);
 void nt_cpu_team_learn(struct nt_cpu_team_kind *k, int arm, int explore, int cut, double cost);
 

@@ -3,21 +3,23 @@
  * same sequence and the checks are exact.
  *
  * A machine state is what one pass costs per position on one thread (c1) and on the whole team
- * (cT). A team pass that runs past its budget B is cut: it did B / cT of its work on the team and
- * does the rest on one thread, so it costs B + (1 - B / cT) c1 (the backend switches between
- * operations; here the work is continuous, which is what the budget bounds).
+ * (cT). A team pass that runs past its budget B (1.5x one thread's cost) is cut: it did B / cT of
+ * its work on the team and does the rest on one thread, so it costs B + (1 - B / cT) c1 (the
+ * backend switches between operations; here the work is continuous, which is what the budget
+ * bounds).
  * Checks:
- *   - the first pass of a kind runs one thread and the second the team, with one thread's cost
- *     as its budget;
+ *   - the first pass of a kind runs one thread and the second the team, with 1.5x one thread's
+ *     cost as its budget;
  *   - quiet (team 1.6x faster): after those two, the team runs >= 95 % of the passes, and the
  *     whole run costs within 5 % of always-team; the tries of one thread are spaced by the 5 %
  *     rule from the first (3 one-thread passes in the first 50);
- *   - one core taken (the team 5x slower than one thread): no pass costs more than two one-thread
- *     passes (the budget), and the whole run costs within 6 % of always-one-thread (the tries'
- *     5 % rule, plus the first try);
+ *   - one core taken (the team 5x slower than one thread): no pass costs more than 2.5 one-thread
+ *     passes (the budget and the rest on one thread), and the whole run costs within 6 % of
+ *     always-one-thread (the tries' 5 % rule, plus the first try);
  *   - the load leaves: the team runs again, within the interval the losses had grown to;
  *   - the load arrives while the team is the best: the pass it arrives in is cut, and the next
- *     passes run one thread;
+ *     passes run one thread; one stalled team pass (2x one thread's cost, once) is not cut and
+ *     does not flip the arm;
  *   - intervals stay within 4 .. 4096 passes.
  */
 #include "cpu/team.h"
@@ -65,7 +67,7 @@ static void test_first_passes(void) {
     pass(&k, quiet, &arm, &cut, &budget);
     CHECK(arm == 0 && budget == 0, "first pass: arm %d, budget %g (want one thread, no budget)", arm, budget);
     pass(&k, quiet, &arm, &cut, &budget);
-    CHECK(arm == 1 && budget == 1.0 && !cut, "second pass: arm %d budget %g cut %d (want the team, one thread's cost)", arm,
+    CHECK(arm == 1 && budget == 1.5 && !cut, "second pass: arm %d budget %g cut %d (want the team, one thread's cost)", arm,
           budget, cut);
 }
 
@@ -99,7 +101,7 @@ static void test_loaded(void) {
         team += arm;
         if (c > worst) worst = c;
     }
-    CHECK(worst <= 2.0 * loaded.c1, "loaded: a pass cost %.2f one-thread passes", worst / loaded.c1);
+    CHECK(worst <= 2.5 * loaded.c1, "loaded: a pass cost %.2f one-thread passes", worst / loaded.c1);
     CHECK(total <= 1.06 * n * loaded.c1, "loaded: %.1f against %.1f always on one thread", total, n * loaded.c1);
     CHECK(team < 0.05 * n, "loaded: the team ran %d of %d passes", team, n);
 
@@ -129,7 +131,7 @@ static void test_load_arrives(void) {
     int arm = 0, cut = 0;
     double c = 0;
     for (int i = 0; i < 8 && !arm; i++) c = pass(&k, loaded, &arm, &cut, NULL);
-    CHECK(arm && cut && c <= 2.0 * loaded.c1, "load arrives: team pass %d, cut %d, cost %.2f", arm, cut, c);
+    CHECK(arm && cut && c <= 2.5 * loaded.c1, "load arrives: team pass %d, cut %d, cost %.2f", arm, cut, c);
     int team = 0;
     for (int i = 0; i < 20; i++) {
         pass(&k, loaded, &arm, NULL, NULL);
@@ -138,7 +140,24 @@ static void test_load_arrives(void) {
     CHECK(team == 0, "load arrives: the team ran %d of the next 20 passes", team);
 }
 
+/* A quiet machine whose host stalls one team pass: it costs 2x one thread's pass, once. */
+static void test_stall(void) {
+    struct nt_cpu_team_kind k = fresh();
+    struct machine quiet = {1.0, 0.6}, stalled = {1.0, 1.2};
+    for (int i = 0; i < 200; i++) pass(&k, quiet, NULL, NULL, NULL);
+    int arm = 0, cut = 1;
+    for (int i = 0; i < 8 && !arm; i++) pass(&k, stalled, &arm, &cut, NULL);
+    CHECK(arm && !cut, "stall: team pass %d cut %d (want the team, not cut)", arm, cut);
+    int team = 0;
+    for (int i = 0; i < 20; i++) {
+        pass(&k, quiet, &arm, NULL, NULL);
+        team += arm;
+    }
+    CHECK(team >= 19, "stall: the team ran %d of the next 20 passes", team);
+}
+
 int main(void) {
+    test_stall();
     test_first_passes();
     test_quiet();
     test_loaded();

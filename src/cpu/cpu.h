@@ -24,8 +24,9 @@ struct nt_mm {
     void *qx;                 /* packed W only: scratch of nt_cpu_qx_bytes(n, W->cols) bytes
                                * (64-byte aligned is best) for the quantized activations */
     const uint8_t *stream;    /* q8_2f W only, or NULL: W's weights again in the streaming layout
-                               * (nt_cpu_q8_stream_fill), which the AVX-512 VNNI kernels read
-                               * instead of W->data where a call's rows allow; same results */
+                               * (nt_cpu_q8_stream_fill), which the SIMD streaming kernels read
+                               * instead of W->data where a call's rows allow (matmul_q.c); the
+                               * same results */
 };
 
 /* The kernel variants, by instruction set. Every function here that takes `isa` runs that

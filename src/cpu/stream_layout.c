@@ -9,7 +9,7 @@
  * Which matrices: the q8_2f ones the backend's matmul takes (Mamba, attention, shared experts,
  * dense MLPs, the latent projections, lm_head, the MTP step's), never the routed experts: a
  * position reads a few of them, and on a large model they are most of the bytes, too many to hold
- * twice. Memory: the copies add those matrices' bytes (mid: 189 MB; Nemotron-3-Nano: ~1.8 GB);
+ * twice. Memory: the copies add those matrices' bytes (mid: 190 MB; Nemotron-3-Nano: ~1.8 GB);
  * the products no longer read the originals' file pages, which the page cache may then drop.
  * The copies are skipped (the kernels read the payload, the same results) for the scalar
  * reference, when NEMOTRON_STREAM_LAYOUT=0, or when they would take more than half the memory

@@ -227,8 +227,9 @@ rows_avx2_dt(const struct nt_mm *m, enum nt_dtype dt, int r0, int r1) {
 /* Two rows per vector: the low half holds row i's 8 lanes, the high half row i+1's, so each lane
  * is still one chain of the arithmetic above (the same FMAs in the same order as kernel_3x4's)
  * and the results are the AVX2 variant's bits; the input is broadcast to both halves by a load.
- * A pass of 4+ positions runs rows in blocks of 6 (3 pairs) x 4 positions, 12 accumulators;
- * everything else (one position, the leftover rows and positions) runs the AVX2 kernels. */
+ * A pass of 4+ positions runs rows in blocks of 6 (3 pairs) x 8 positions (24 accumulators)
+ * while 8 remain, then x 4; everything else (passes of 1 - 3, the leftover rows and positions)
+ * runs the AVX2 kernels. */
 #define Z512 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw")))
 
 /* Columns c .. c+7 of rows at o and o + cols, widened: [row o | row o + cols]. */
@@ -258,33 +259,37 @@ static inline Z512 __attribute__((always_inline)) void finish2(const struct nt_m
     finish(m, dt, r + 1, t, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
 }
 
-/* Rows r..r+5 x positions t..t+3. */
-static inline Z512 __attribute__((always_inline)) void kernel_z6x4(const struct nt_mm *m, enum nt_dtype dt, int r, int t) {
+/* Rows r..r+5 x positions t..t+P-1 (P = 4 or 8): each pair's widened weights (2 loads, the
+ * conversion and a join per 8 columns) serve P positions, so 8 spread them over twice the FMAs of
+ * 4: 24 accumulators, 3 weight registers and one input, of the 32 registers. */
+static inline Z512 __attribute__((always_inline)) void kernel_z6(const struct nt_mm *m, enum nt_dtype dt, int r, int t, int P) {
     const void *W = m->W->data;
     size_t cols = (size_t)m->W->cols, c8 = cols & ~(size_t)7, o0 = (size_t)r * cols;
     size_t xs = (size_t)m->x_stride;
     const float *x0 = m->x + (size_t)t * xs;
-    __m512 acc[3][4];
+    __m512 acc[3][8];
 #pragma GCC unroll 4
     for (int j = 0; j < 3; j++)
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) acc[j][p] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) acc[j][p] = _mm512_setzero_ps();
     for (size_t c = 0; c < c8; c += 8) {
         __m512 w[3];
 #pragma GCC unroll 4
         for (int j = 0; j < 3; j++) w[j] = load_w8x2(W, o0 + 2 * (size_t)j * cols + c, cols, dt);
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) {
             __m512 xv = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(x0 + (size_t)p * xs + c))));
 #pragma GCC unroll 4
             for (int j = 0; j < 3; j++) acc[j][p] = _mm512_fmadd_ps(w[j], xv, acc[j][p]);
         }
     }
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; p++)
+#pragma GCC unroll 8
+    for (int p = 0; p < P; p++)
 #pragma GCC unroll 4
         for (int j = 0; j < 3; j++) finish2(m, dt, r + 2 * j, t + p, acc[j][p]);
 }
+static Z512 void kernel_z6x4(const struct nt_mm *m, enum nt_dtype dt, int r, int t) { kernel_z6(m, dt, r, t, 4); }
+static Z512 void kernel_z6x8(const struct nt_mm *m, enum nt_dtype dt, int r, int t) { kernel_z6(m, dt, r, t, 8); }
 
 static inline Z512 __attribute__((always_inline)) void rows_z_dt(const struct nt_mm *m, enum nt_dtype dt, int r0, int r1) {
     if (m->n < 4) {
@@ -297,6 +302,8 @@ static inline Z512 __attribute__((always_inline)) void rows_z_dt(const struct nt
     for (int c0 = r0; c0 < full_end; c0 += chunk) {
         int c1 = c0 + chunk < full_end ? c0 + chunk : full_end;
         int t = 0;
+        for (; t + 8 <= m->n; t += 8)
+            for (int rb = c0; rb < c1; rb += 6) kernel_z6x8(m, dt, rb, t);
         for (; t + 4 <= m->n; t += 4)
             for (int rb = c0; rb < c1; rb += 6) kernel_z6x4(m, dt, rb, t);
         for (; t < m->n; t++)

@@ -101,6 +101,8 @@ void nt_cpu_stream_layouts_build(struct nt_cpu_stream_layouts *L, const struct n
     if (isa == NT_CPU_SCALAR) return; /* the reference reads the payload */
     const char *env = getenv("NEMOTRON_STREAM_LAYOUT");
     if (env && strcmp(env, "0") == 0) return;
+    if (env && *env && strcmp(env, "1") != 0)
+        nt_log(NEMOTRON_LOG_WARN, "NEMOTRON_STREAM_LAYOUT=%s: not 0 or 1; the streaming copy is made (0 turns it off)", env);
     /* the visitor only reads the matrices (nt_weights_for_each takes them writable, for uploads) */
     struct nt_weights *w = (struct nt_weights *)f->w;
     int n_ranges = expert_ranges(w, f->moe.E, NULL);

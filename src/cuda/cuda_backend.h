@@ -36,6 +36,11 @@ void nt_cuda_packed_reference(int on);
  * (k_ggml), whose bits the streaming kernel must reproduce. Affects the whole process. */
 void nt_cuda_ggml_reference(int on);
 
+/* For tests and gpu_bench_ops: nonzero runs the plain packed products of 2 .. DM_MAX_N positions
+ * (decode.cu's k_decode_multi) on products.cu's k_gemv / k_mma (the path before it), whose bits
+ * that kernel must reproduce. Affects the whole process. */
+void nt_cuda_multi_reference(int on);
+
 /* For tests: nonzero routes every MoE pass with moe.cu's block kernel (k_moe_route), whose
  * outputs the one-warp router must reproduce bit for bit. Affects the whole process. */
 void nt_cuda_route_reference(int on);

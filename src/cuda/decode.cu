@@ -1,6 +1,8 @@
 /* decode.cu - the products of a pass of one position (a decode step): every packed matrix of the
  * pass, and the position's routed experts in two kernels (up for its k experts; down for all k
- * with the weighted combine fused), by persistent blocks that stream the weights.
+ * with the weighted combine fused), by persistent blocks that stream the weights; and the plain
+ * packed products of a pass of 2 .. 16 positions (a verify pass), the same stream applied to all
+ * the pass's rows (k_decode_multi, below).
  *
  * WHY A KERNEL OF ITS OWN. At one position a product is a stream of weights (1-350 MB) with a
  * little arithmetic. k_gemv's blocks each load 32 KB, quantize the activation row, compute and
@@ -16,7 +18,16 @@
  * distinct): the up kernel's tiles run over (slot, rows of its expert), the down kernel's over
  * rows of the output with all k slots in each tile, so the combine happens in the tile (no
  * k_moe_plan, no k_moe_combine: 3 launches instead of 6). Float weights (the router) get one
- * block per row, the row staged whole (k_float_row).
+ * block per row, the row staged whole (k_float_row; a pass of 2 .. 16 positions: k_float_rows).
+ *
+ * k_decode'S SOURCE IS KEPT AS IT WAS VERIFIED (session 10, main at 5c45fe7). Session 11's first
+ * merge of k_decode_multi and of the experts in units (dev/wip/session11-cuda-merged.patch) made
+ * every product of one position 6 - 13 % slower on the H200; its k_decode issued 3 - 8 % more
+ * instructions a tile (tests of the units' fields, the shared helpers' other forms) and waited on
+ * shared memory more often (dev/wip/README.md, session 12). The helpers k_decode shares with
+ * k_decode_multi (dc_issue, dc_quantize) therefore take the differences as parameters that
+ * k_decode passes as constants or as main's own expressions, so that its instance compiles to
+ * main's machine code (compared instruction for instruction, dev/wip/README.md).
  *
  * THE ARITHMETIC IS products.cu's, TO THE BIT. The activation rows are quantized to the same
  * bytes (the same block maxima, d = amax / 127, inv = 127 / amax, rint and clamp; 8 lanes per
@@ -54,7 +65,7 @@ enum dc_mode {
     DC_DOWN   /* every slot in every tile; x row s; y = the weighted sum over the slots */
 };
 
-/* One product of the kernel (by value; 100 bytes: under the 128 bytes past which nvcc 13.0
+/* One product of the kernel (by value; 108 bytes: under the 128 bytes past which nvcc 13.0
  * miscompiled a conditional table load, products.cu's pk_item_of). */
 struct dc_product {
     const uint8_t *W;           /* DC_PLAIN */
@@ -63,16 +74,21 @@ struct dc_product {
     uint8_t *qx;                /* NULL: each block quantizes the row itself; else the nq rows
                                  * quantized by k_dc_quantize */
     const float *wts;           /* DC_DOWN: their weights */
-    const float *x;             /* activation rows, row s at x + s * cols (DC_DOWN) */
+    const float *x;             /* activation rows, row q at x + q * x_stride (k_dc_quantize) */
     const float *bias;
     float *y;
     int mode, dtype, act;
     int rows, cols;
     int k;     /* slots (DC_UP, DC_DOWN) */
-    int nq;    /* activation rows quantized: 1, or k (one per slot) */
+    int nq;    /* activation rows quantized: 1, k (one per slot) or n (k_decode_multi: one per position) */
     int rb;    /* output rows per tile */
     int tiles; /* DC_UP: per slot; else all */
+    /* (after main's fields, so that k_decode reads its parameters where main's did) floats between
+     * activation rows q (DC_DOWN: cols; DC_UP: 0, every slot quantizes row 0) and between output
+     * rows (k_decode_multi's positions) */
+    int x_stride, y_stride;
 };
+static_assert(sizeof(struct dc_product) <= 128, "dc_product: past 128 bytes nvcc 13.0 miscompiled (products.cuh)");
 
 #define DC_MAX_K 64 /* slots a block keeps its matrices' addresses for */
 
@@ -86,7 +102,11 @@ __device__ __forceinline__ const uint8_t *dc_matrix(const struct dc_product &a, 
 /* Quantizes units u0 .. u1 - 1 (unit = row q, block b of 32 columns: q nb + b) of the nq
  * activation rows into dst (pk_qx_stride(cols) bytes a row): 8 lanes per unit, 4 columns a
  * lane, the block's warps 4 units each per round; whole warps run every shuffle. The bytes are
- * quantize_block's (products.cu): the maximum is exact in any order. */
+ * quantize_block's (products.cu): the maximum is exact in any order. Row q of x: STRIDED
+ * (k_decode_multi's positions) at q * x_stride; else as main's kernels read it (the experts' down
+ * product: row q; the up product: row 0 for every slot), so that the kernels of one position keep
+ * main's machine code. */
+template <bool STRIDED>
 __device__ void dc_quantize(const struct dc_product &a, const uint8_t *const *mats, uint8_t *dst_rows, int u0_block,
                             int u1) {
     int nb = a.cols / 32, lane = threadIdx.x & 31, l8 = lane & 7;
@@ -95,7 +115,7 @@ __device__ void dc_quantize(const struct dc_product &a, const uint8_t *const *ma
         int u = u0 + (lane >> 3);
         bool on = u < u1;
         int q = on ? u / nb : 0, b = on ? u % nb : 0, c0 = 32 * b + 4 * l8;
-        const float *x = a.x + (a.mode == DC_DOWN ? (int64_t)q * a.cols : 0);
+        const float *x = a.x + (STRIDED ? (int64_t)q * a.x_stride : a.mode == DC_DOWN ? (int64_t)q * a.cols : 0);
         const uint8_t *W = a.dtype == NT_DTYPE_Q8_2F ? dc_matrix(a, mats, a.nq > 1 ? q : 0) : NULL;
         float v[4];
 #pragma unroll
@@ -159,45 +179,53 @@ __device__ __forceinline__ int where_chunk(uint32_t w) { return (int)(w & 4095);
  * params or q8_2f row-scale word, then (q4tp) each pair's row of 5-bit codes as whole 32-bit words
  * from the word holding its first byte (the payload is padded so the last row's word exists). */
 
-/* Bytes of a stage's parts (host and device agree through these). */
+/* Bytes of a stage's parts (host and device agree through these): `tile` chunks of weights, then
+ * `words` param / row-scale words (one per copying thread), then (q4tp) a row of codes per word. */
 __host__ __device__ static inline int dc_code_words(int cols) { return (int)((cols / 32 * 5 + 7) / 8 + 3) / 4 + 1; }
 __host__ __device__ static inline int dc_pairs(const struct dc_product &a) { return (a.mode == DC_DOWN ? a.k : 1) * a.rb; }
+__host__ __device__ static inline int dc_stage_bytes_of(const struct dc_product &a, int tile, int per_row) {
+    int codes = a.dtype == NT_DTYPE_Q4TP ? per_row * a.rb * dc_code_words(a.cols) * 4 : 0;
+    return (16 * tile + 4 * (per_row * a.rb) + codes + 15) / 16 * 16;
+}
 __host__ __device__ static inline int dc_stage_bytes(const struct dc_product &a) {
-    int codes = a.dtype == NT_DTYPE_Q4TP ? dc_pairs(a) * dc_code_words(a.cols) * 4 : 0;
-    return (16 * DC_TILE + 4 * dc_pairs(a) + codes + 15) / 16 * 16;
+    return dc_stage_bytes_of(a, DC_TILE, a.mode == DC_DOWN ? a.k : 1);
 }
 /* The most any product's stage takes: pairs <= DC_THREADS, and a q4tp tile's pairs hold at most
  * DC_TILE groups of 5 bits plus two partial words a pair. */
 #define DC_MAX_STAGE_BYTES (16 * DC_TILE + 4 * DC_THREADS + (DC_TILE * 5 / 8 + 8 * DC_THREADS) + 16)
 
-/* Issues the copies of tile t into stage st: the thread's weight chunks, and for a thread that
- * runs a chain (pair tid) its row's params / row-scale word and codes. Rows past the tile's are
- * not copied and never read. */
-template <bool Q4>
+/* Issues the copies of tile t into stage st (CHUNKS chunks a thread): the thread's weight chunks,
+ * and for a thread that copies params (tid < per_row * t.nr: row chain_rl = tid / per_row, slot
+ * chain_s of the tile) its row's params / row-scale word as word tid and its codes after pwords
+ * such words. k_decode: per_row S, the chain thread of pair tid, pwords the pairs (main's test
+ * and layout, which k_decode's code keeps); k_decode_multi: q4tp row tid (per_row 1), or the
+ * q8_2f row of chain tid (per_row n). Rows past the tile's are not copied and never read. */
+template <bool Q4, int CHUNKS>
 __device__ __forceinline__ void dc_issue(const struct dc_product &a, const uint8_t *const *mats, const struct dc_tile &t,
-                                         const uint32_t *where, int chain_s, int chain_rl, uint8_t *st) {
-    int nb = a.cols / 32, S = a.mode == DC_DOWN ? a.k : 1;
+                                         const uint32_t *where, int chain_s, int chain_rl, int per_row, int pwords,
+                                         uint8_t *st) {
+    int nb = a.cols / 32;
     int64_t row_bytes = Q4 ? (int64_t)nb * 16 : a.cols;
     uint4 *w = (uint4 *)st;
 #pragma unroll
-    for (int j = 0; j < DC_CHUNKS; j++) {
+    for (int j = 0; j < CHUNKS; j++) {
         int rl = where_row(where[j]);
         if (rl < t.nr) {
             const uint8_t *W = dc_matrix(a, mats, a.mode == DC_DOWN ? where_slot(where[j]) : t.slot);
             cp_async16(w + threadIdx.x + DC_THREADS * j, W + (t.r0 + rl) * row_bytes + 16 * (int64_t)where_chunk(where[j]));
         }
     }
-    if ((int)threadIdx.x < S * t.nr) {
+    if ((int)threadIdx.x < per_row * t.nr) {
         const uint8_t *W = dc_matrix(a, mats, a.mode == DC_DOWN ? chain_s : t.slot);
         int64_t r = t.r0 + chain_rl;
-        uint32_t *pw = (uint32_t *)(st + 16 * DC_TILE);
+        uint32_t *pw = (uint32_t *)(st + 16 * DC_THREADS * CHUNKS);
         if (Q4) {
             cp_async4(pw + threadIdx.x, W + d_q4_params_off(a.rows, a.cols) + 4 * r);
             const uint8_t *c0 = W + d_q4_codes_off(a.rows, a.cols) + r * d_q4_cstride(a.cols);
             const uint8_t *c1 = c0 + d_q4_cstride(a.cols);
             const uint8_t *w0 = (const uint8_t *)((uintptr_t)c0 & ~(uintptr_t)3);
             int words = (int)(((uintptr_t)c1 + 3 - (uintptr_t)w0) / 4), cw = dc_code_words(a.cols);
-            uint32_t *cd = pw + dc_pairs(a) + threadIdx.x * cw;
+            uint32_t *cd = pw + pwords + threadIdx.x * cw;
             for (int i = 0; i < words; i++) cp_async4(cd + i, w0 + 4 * i);
         } else {
             cp_async4(pw + threadIdx.x, (const uint8_t *)((uintptr_t)(W + d_q8_rs_off(a.rows, a.cols) + 2 * r) & ~(uintptr_t)3));
@@ -252,7 +280,8 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
 #pragma unroll
     for (int p = 0; p < DC_STAGES - 1; p++) {
         if (p < mine_tiles)
-            dc_issue<Q4>(a, mats, dc_tile_of(a, blockIdx.x + p * gridDim.x), where, chain_s, chain_rl, stages + p * sb);
+            dc_issue<Q4, DC_CHUNKS>(a, mats, dc_tile_of(a, blockIdx.x + p * gridDim.x), where, chain_s, chain_rl, S,
+                                    dc_pairs(a), stages + p * sb);
         cp_async_commit(); /* empty groups past the block's tiles keep the wait counts uniform */
     }
     if (a.mode != DC_UP) grid_wait();
@@ -261,13 +290,13 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
     if (a.qx) /* several rows: quantized once by k_dc_quantize for all the blocks */
         for (int i = tid; i < (int)(a.nq * qs / 16); i += DC_THREADS) ((uint4 *)sq)[i] = ((const uint4 *)a.qx)[i];
     else
-        dc_quantize(a, mats, sq, 0, a.nq * nb);
+        dc_quantize<false>(a, mats, sq, 0, a.nq * nb);
     __syncthreads();
     for (int i = 0; i < mine_tiles; i++) {
         int ahead = i + DC_STAGES - 1, buf = i & 1;
         if (ahead < mine_tiles) /* into the stage tile i - 1 used: only this thread read its parts */
-            dc_issue<Q4>(a, mats, dc_tile_of(a, blockIdx.x + ahead * gridDim.x), where, chain_s, chain_rl,
-                         stages + (ahead % DC_STAGES) * sb);
+            dc_issue<Q4, DC_CHUNKS>(a, mats, dc_tile_of(a, blockIdx.x + ahead * gridDim.x), where, chain_s, chain_rl, S,
+                                    dc_pairs(a), stages + (ahead % DC_STAGES) * sb);
         cp_async_commit();
         cp_async_wait<DC_STAGES - 1>(); /* tile i's copies (this thread's) have landed */
         const struct dc_tile cur = dc_tile_of(a, blockIdx.x + i * gridDim.x);
@@ -318,17 +347,8 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
         __syncthreads();
         if (tid < S * cur.nr) { /* one chain per (slot, row): the blocks in order */
             int s = a.mode == DC_DOWN ? chain_s : cur.slot, rl = chain_rl;
-            const int32_t *is = isum[buf] + tid * nb;
             const float *dv = (const float *)(sq + (a.nq > 1 ? s : 0) * qs + 32 * nb);
-            float acc = 0.0f;
-            if (q4) {
-                const float *gsc = gscale[buf] + tid * nb;
-#pragma unroll 4
-                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(gsc[b], dv[b]), acc);
-            } else {
-#pragma unroll 4
-                for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], dv[b], acc);
-            }
+            float acc = pk_chain<Q4>(isum[buf] + tid * nb, gscale[buf] + (q4 ? tid * nb : 0), dv, nb);
             int r = cur.r0 + rl;
             uint16_t rs = q4 ? 0 : (uint16_t)(pw[tid] >> (16 * (r & 1)));
             float v = dc_finish(a, rs, a.bias ? a.bias[r] : 0.0f, acc);
@@ -352,11 +372,182 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
  * times, more bytes than the weights (one H200 run: experts 39.4 against 32.8 us). One row is
  * quantized in k_decode, while its first tiles load. */
 #define DC_QUANTIZE_UNITS 32
-__global__ void __launch_bounds__(DC_THREADS) k_dc_quantize(struct dc_product a) {
+template <bool STRIDED> __global__ void __launch_bounds__(DC_THREADS) k_dc_quantize(struct dc_product a) {
     grid_wait();
     grid_launch_dependents();
     int u0 = blockIdx.x * DC_QUANTIZE_UNITS, units = a.nq * (a.cols / 32);
-    dc_quantize(a, NULL, a.qx, u0, min(u0 + DC_QUANTIZE_UNITS, units));
+    dc_quantize<STRIDED>(a, NULL, a.qx, u0, min(u0 + DC_QUANTIZE_UNITS, units));
+}
+
+/* ---- passes of 2 .. DM_MAX_N positions: k_decode_multi ------------------------------------------
+ *
+ * A verify pass (speculative decoding: 1 + k positions) or a short prompt multiplies every matrix
+ * by a few activation rows. That is still a stream of weights (the bytes are read once for all n
+ * positions), but k_gemv's items of 4 (one wave of blocks that each load 32 KB, compute and
+ * retire) took 2.7x the one-position time at n = 4 on the H200 (docs/PERF.md, session 10). Here the
+ * pipeline of k_decode carries n positions: the persistent grid, each block walking its tiles
+ * (blockIdx.x, + gridDim.x, ...) with DM_STAGES - 1 tiles' weights in flight through cp.async;
+ * the n rows are quantized once by k_dc_quantize and copied whole into the block's shared memory;
+ * every weight chunk, read from its stage once, meets the n rows' bytes (n block sums a chunk);
+ * then one chain per (row, position) runs products.cu's fma chain and store. The arithmetic is
+ * k_decode's, so each position gets the bits it gets alone or in a long pass.
+ *
+ * Shared memory per block: DM_STAGES stages of DM_TILE chunks (8 KB: half k_decode's tile, three
+ * stages, so the same 16 KB in flight), the block sums of one tile for n positions (n x 257 words
+ * q8_2f, n x 513 q4tp: one buffer, a barrier a tile more than k_decode's two), the q4tp group
+ * scales of the tile (shared by the positions), and the n quantized rows (n x ~1.1 bytes a
+ * column). At n = 8 and 2688 columns that is 58 KB (q8_2f) to 68 KB (q4tp): 3 blocks an SM, as
+ * k_decode; at n = 16, 90-109 KB (4096 columns: 116 KB): 2 or 1 blocks an SM, the grid sized by
+ * the occupancy the runtime reports. DM_MAX_N = 12: past ~8 positions the chunk loop reads n x 16
+ * bytes of rows from shared memory per 16 bytes of weights (128 bytes a cycle an SM) and the block
+ * sums of n positions crowd the shared memory, so the time grows with n from there (H200, session
+ * 11: in_proj 27.8 us at n = 8, 53.8 at 16) while k_mma's item of 32 costs the same from 9 to 32
+ * positions (in_proj ~49, out_proj ~25, lm_head ~408); interpolated, the two meet at 11 - 15
+ * positions (the lm_head first), so passes of 13 or more run k_mma (PK_MMA_MIN_PLAIN). */
+#ifndef NT_DECODE_MULTI
+#define NT_DECODE_MULTI 1 /* 0: passes of 2 .. DM_MAX_N positions run k_gemv / k_mma (products.cu) */
+#endif
+#ifndef DM_MAX_N
+#define DM_MAX_N 12
+#endif
+#ifndef DM_CHUNKS
+#define DM_CHUNKS 2 /* 16-byte weight loads per thread per tile: 8 KB tiles */
+#endif
+#ifndef DM_STAGES
+#define DM_STAGES 3
+#endif
+#define DM_TILE (DC_THREADS * DM_CHUNKS)
+#define DM_MAX_SMEM (227 * 1024) /* what a block may opt into on sm_90 */
+static_assert(DM_TILE <= 4096 && DM_STAGES >= 2 && DM_MAX_N <= DC_THREADS, "k_decode_multi's sizes");
+
+/* Bytes between two positions' quantized rows in shared memory: pk_qx_stride, plus 16 where its
+ * words are a multiple of 8, so that the chains of one warp, reading block scale b of up to 8
+ * positions at once, read 8 distinct banks (16-byte rows leave no better spread). */
+__host__ __device__ static inline int dm_qrow_bytes(int cols) {
+    int qs = (int)pk_qx_stride(cols);
+    return qs / 4 % 8 == 4 ? qs : qs + 16;
+}
+
+/* Where the parts of k_decode_multi's dynamic shared memory start (bytes), and its size. */
+struct dm_layout {
+    int sb, isum, gscale, sq, total;
+};
+__host__ __device__ static inline struct dm_layout dm_layout_of(const struct dc_product &a) {
+    bool q4 = a.dtype == NT_DTYPE_Q4TP;
+    int tb = q4 ? DM_TILE : DM_TILE / 2; /* block sums of a tile */
+    struct dm_layout l;
+    l.sb = dc_stage_bytes_of(a, DM_TILE, q4 ? 1 : a.nq);
+    l.isum = DM_STAGES * l.sb;
+    l.gscale = l.isum + 4 * a.nq * (tb + 1);
+    l.sq = (l.gscale + (q4 ? 4 * tb : 0) + 15) / 16 * 16;
+    l.total = l.sq + a.nq * dm_qrow_bytes(a.cols);
+    return l;
+}
+
+/* a.nq positions, row t of x quantized by k_dc_quantize into a.qx (pk_qx_stride(cols) bytes a
+ * row), y row t at a.y + t a.y_stride. A tile holds a.rb rows; chain thread tid is row tid / n,
+ * position tid % n (rb n <= DC_THREADS). The thread that copies a row's params: q4tp row tid (its
+ * params and codes serve every chunk of the row, read after a barrier), q8_2f the row of chain tid
+ * (its row-scale word, read by that chain alone: the stage is refilled while slower chains may
+ * still read it, so no word is read by another thread than its copier after the tile's barrier). */
+template <bool Q4>
+__global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode_multi(struct dc_product a) {
+    NT_DYNAMIC_SHARED(uint8_t, smem);
+    const bool q4 = Q4;
+    const struct dm_layout l = dm_layout_of(a);
+    int32_t *isum = (int32_t *)(smem + l.isum); /* [position][row * nb + b], positions tbs apart */
+    float *gscale = (float *)(smem + l.gscale);  /* q4tp: [row * nb + b] */
+    uint8_t *sq = smem + l.sq;                   /* the quantized rows, qsp bytes apart */
+    const int tid = threadIdx.x, n = a.nq, nb = a.cols / 32, cpr = q4 ? nb : 2 * nb;
+    const int tbs = (q4 ? DM_TILE : DM_TILE / 2) + 1; /* odd: the chains of one row, n positions, on n banks */
+    const int qs = (int)pk_qx_stride(a.cols), qsp = dm_qrow_bytes(a.cols), cw = dc_code_words(a.cols);
+    const int words = q4 ? a.rb : a.rb * n, copy_per_row = q4 ? 1 : n, copy_rl = tid / copy_per_row;
+    const int mine_tiles = blockIdx.x < (unsigned)a.tiles ? (a.tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    uint32_t where[DM_CHUNKS];
+#pragma unroll
+    for (int j = 0; j < DM_CHUNKS; j++) where[j] = dc_where(tid + DC_THREADS * j, cpr, 1, a.rb);
+    /* the first tiles' weights before grid_wait (constants; launched early, they load while the
+     * quantize kernel runs) */
+#pragma unroll
+    for (int p = 0; p < DM_STAGES - 1; p++) {
+        if (p < mine_tiles)
+            dc_issue<Q4, DM_CHUNKS>(a, NULL, dc_tile_of(a, blockIdx.x + p * gridDim.x), where, 0, copy_rl, copy_per_row,
+                                    words, smem + p * l.sb);
+        cp_async_commit();
+    }
+    grid_wait();
+    grid_launch_dependents();
+    for (int i = tid; i < n * (qs / 16); i += DC_THREADS) {
+        int t = i / (qs / 16), o = i % (qs / 16);
+        ((uint4 *)(sq + t * qsp))[o] = ((const uint4 *)(a.qx + (size_t)t * qs))[o];
+    }
+    for (int i = 0; i < mine_tiles; i++) {
+        int ahead = i + DM_STAGES - 1;
+        if (ahead < mine_tiles) /* into the stage tile i - 1 used (see above: no other reader left) */
+            dc_issue<Q4, DM_CHUNKS>(a, NULL, dc_tile_of(a, blockIdx.x + ahead * gridDim.x), where, 0, copy_rl,
+                                    copy_per_row, words, smem + (ahead % DM_STAGES) * l.sb);
+        cp_async_commit();
+        cp_async_wait<DM_STAGES - 1>(); /* tile i's copies (this thread's) have landed */
+        /* everyone's copies of tile i have landed (the q4tp params and codes); the chains of tile
+         * i - 1 are done with isum and gscale; (i = 0) the rows are in */
+        __syncthreads();
+        const struct dc_tile cur = dc_tile_of(a, blockIdx.x + i * gridDim.x);
+        const uint8_t *st = smem + (i % DM_STAGES) * l.sb;
+        const uint32_t *pw = (const uint32_t *)(st + 16 * DM_TILE);
+#pragma unroll
+        for (int j = 0; j < DM_CHUNKS; j++) {
+            int c = tid + DC_THREADS * j;
+            bool mine = where_row(where[j]) < cur.nr;
+            int cc = mine ? where_chunk(where[j]) : 0;
+            uint4 wv = mine ? ((const uint4 *)st)[c] : make_uint4(0, 0, 0, 0);
+            if (q4) {
+                int grp = cc;
+                if (mine) {
+                    int rl = where_row(where[j]);
+                    const uint8_t *codes = (const uint8_t *)(pw + words + rl * cw);
+                    int off = (int)(((uintptr_t)(cur.r0 + rl) * d_q4_cstride(a.cols)) & 3);
+                    uint32_t code2 = ld16b(codes + off + ((5 * grp) >> 3));
+                    int code = (int)((code2 >> ((5 * grp) & 7)) & 31);
+                    gscale[c] = nt_q4tp_scale(f16f((uint16_t)(pw[rl] & 0xffff)), f16f((uint16_t)(pw[rl] >> 16)), code);
+                }
+                int w0 = q4_lo(wv.x), w1 = q4_hi(wv.x), w2 = q4_lo(wv.y), w3 = q4_hi(wv.y);
+                int w4 = q4_lo(wv.z), w5 = q4_hi(wv.z), w6 = q4_lo(wv.w), w7 = q4_hi(wv.w);
+                for (int t = 0; t < n; t++) {
+                    const uint4 *qp = (const uint4 *)(sq + t * qsp + 32 * grp);
+                    uint4 qa = qp[0], qb = qp[1];
+                    int v = __dp4a(w0, (int)qa.x, 0);
+                    v = __dp4a(w1, (int)qa.y, v);
+                    v = __dp4a(w2, (int)qa.z, v);
+                    v = __dp4a(w3, (int)qa.w, v);
+                    v = __dp4a(w4, (int)qb.x, v);
+                    v = __dp4a(w5, (int)qb.y, v);
+                    v = __dp4a(w6, (int)qb.z, v);
+                    v = __dp4a(w7, (int)qb.w, v);
+                    if (mine) isum[t * tbs + c] = v;
+                }
+            } else {
+                for (int t = 0; t < n; t++) {
+                    uint4 qa = *(const uint4 *)(sq + t * qsp + 16 * cc);
+                    int v = __dp4a((int)wv.x, (int)qa.x, 0);
+                    v = __dp4a((int)wv.y, (int)qa.y, v);
+                    v = __dp4a((int)wv.z, (int)qa.z, v);
+                    v = __dp4a((int)wv.w, (int)qa.w, v);
+                    v += __shfl_xor_sync(0xffffffffu, v, 1); /* the block's other half: chunk c ^ 1 */
+                    if (mine && !(c & 1)) isum[t * tbs + (c >> 1)] = v;
+                }
+            }
+        }
+        __syncthreads();
+        if (tid < n * cur.nr) { /* one chain per (row, position): the blocks in order */
+            int t = tid % n, rl = tid / n;
+            const float *dv = (const float *)(sq + t * qsp + 32 * nb);
+            float acc = pk_chain<Q4>(isum + t * tbs + rl * nb, gscale + rl * nb, dv, nb);
+            int r = cur.r0 + rl;
+            uint16_t rs = q4 ? 0 : (uint16_t)(pw[tid] >> (16 * (r & 1)));
+            a.y[(int64_t)t * a.y_stride + r] = dc_finish(a, rs, a.bias ? a.bias[r] : 0.0f, acc);
+        }
+    }
+    cp_async_wait<0>(); /* no copy outlives the block (the empty trailing groups) */
 }
 
 /* ---- float weights ----------------------------------------------------------------------------- */
@@ -364,12 +555,38 @@ __global__ void __launch_bounds__(DC_THREADS) k_dc_quantize(struct dc_product a)
 #define FR_THREADS 128
 #define FR_MAX_COLS 4096
 
-/* One block per row: the row (as f32) and x staged in shared memory by the whole block, every
- * load in flight at once, then lanes 0..7 of warp 0 run k_float_product's arithmetic over the
- * copy: lane l's fma chain over columns l, l + 8, ... below cols & ~7, the same lane tree, the
- * tail columns in order by lane 0, then bias and relu^2 (products.cu's pk_store). k_float_product
- * streams 4 rows a block in chunks of 1024 columns: at one position its 32 blocks for the
- * router's 128 rows kept too few bytes in flight (18.5 us for 1.4 MB). */
+/* k_float_product's arithmetic over a row w and a row x staged in shared memory (products.cu),
+ * in three steps both float kernels run: lane l's fma chain over columns l, l + 8, ... below c8 =
+ * cols & ~7; the lane tree (whole-warp shuffles: the lane 0 of each group of 8 gets its group's
+ * sum); then, by that lane 0, the tail columns in order, bias and relu^2 (pk_store). */
+__device__ __forceinline__ float fr_lanes(const float *w, const float *x, int l, int c8) {
+    float acc = 0.0f;
+#pragma unroll 8
+    for (int j = l; j < c8; j += 8) acc = __fmaf_rn(w[j], x[j], acc);
+    return acc;
+}
+__device__ __forceinline__ float fr_tree(float acc) {
+    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 4));
+    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 2));
+    return __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 1));
+}
+__device__ __forceinline__ float fr_finish(const float *w, const float *x, int c8, int cols, const float *bias,
+                                           int64_t r, int act, float acc) {
+    for (int c = c8; c < cols; c++) acc = __fadd_rn(acc, __fmul_rn(w[c], x[c]));
+    if (bias) acc = __fadd_rn(acc, bias[r]);
+    if (act == NT_ACT_RELU2) {
+        acc = acc > 0.0f ? acc : 0.0f;
+        acc = __fmul_rn(acc, acc);
+    }
+    return acc;
+}
+
+/* One position. One block per row: the row (as f32) and x staged in shared memory by the whole
+ * block, every load in flight at once, then lanes 0..7 of warp 0 run the arithmetic over the
+ * copy. k_float_product streams 4 rows a block in chunks of 1024 columns: at one position its 32
+ * blocks for the router's 128 rows kept too few bytes in flight (18.5 us for 1.4 MB). (Main's
+ * kernel of session 10, kept apart from k_float_rows: with the position loop in it the router
+ * took 5.56 us instead of 5.22 on the H200, dev/wip/README.md session 12.) */
 __global__ void __launch_bounds__(FR_THREADS) k_float_row(const uint8_t *W, int dtype, int cols, const float *bias,
                                                           int act, const float *x, float *y) {
     __shared__ float sw[FR_MAX_COLS], sx[FR_MAX_COLS];
@@ -384,22 +601,48 @@ __global__ void __launch_bounds__(FR_THREADS) k_float_row(const uint8_t *W, int 
     __syncthreads();
     if (threadIdx.x >= 32) return;
     int c8 = cols & ~7;
-    float acc = 0.0f;
-    if (threadIdx.x < 8)
-#pragma unroll 8
-        for (int j = threadIdx.x; j < c8; j += 8) acc = __fmaf_rn(sw[j], sx[j], acc);
-    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 4));
-    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 2));
-    acc = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 1));
+    float acc = threadIdx.x < 8 ? fr_lanes(sw, sx, threadIdx.x, c8) : 0.0f;
+    acc = fr_tree(acc);
     if (threadIdx.x != 0) return;
-    for (int c = c8; c < cols; c++) acc = __fadd_rn(acc, __fmul_rn(sw[c], sx[c]));
-    if (bias) acc = __fadd_rn(acc, bias[r]);
-    if (act == NT_ACT_RELU2) {
-        acc = acc > 0.0f ? acc : 0.0f;
-        acc = __fmul_rn(acc, acc);
-    }
-    y[r] = acc;
+    y[r] = fr_finish(sw, sx, c8, cols, bias, r, act, acc);
 }
+
+/* A pass of 2 .. 16 positions (a verify pass). One block per row: the row (as f32) and the n rows
+ * of x staged in shared memory (dynamic: cols floats of the row, then n x cols of x) by the whole
+ * block, every load in flight at once, then per position p a group of 8 lanes (lanes 8 (p % 4) ..
+ * + 7 of warp p / 4 % 4; 16 positions a round) runs the arithmetic over the copy. At 4 positions
+ * k_float_product took 31 us (docs/PERF.md, session 10). */
+#define FR_GROUPS (FR_THREADS / 8) /* positions a round */
+__global__ void __launch_bounds__(FR_THREADS) k_float_rows(const uint8_t *W, int dtype, int cols, const float *bias,
+                                                           int act, int n, const float *x, int x_stride, float *y,
+                                                           int y_stride) {
+    NT_DYNAMIC_SHARED(float, sw);
+    float *sx = sw + cols;
+    int64_t r = blockIdx.x;
+    /* the weights (constants) before grid_wait: launched early, they load during the kernel before */
+#pragma unroll 8
+    for (int c = threadIdx.x; c < cols; c += FR_THREADS) sw[c] = load_w(W, r * cols + c, dtype);
+    grid_wait();
+    grid_launch_dependents();
+    for (int p = 0; p < n; p++)
+#pragma unroll 8
+        for (int c = threadIdx.x; c < cols; c += FR_THREADS) sx[(int64_t)p * cols + c] = x[(int64_t)p * x_stride + c];
+    __syncthreads();
+    int l = threadIdx.x & 7, c8 = cols & ~7;
+    /* warp-uniform rounds: every lane runs the tree's shuffles; a group's lane 0 reads only its own
+     * group's lanes (4, then 2, then 1 above it), so the whole-warp shuffle gives it the tree */
+    for (int p0 = 0; p0 < n; p0 += FR_GROUPS) {
+        int p = p0 + (int)threadIdx.x / 8;
+        const float *xp = sx + (int64_t)(p < n ? p : 0) * cols;
+        float acc = p < n ? fr_lanes(sw, xp, l, c8) : 0.0f;
+        acc = fr_tree(acc);
+        if (p >= n || l != 0) continue;
+        y[(int64_t)p * y_stride + r] = fr_finish(sw, xp, c8, cols, bias, r, act, acc);
+    }
+}
+
+/* k_float_rows' dynamic shared memory: the row and n rows of x. */
+static size_t fr_smem(int64_t cols, int n) { return (size_t)(1 + n) * (size_t)cols * sizeof(float); }
 
 /* ---- launch -------------------------------------------------------------------------------- */
 
@@ -408,14 +651,39 @@ static int chunks_per_row(int dtype, int64_t cols) { return (int)(dtype == NT_DT
 /* Whether products of a (rows x cols, dtype) matrix with S slots per tile and nq quantized rows
  * fit the kernel: packed, whole blocks of 32 columns, a row (S rows) per tile, the rows in
  * shared memory. */
+static bool dc_shape_fits(int dtype, int64_t rows, int64_t cols) {
+    return pk_packed(dtype) && !pk_reference_only() && cols > 0 && cols % 32 == 0 && rows > 0 && rows <= INT32_MAX / 2;
+}
 static bool dc_fits(int dtype, int64_t rows, int64_t cols, int S, int nq) {
-    if (!pk_packed(dtype) || pk_reference_only() || cols <= 0 || cols % 32 || rows <= 0 || rows > INT32_MAX / 2)
-        return false;
+    if (!dc_shape_fits(dtype, rows, cols)) return false;
     return (int64_t)S * chunks_per_row(dtype, cols) <= DC_TILE && S <= DC_MAX_K &&
            (int64_t)nq * pk_qx_stride(cols) <= DC_MAX_QROWS_BYTES;
 }
 
-/* qx_room: device memory for the nq quantized rows when nq > 1. */
+/* The persistent grid of kernel k for `all` tiles: what the SMs hold at once (the occupancy the
+ * runtime reports for smem bytes of dynamic shared memory), no more than the tiles; a second wave
+ * would wait for the first one's tail. */
+template <class K> static bool dc_grid(struct nt_backend *be, K k, const char *name, size_t smem, int all, int *grid) {
+    int sms = 0, per_sm = 0;
+    if (!CK(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device)) ||
+        !CK(be, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, DC_THREADS, smem)))
+        return false;
+    if (per_sm < 1) {
+        cuda_fault(be, "%s: %zu bytes of shared memory leave no room for a block", name, smem);
+        return false;
+    }
+    *grid = sms * per_sm < all ? sms * per_sm : all;
+    return true;
+}
+
+/* k_dc_quantize of a's nq rows into a->qx, launched early; strided: row q of x at q * x_stride. */
+static bool dc_quantize_rows(struct nt_backend *be, const struct dc_product *a, bool strided) {
+    unsigned grid = (unsigned)((a->nq * (a->cols / 32) + DC_QUANTIZE_UNITS - 1) / DC_QUANTIZE_UNITS);
+    if (strided) return CK(be, NT_LAUNCH_EARLY(k_dc_quantize<true>, grid, DC_THREADS, 0, *a)) && LAUNCHED(be);
+    return CK(be, NT_LAUNCH_EARLY(k_dc_quantize<false>, grid, DC_THREADS, 0, *a)) && LAUNCHED(be);
+}
+
+/* qx_room: device memory for the nq quantized rows when nq > 1 (k_dc_quantize writes them). */
 static bool dc_launch(struct nt_backend *be, struct dc_product *a, uint8_t *qx_room) {
     a->qx = a->nq > 1 ? qx_room : NULL;
     int S = a->mode == DC_DOWN ? a->k : 1;
@@ -423,26 +691,13 @@ static bool dc_launch(struct nt_backend *be, struct dc_product *a, uint8_t *qx_r
     if (a->rb > DC_THREADS / S) a->rb = DC_THREADS / S;
     if (a->rb > a->rows) a->rb = a->rows;
     a->tiles = (a->rows + a->rb - 1) / a->rb;
-    int all = a->mode == DC_UP ? a->tiles * a->k : a->tiles, sms = 0, per_sm = 0;
+    int all = a->mode == DC_UP ? a->tiles * a->k : a->tiles, grid = 0;
     size_t smem = (size_t)DC_STAGES * dc_stage_bytes(*a) + (size_t)a->nq * pk_qx_stride(a->cols);
     bool q4 = a->dtype == NT_DTYPE_Q4TP;
-    if (!CK(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device)) ||
-        !CK(be, q4 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode<true>, DC_THREADS, smem)
-                   : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode<false>, DC_THREADS, smem)))
+    if (!(q4 ? dc_grid(be, k_decode<true>, "k_decode", smem, all, &grid)
+             : dc_grid(be, k_decode<false>, "k_decode", smem, all, &grid)))
         return false;
-    if (per_sm < 1) {
-        cuda_fault(be, "k_decode: %zu bytes of stages leave no room for a block", smem);
-        return false;
-    }
-    /* the grid is what the SMs hold at once: a second wave would wait for the first one's tail */
-    int grid = sms * per_sm < all ? sms * per_sm : all;
-    if (a->qx) {
-        int units = a->nq * (a->cols / 32);
-        if (!CK(be, NT_LAUNCH_EARLY(k_dc_quantize, (units + DC_QUANTIZE_UNITS - 1) / DC_QUANTIZE_UNITS, DC_THREADS, 0,
-                                    *a)) ||
-            !LAUNCHED(be))
-            return false;
-    }
+    if (a->qx && !dc_quantize_rows(be, a, false)) return false;
     if (q4) return CK(be, NT_LAUNCH_EARLY(k_decode<true>, grid, DC_THREADS, smem, *a)) && LAUNCHED(be);
     return CK(be, NT_LAUNCH_EARLY(k_decode<false>, grid, DC_THREADS, smem, *a)) && LAUNCHED(be);
 }
@@ -453,6 +708,11 @@ cudaError_t dc_setup(void) {
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(k_decode<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  DC_STAGES * DC_MAX_STAGE_BYTES + DC_MAX_QROWS_BYTES);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_decode_multi<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, DM_MAX_SMEM);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_decode_multi<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, DM_MAX_SMEM);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_float_rows, cudaFuncAttributeMaxDynamicSharedMemorySize, DM_MAX_SMEM);
     return e;
 }
 
@@ -483,6 +743,61 @@ bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bi
     a.k = 1;
     a.nq = 1;
     return dc_launch(be, &a, NULL);
+}
+
+static int multi_reference; /* nt_cuda_multi_reference */
+extern "C" void nt_cuda_multi_reference(int on) { multi_reference = on; }
+
+/* k_decode_multi's product of W (n positions) with its rows a tile, filled from the shape. */
+static struct dc_product dm_product(const struct nt_matrix *W, int n) {
+    struct dc_product a;
+    memset(&a, 0, sizeof a);
+    a.mode = DC_PLAIN;
+    a.W = (const uint8_t *)W->data;
+    a.dtype = W->dtype;
+    a.rows = (int)W->rows;
+    a.cols = (int)W->cols;
+    a.k = 1;
+    a.nq = n;
+    a.rb = DM_TILE / chunks_per_row(a.dtype, a.cols);
+    if (a.rb > DC_THREADS / n) a.rb = DC_THREADS / n;
+    if (a.rb > a.rows) a.rb = a.rows;
+    a.tiles = (a.rows + a.rb - 1) / a.rb;
+    return a;
+}
+
+bool dc_fits_multi(const struct nt_matrix *W, int n) {
+    if (!NT_DECODE_MULTI || multi_reference || n < 2 || n > DM_MAX_N || gg_is_block(W->dtype)) return false;
+    if (!pk_packed(W->dtype)) /* float weights: k_float_rows, the row and the n rows of x staged */
+        return W->cols > 0 && W->rows <= INT32_MAX && fr_smem(W->cols, n) <= DM_MAX_SMEM;
+    if (!dc_shape_fits(W->dtype, W->rows, W->cols) || chunks_per_row(W->dtype, W->cols) > DM_TILE) return false;
+    return dm_layout_of(dm_product(W, n)).total <= DM_MAX_SMEM;
+}
+
+bool dc_matmul_multi(struct nt_backend *be, const struct nt_matrix *W, const float *bias, int act, int n,
+                     const float *x, int x_stride, float *y, int y_stride, uint8_t *qx_room) {
+    if (!pk_packed(W->dtype)) {
+        NT_LAUNCH_EARLY(k_float_rows, (unsigned)W->rows, FR_THREADS, fr_smem(W->cols, n), (const uint8_t *)W->data,
+                        W->dtype, (int)W->cols, bias, act, n, x, x_stride, y, y_stride);
+        return LAUNCHED(be);
+    }
+    struct dc_product a = dm_product(W, n);
+    a.act = act;
+    a.bias = bias;
+    a.x = x;
+    a.x_stride = x_stride;
+    a.y = y;
+    a.y_stride = y_stride;
+    a.qx = qx_room;
+    size_t smem = (size_t)dm_layout_of(a).total;
+    bool q4 = a.dtype == NT_DTYPE_Q4TP;
+    int grid = 0;
+    if (!(q4 ? dc_grid(be, k_decode_multi<true>, "k_decode_multi", smem, a.tiles, &grid)
+             : dc_grid(be, k_decode_multi<false>, "k_decode_multi", smem, a.tiles, &grid)) ||
+        !dc_quantize_rows(be, &a, true))
+        return false;
+    if (q4) return CK(be, NT_LAUNCH_EARLY(k_decode_multi<true>, grid, DC_THREADS, smem, a)) && LAUNCHED(be);
+    return CK(be, NT_LAUNCH_EARLY(k_decode_multi<false>, grid, DC_THREADS, smem, a)) && LAUNCHED(be);
 }
 
 /* q8_2f experts quantize the row once per slot (the column field is the expert's); q4tp once. */

@@ -109,52 +109,56 @@ void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct 
  *     S[k][q] = dA S[k][q] + (dt B[k]) x[q]            y[q] = sum over k of S[k][q] C[k] + D x[q]
  * The positions are a chain; within a position everything is parallel. A block owns one head and
  * SCAN_QB of its channels (grid: heads x channel blocks, so the SMs are busy while each chain is
- * short); thread (q, j) keeps the states of quarter j (k in [j NPT, (j + 1) NPT), NPT =
- * N / SCAN_SPLIT) of channel q in registers for the whole pass. The quarter sums a_j are chains in
- * k order and join as ((a0 + a1) + (a2 + a3)) by two shuffles, the quarters being neighbouring
- * lanes: a fixed tree per element whatever n is (the CPU sums the N terms in one chain: last-bit
- * differences). No barrier inside a position: the inputs of SCAN_TC positions at a time (B and C
- * of the head's group, x of the block's channels, the raw dt) are copied into shared memory with
- * cp.async, the next chunk's while this one is scanned, one barrier per chunk; dt and dA of a
- * chunk's positions are computed up front (independent of the chain). snap (a verify pass; else
- * NULL): slot t gets the state before position t, stored from the registers at the top of the
- * position. */
-#ifndef SCAN_SPLIT /* (dev/cuda variants build 8: shorter chains, twice the warps) */
-#define SCAN_SPLIT 4 /* parts of N a channel's state is split into, a thread each */
-#endif
+ * short); PARTS threads (neighbouring lanes) share a channel, thread (q, j) keeping the states of
+ * k in [j NPT, (j + 1) NPT), NPT = N / PARTS, in registers for the whole pass.
+ *
+ * THE SUM OVER k is one fixed tree whatever the pass: N splits into eighths e_0 .. e_7 of N / 8
+ * terms, each a chain in k order, joined pairwise: ((e0 + e1) + (e2 + e3)) + ((e4 + e5) + (e6 +
+ * e7)) (the CPU sums the N terms in one chain: last-bit differences). Two shapes compute it:
+ * PARTS = 4 (a thread holds two eighths and adds them, then two shuffles) for short passes, where
+ * a position's latency is the pass's, and PARTS = 8 (a thread an eighth, three shuffles: chains
+ * half as long, twice the warps) from SCAN_WIDE_MIN positions, where the SMs' instruction streams
+ * bound it (conv + scan at n = 512 on the H200: 359 against 302 us; at n = 1: 5.95 against 7.6).
+ * Same tree, same bits: one arithmetic per position.
+ *
+ * No barrier inside a position: the inputs of TC positions at a time (B and C of the head's
+ * group, x of the block's channels, the raw dt) are copied into shared memory with cp.async, the
+ * next chunk's while this one is scanned, one barrier per chunk; dt and dA of a chunk's positions
+ * are computed up front (independent of the chain). snap (a verify pass; else NULL): slot t gets
+ * the state before position t, stored from the registers at the top of the position. */
 #define SCAN_MAX_N 256
-#ifndef SCAN_DTB /* (dev/cuda variants build 1) */
-#define SCAN_DTB 0 /* 1: dt B[k] of a position formed once per block in shared memory (it is the same
-                    * for every channel), not by every thread; the same products, the same bits */
-#endif
 #ifndef SCAN_QB /* (dev/cuda variants build other values) */
-#define SCAN_QB 32 /* channels per block (128 threads): on the H200 32 beat 16 and 8 (more blocks of
-                    * fewer warps; conv + scan at n = 512: 349, 372, 446 us) */
+#define SCAN_QB 32 /* channels per block: on the H200 32 beat 16 and 8 (more blocks of fewer warps;
+                    * conv + scan at n = 512: 349, 372, 446 us) */
+#endif
+#ifndef SCAN_WIDE_MIN /* (dev/cuda variants build other values) */
+#define SCAN_WIDE_MIN 32 /* passes of this many positions and more scan with 8 threads a channel */
 #endif
 
-template <int NPT> struct scan_chunk {
+template <int NPT, int PARTS> struct scan_chunk {
     enum {
-        /* positions per chunk (shared memory under 48 KB; 8 and 16 for N = 256 and 128 at 4 parts) */
-        TC = NPT * SCAN_SPLIT >= 512 ? 4 : NPT * SCAN_SPLIT >= 256 ? 8 : 16,
-        /* floats per quarter of a staged B or C row: whole float4s, plus 4 so that the 4 quarters a
-         * warp reads at once (a float4 each) fall on distinct banks */
+        /* positions per chunk (shared memory under 48 KB) */
+        TC = NPT * PARTS >= 512 ? 4 : NPT * PARTS >= 256 ? 8 : 16,
+        /* floats per part of a staged B or C row: whole float4s, plus 4 so that the parts a warp
+         * reads at once (a float4 each) fall on distinct banks */
         QS = (NPT + 3) / 4 * 4 + 4
     };
-    float B[TC][SCAN_SPLIT * QS], C[TC][SCAN_SPLIT * QS];
+    float B[TC][PARTS * QS], C[TC][PARTS * QS];
     float x[TC][SCAN_QB];
     float dt[TC];
 };
 
-template <int NPT>
-__global__ void __launch_bounds__(SCAN_QB * SCAN_SPLIT)
+template <int NPT, int PARTS>
+__global__ void __launch_bounds__(SCAN_QB * PARTS)
     k_mamba_scan(int n, int nh, int P, int N, int G, int I, int CD, int zxdw, float dt_lo, float dt_hi,
                  const float *__restrict__ dt_bias, const float *__restrict__ A_neg, const float *__restrict__ Dv,
                  const float *__restrict__ zxd, const float *__restrict__ xbc, float *__restrict__ state,
                  float *__restrict__ snap, float *__restrict__ y) {
-    typedef scan_chunk<NPT> chunk;
+    typedef scan_chunk<NPT, PARTS> chunk;
     const int TC = chunk::TC;
+    const int EIGHTHS = 8 / PARTS, L = NPT / EIGHTHS; /* a thread's eighths of N, and their length */
     __shared__ __align__(16) chunk ch[2];
-    int h = blockIdx.x, tid = threadIdx.x, j = tid % SCAN_SPLIT, ql = tid / SCAN_SPLIT;
+    int h = blockIdx.x, tid = threadIdx.x, j = tid % PARTS, ql = tid / PARTS;
     int q0 = blockIdx.y * SCAN_QB, q = q0 + ql, g = h / (nh / G);
     int nq = min(SCAN_QB, P - q0); /* the block's channels; threads past them run, store nothing */
     bool live = ql < nq;
@@ -197,7 +201,7 @@ __global__ void __launch_bounds__(SCAN_QB * SCAN_SPLIT)
         cp_async_wait<0>(); /* chunk c has landed (this thread's copies) */
         __syncthreads();    /* everyone's; everyone is done with chunk c - 1, whose buffer is next */
         issue(c + 1);
-        chunk &S = ch[c & 1];
+        const chunk &S = ch[c & 1];
         int t0 = c * TC, cnt = min(TC, n - t0);
         float dtv[TC], dAv[TC];
 #pragma unroll
@@ -208,17 +212,6 @@ __global__ void __launch_bounds__(SCAN_QB * SCAN_SPLIT)
             dtv[tl] = dt;
             dAv[tl] = expf(__fmul_rn(dt, A));
         }
-#if SCAN_DTB
-#pragma unroll
-        for (int tl = 0; tl < TC; tl++) {
-            if (tl >= cnt) break;
-            for (int k = tid; k < N; k += blockDim.x) {
-                int slot = (k / NPT) * chunk::QS + k % NPT;
-                S.B[tl][slot] = __fmul_rn(dtv[tl], S.B[tl][slot]);
-            }
-        }
-        __syncthreads(); /* every dt B of the chunk formed before the chains read them */
-#endif
 #pragma unroll
         for (int tl = 0; tl < TC; tl++) {
             if (tl >= cnt) break;
@@ -230,23 +223,23 @@ __global__ void __launch_bounds__(SCAN_QB * SCAN_SPLIT)
             }
             float x = S.x[tl][live ? ql : 0], dt = dtv[tl], dA = dAv[tl];
             const float *Bq = &S.B[tl][j * chunk::QS], *Cq = &S.C[tl][j * chunk::QS];
-            float acc = 0.0f;
+            float acc[EIGHTHS] = {};
 #pragma unroll
             for (int kk = 0; kk < NPT; kk += 4) {
                 float4 b4 = *(const float4 *)(Bq + kk), c4 = *(const float4 *)(Cq + kk);
                 float bv[4] = {b4.x, b4.y, b4.z, b4.w}, cv[4] = {c4.x, c4.y, c4.z, c4.w};
 #pragma unroll
                 for (int e = 0; e < 4 && kk + e < NPT; e++) {
-                    float dtB = SCAN_DTB ? bv[e] : __fmul_rn(dt, bv[e]);
+                    float dtB = __fmul_rn(dt, bv[e]);
                     float sv = __fadd_rn(__fmul_rn(dA, st[kk + e]), __fmul_rn(dtB, x));
                     st[kk + e] = sv;
-                    acc = __fadd_rn(acc, __fmul_rn(sv, cv[e]));
+                    acc[(kk + e) / L] = __fadd_rn(acc[(kk + e) / L], __fmul_rn(sv, cv[e]));
                 }
             }
-            /* the parts' sums joined pairwise over neighbouring lanes: (a0 + a1) + (a2 + a3), ... */
-            float sum = acc;
+            /* the eighths joined pairwise: within the thread, then over neighbouring lanes */
+            float sum = EIGHTHS == 2 ? __fadd_rn(acc[0], acc[EIGHTHS - 1]) : acc[0];
 #pragma unroll
-            for (int o = 1; o < SCAN_SPLIT; o *= 2) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, o));
+            for (int o = 1; o < PARTS; o *= 2) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, o));
             if (j == 0 && live) y[(size_t)t * I + (size_t)h * P + q] = __fadd_rn(sum, __fmul_rn(Dh, x));
         }
     }
@@ -261,15 +254,16 @@ void be_mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct 
     float *snap = p->snap ? state_snap : NULL;
     OP_START(be, OP_SCAN, DIMS(d), U(w->A), U(w->dt_bias), U(w->D), U(zxd), U(xbc), U(state), U(snap), U(y));
     PROFILE(be, "mamba_scan n=%d%s", p->n, snap ? " snap" : "");
-    int npt = d->N / SCAN_SPLIT;
-    dim3 grid((unsigned)d->nh, (unsigned)((d->P + SCAN_QB - 1) / SCAN_QB)), block(SCAN_QB * SCAN_SPLIT);
-#define SCAN_CASE(v)                                                                               \
-    case v:                                                                                        \
-        NT_LAUNCH_EARLY(k_mamba_scan<v>, grid, block, 0, p->n, d->nh, d->P, d->N, d->G, d->I, d->CD, d->zxd,      \
+    int parts = p->n >= SCAN_WIDE_MIN ? 8 : 4, npt = d->N / parts;
+    dim3 grid((unsigned)d->nh, (unsigned)((d->P + SCAN_QB - 1) / SCAN_QB)), block(SCAN_QB * parts);
+#define SCAN_CASE(v, k)                                                                            \
+    case v * 16 + k:                                                                               \
+        NT_LAUNCH_EARLY((k_mamba_scan<v, k>), grid, block, 0, p->n, d->nh, d->P, d->N, d->G, d->I, d->CD, d->zxd, \
                         d->dt_lo, d->dt_hi, w->dt_bias, w->A, w->D, zxd, xbc, state, snap, y);                  \
         break;
-    switch (npt) {
-        SCAN_CASE(1) SCAN_CASE(2) SCAN_CASE(4) SCAN_CASE(8) SCAN_CASE(16) SCAN_CASE(32) SCAN_CASE(64)
+    switch (npt * 16 + parts) {
+        SCAN_CASE(2, 4) SCAN_CASE(4, 4) SCAN_CASE(8, 4) SCAN_CASE(16, 4) SCAN_CASE(32, 4) SCAN_CASE(64, 4)
+        SCAN_CASE(1, 8) SCAN_CASE(2, 8) SCAN_CASE(4, 8) SCAN_CASE(8, 8) SCAN_CASE(16, 8) SCAN_CASE(32, 8)
     default: /* mamba_limits refused the model at load */
         return cuda_fault(be, "mamba_scan: ssm_state_size %d is not one the scan holds", d->N);
     }
@@ -305,12 +299,12 @@ void be_mamba_gated_norm(struct nt_backend *be, const struct nt_pass *p, const s
     LAUNCHED(be);
 }
 void mamba_limits(const struct nt_mamba_dims *d, char *why, size_t cap) {
-    int npt = d->N / SCAN_SPLIT;
+    int eighth = d->N / 8;
     if (d->K < 1 || d->K > NT_MAX_CONV_KERNEL)
         snprintf(why, cap, "conv_kernel %d: the CUDA conv holds 1 to %d taps", d->K, NT_MAX_CONV_KERNEL);
-    else if (d->N % SCAN_SPLIT || d->N > SCAN_MAX_N || (npt & (npt - 1)))
-        snprintf(why, cap, "ssm_state_size %d: the CUDA scan holds %d, %d, ... %d (a power of two from %d)", d->N,
-                 SCAN_SPLIT, 2 * SCAN_SPLIT, SCAN_MAX_N, SCAN_SPLIT);
+    else if (d->N % 8 || d->N > SCAN_MAX_N || (eighth & (eighth - 1)))
+        snprintf(why, cap, "ssm_state_size %d: the CUDA scan holds 8, 16, 32, ... %d (a power of two from 8)", d->N,
+                 SCAN_MAX_N);
     else if (d->P < 1 || (d->P + SCAN_QB - 1) / SCAN_QB > 65535)
         snprintf(why, cap, "mamba_head_dim %d: the CUDA scan holds 1 to %d", d->P, 65535 * SCAN_QB);
     else if (d->G < 1 || d->nh % d->G || d->I % d->G)

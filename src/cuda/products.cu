@@ -189,14 +189,7 @@ __global__ void __launch_bounds__(GV_THREADS, GV_MIN_BLOCKS) k_gemv(struct pk_pr
     const float *dv = (const float *)((FUSED ? sq : pk_qrow(a, it, p)) + 32 * nb);
     const int32_t *is = isum[p] + (int64_t)rl * nb;
     const float *gs = gscale + (int64_t)rl * nb;
-    float acc = 0.0f;
-    if (q4) {
-#pragma unroll 4
-        for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(gs[b], dv[b]), acc);
-    } else {
-#pragma unroll 4
-        for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], dv[b], acc);
-    }
+    float acc = q4 ? pk_chain<true>(is, gs, dv, (int)nb) : pk_chain<false>(is, gs, dv, (int)nb);
     pk_store(a, it, r0 + rl, p, acc);
 }
 
@@ -728,6 +721,10 @@ void be_matmul(struct nt_backend *be, const struct nt_pass *p, int n, const stru
     if ((uintptr_t)W->data % need) return cuda_fault(be, "matmul: %s: weight data not aligned for its dtype", W->name);
     if (n == 1 && dc_fits_plain(W)) { /* decode: decode.cu's streaming kernel */
         dc_matmul(be, W, bias, act, x, y);
+        return;
+    }
+    if (dc_fits_multi(W, n)) { /* a few positions (a verify pass): the same stream for n rows */
+        dc_matmul_multi(be, W, bias, act, n, x, x_stride, y, y_stride, qx_of(p));
         return;
     }
     struct pk_product a;

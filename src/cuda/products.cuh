@@ -14,18 +14,21 @@
 
 /* Positions per work item: a pass of fewer positions (plain) or an expert with fewer entries on
  * average (grouped) runs the dp4a kernels with items of 1 or 4; more runs the int8 tensor-core
- * kernel with items of PK_MMA_N. Every kernel computes the same bits (products.cu). */
+ * kernel with items of PK_MMA_N. Every kernel computes the same bits (products.cu). (Plain passes
+ * of 1 .. DM_MAX_N positions whose matrix fits them run decode.cu's streaming kernels instead.) */
 #define PK_MMA_N 32
 #define PK_FLOAT_GROUP 4     /* float weights: items of 4 positions (k_float_product) */
 /* When the tensor cores run (k_mma, items of PK_MMA_N positions) rather than k_gemv (items of 1 or
  * 4). Measured on the H200 (session 7, cp.async k_mma, docs/PERF.md): an item of 32 costs about
  * what k_gemv's item of 4 does once there are enough items to fill the GPU (in_proj: 31 us at
- * n = 64), but a plain pass of 4 is one item per row block (in_proj 61 us against k_gemv's 35). So
- * plain products from 16 positions; grouped ones from half an entry per expert on average (n k >=
- * E / 2; experts at n = 64, 3 per expert: 645 us against 946; at n = 4, 0.2 per expert: 170
- * against 131; a verify pass of 17 positions, 0.8: 11.4 -> 8.5 ms). */
+ * n = 64), but a plain pass of 4 is one item per row block (in_proj 61 us against k_gemv's 35), and
+ * at 8 they are even (k_gemv's two items: in_proj 58 us, k_mma at 16: 49; session 11). So plain
+ * products from 9 positions (those of 2 .. 12 mostly run decode.cu's k_decode_multi: DM_MAX_N);
+ * grouped ones from half an entry per expert on average (n k >= E / 2; experts at n = 64, 3 per
+ * expert: 645 us against 946; at n = 4, 0.2 per expert: 170 against 131; a verify pass of 17
+ * positions, 0.8: 11.4 -> 8.5 ms). */
 #ifndef PK_MMA_MIN_PLAIN
-#define PK_MMA_MIN_PLAIN 16
+#define PK_MMA_MIN_PLAIN 9
 #endif
 #ifndef PK_MMA_GROUPED_HALF_ENTRIES
 #define PK_MMA_GROUPED_HALF_ENTRIES 1 /* grouped: from this many half entries per expert */
@@ -131,6 +134,22 @@ __device__ __forceinline__ void pk_store(const struct pk_product &a, const struc
     a.y[yrow * a.y_stride + r] = v;
 }
 
+/* One output's chain over its nb block sums is[b] and the activation row's block scales dv[b], in
+ * order (q4tp: times the weights' group scales gsc[b]): the arithmetic's fma chain (products.cu),
+ * run by every dp4a kernel. */
+template <bool Q4>
+__device__ __forceinline__ float pk_chain(const int32_t *is, const float *gsc, const float *dv, int nb) {
+    float acc = 0.0f;
+    if (Q4) {
+#pragma unroll 4
+        for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], __fmul_rn(gsc[b], dv[b]), acc);
+    } else {
+#pragma unroll 4
+        for (int b = 0; b < nb; b++) acc = __fmaf_rn((float)is[b], dv[b], acc);
+    }
+    return acc;
+}
+
 __device__ __forceinline__ const uint8_t *pk_qrow(const struct pk_product &a, const struct pk_item &it, int p) {
     return a.qx + (int64_t)(it.base + it.t0 + p) * (int64_t)pk_qx_stride(a.cols);
 }
@@ -155,6 +174,13 @@ bool dc_fits_plain(const struct nt_matrix *W);
 /* Once per device, before any product: the shared memory decode.cu's kernels opt into. */
 cudaError_t dc_setup(void);
 bool dc_matmul(struct nt_backend *be, const struct nt_matrix *W, const float *bias, int act, const float *x, float *y);
+/* decode.cu: plain products of a pass of 2 .. DM_MAX_N positions (k_decode_multi; float weights:
+ * k_float_rows). Whether W's product at n positions fits the kernel (and NT_DECODE_MULTI, nt_cuda_multi_reference leave it
+ * on); the product, x row t at x + t x_stride, y row t at y + t y_stride, the n quantized rows in
+ * qx_room (pk_qx_stride(cols) bytes each). */
+bool dc_fits_multi(const struct nt_matrix *W, int n);
+bool dc_matmul_multi(struct nt_backend *be, const struct nt_matrix *W, const float *bias, int act, int n,
+                     const float *x, int x_stride, float *y, int y_stride, uint8_t *qx_room);
 /* Whether the routed experts of one position fit its kernels; their up and down products with the
  * weighted combine: y = sum over slots s in order of wts[s] * down_e(relu2(up_e x)), e = idx[s];
  * inner: [k][mi] floats of scratch; up_room, down_room: room for k quantized rows of each. */

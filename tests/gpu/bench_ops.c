@@ -138,15 +138,18 @@ static void mm_op(const struct nt_pass *p, void *arg) {
     be->ops->matmul(be, p, p->n, &c->W, NULL, NT_ACT_NONE, c->x, (int)c->W.cols, c->y, (int)c->W.rows);
 }
 
+#define MOE_SETS 4
 struct moe_case {
     struct nt_moe_dims d;
     struct nt_moe_weights w;
     float *x, *wts, *scratch, *y;
-    int32_t *idx;
+    int32_t *idx[MOE_SETS]; /* the choices of call r: idx[r % sets] */
+    int sets, calls;
 };
 static void moe_op(const struct nt_pass *p, void *arg) {
     struct moe_case *c = arg;
-    be->ops->moe_experts(be, p, &c->d, &c->w, c->x, c->idx, c->wts, c->scratch, c->y);
+    const int32_t *idx = c->idx[c->calls++ % c->sets];
+    be->ops->moe_experts(be, p, &c->d, &c->w, c->x, idx, c->wts, c->scratch, c->y);
 }
 
 /* The small operations of a decode step (latency chains, not bandwidth): a MoE layer's
@@ -192,9 +195,13 @@ static void row(const char *op, int n, double s, double bytes, double ops) {
 }
 
 /* The routed experts of Nano (E 128, k 6, L 2688, mi 1856) in dtype up / down for passes of ns[0 ..
- * nn - 1], random distinct choices per position; label names the row. */
+ * nn - 1], random distinct choices per position; label names the row. sets 1: every call the same
+ * choices (at one position their 31 MB can stay in the H200's 50 MB L2 from call to call); sets
+ * MOE_SETS: call r takes set r % MOE_SETS, drawn from experts 32 (r % MOE_SETS) .. + 31, so a
+ * call reads what the 3 calls before it did not (124 MB): DRAM, as in a decode step, where each
+ * layer has its own experts. */
 static void bench_experts(enum nt_dtype up_dt, enum nt_dtype down_dt, int sc, const int *ns, int nn,
-                          const char *label) {
+                          const char *label, int sets) {
     struct moe_case c;
     memset(&c, 0, sizeof c);
     c.d = (struct nt_moe_dims){.E = 128, .k = 6, .L = 2688 / sc / 32 * 32, .mi = 1856 / sc / 32 * 32,
@@ -214,18 +221,23 @@ static void bench_experts(enum nt_dtype up_dt, enum nt_dtype down_dt, int sc, co
         int32_t *idx = malloc((size_t)nk * 4);
         if (!idx) die("out of host memory");
         int touched[128] = {0}, distinct = 0;
-        for (int t = 0; t < n; t++)
-            for (int s = 0; s < 6; s++) {
-                int e, dup;
-                do {
-                    e = (int)(rnd() % 128);
-                    dup = 0;
-                    for (int s2 = 0; s2 < s; s2++) dup |= idx[t * 6 + s2] == e;
-                } while (dup);
-                idx[t * 6 + s] = e;
-                distinct += !touched[e]++;
-            }
-        c.idx = dev_bytes(idx, (size_t)nk * 4);
+        c.sets = sets;
+        c.calls = 0;
+        for (int set = 0; set < sets; set++) {
+            int span = sets > 1 ? 128 / MOE_SETS : 128, first = sets > 1 ? span * set : 0;
+            for (int t = 0; t < n; t++)
+                for (int s = 0; s < 6; s++) {
+                    int e, dup;
+                    do {
+                        e = first + (int)(rnd() % (uint64_t)span);
+                        dup = 0;
+                        for (int s2 = 0; s2 < s; s2++) dup |= idx[t * 6 + s2] == e;
+                    } while (dup);
+                    idx[t * 6 + s] = e;
+                    distinct += set == 0 && !touched[e]++;
+                }
+            c.idx[set] = dev_bytes(idx, (size_t)nk * 4);
+        }
         c.x = dev_floats((size_t)n * c.d.L, -1.0f, 1.0f);
         c.wts = dev_floats((size_t)nk, 0.05f, 0.3f);
         c.scratch = be->ops->alloc(be, be->ops->moe_scratch_floats(be, &c.d, n) * sizeof(float));
@@ -233,7 +245,10 @@ static void bench_experts(enum nt_dtype up_dt, enum nt_dtype down_dt, int sc, co
         if (!c.scratch || !c.y) die("no device memory");
         double s = time_op(n, 0, c.d.L > c.d.mi ? c.d.L : c.d.mi, 4, moe_op, &c);
         char name[80];
-        snprintf(name, sizeof name, "experts %s (%d of 128 touched)", label, distinct);
+        if (sets > 1)
+            snprintf(name, sizeof name, "experts %s, %d sets (%d a call)", label, sets, distinct);
+        else
+            snprintf(name, sizeof name, "experts %s (%d of 128 touched)", label, distinct);
         row(name, n, s, distinct * expert_bytes, 4.0 * nk * c.d.L * c.d.mi);
         be->ops->release(be, c.scratch);
         be->ops->release(be, c.y);
@@ -241,6 +256,30 @@ static void bench_experts(enum nt_dtype up_dt, enum nt_dtype down_dt, int sc, co
     }
     free(up);
     free(dn);
+}
+
+/* A rows x cols matrix of dtype dt at passes of ns[0 .. nn - 1] positions, each timed with the
+ * kernels of main and, given a test switch of the backend (nt_cuda_*_reference), with it on ("old"). */
+static void bench_matmul(const char *name, enum nt_dtype dt, int rows, int cols, const int *ns, int nn,
+                         void (*old_switch)(int)) {
+    int nmax = 1;
+    for (int j = 0; j < nn; j++) nmax = ns[j] > nmax ? ns[j] : nmax;
+    struct mm_case c;
+    c.W = random_matrix(dt, rows, cols);
+    c.x = dev_floats((size_t)nmax * cols, -1.0f, 1.0f);
+    c.y = be->ops->alloc(be, (size_t)nmax * rows * sizeof(float));
+    if (!c.y) die("no device memory");
+    double bytes = dt == NT_DTYPE_F32 ? 4.0 * rows * cols : (double)nt_matrix_bytes(dt, rows, cols);
+    for (int j = 0; j < nn; j++)
+        for (int old = 0; old < (old_switch ? 2 : 1); old++) {
+            if (old_switch) old_switch(old);
+            double s = time_op(ns[j], 0, cols, 10, mm_op, &c);
+            if (old_switch) old_switch(0);
+            char label[80];
+            snprintf(label, sizeof label, "%s%s", name, old ? " old" : "");
+            row(label, ns[j], s, bytes, 2.0 * rows * cols * ns[j]);
+        }
+    be->ops->release(be, c.y);
 }
 
 int main(int argc, char **argv) {
@@ -266,23 +305,33 @@ int main(int argc, char **argv) {
     };
     static const int ns[] = {1, 4, 64, 512};
     for (size_t i = 0; i < sizeof mm / sizeof mm[0]; i++) {
-        struct mm_case c;
-        int rows = mm[i].rows / sc, cols = mm[i].cols / sc / 32 * 32;
-        c.W = random_matrix(mm[i].dt, rows, cols);
-        c.x = dev_floats((size_t)512 * cols, -1.0f, 1.0f);
-        c.y = be->ops->alloc(be, (size_t)512 * rows * sizeof(float));
-        if (!c.y) die("no device memory");
-        double bytes = mm[i].dt == NT_DTYPE_F32 ? 4.0 * rows * cols : (double)nt_matrix_bytes(mm[i].dt, rows, cols);
-        for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) {
-            int n = ns[j];
-            if (rows >= 100000 / sc && n > 64) continue; /* lm_head: one row of logits per pass */
-            double s = time_op(n, 0, cols, 10, mm_op, &c);
-            row(mm[i].name, n, s, bytes, 2.0 * rows * cols * n);
-        }
-        be->ops->release(be, c.y);
+        int rows = mm[i].rows / sc;
+        /* lm_head: one row of logits per pass, so not at 512 */
+        bench_matmul(mm[i].name, mm[i].dt, rows, mm[i].cols / sc / 32 * 32, ns, rows >= 100000 / sc ? 3 : 4, NULL);
+    }
+    /* passes of 2 .. 16 positions (a verify pass of 1 + k): decode.cu's streaming k_decode_multi to
+     * DM_MAX_N (the router: k_float_rows) and products.cu's k_gemv / k_mma / k_float_product ("old":
+     * nt_cuda_multi_reference) in one run */
+    {
+        static const struct {
+            const char *name;
+            enum nt_dtype dt;
+            int rows, cols;
+        } vm[] = {
+            {"mamba in_proj q8_2f", NT_DTYPE_Q8_2F, 10304, 2688}, {"mamba in_proj q4tp", NT_DTYPE_Q4TP, 10304, 2688},
+            {"mamba out_proj q8_2f", NT_DTYPE_Q8_2F, 2688, 4096}, {"shared up q8_2f", NT_DTYPE_Q8_2F, 3712, 2688},
+            {"shared down q8_2f", NT_DTYPE_Q8_2F, 2688, 3712},    {"router f32", NT_DTYPE_F32, 128, 2688},
+            {"lm_head q8_2f", NT_DTYPE_Q8_2F, 131072, 2688},
+        };
+        static const int vn[] = {2, 4, 8, 12, 16};
+        for (size_t i = 0; i < sizeof vm / sizeof vm[0]; i++)
+            bench_matmul(vm[i].name, vm[i].dt, vm[i].rows / sc, vm[i].cols / sc / 32 * 32, vn, 5,
+                          nt_cuda_multi_reference);
     }
     /* routed experts, q4tp */
-    bench_experts(NT_DTYPE_Q4TP, NT_DTYPE_Q4TP, sc, ns, 4, "q4tp");
+    bench_experts(NT_DTYPE_Q4TP, NT_DTYPE_Q4TP, sc, ns, 4, "q4tp", 1);
+    /* and at one position from DRAM (the experts of a decode step's layers differ) */
+    bench_experts(NT_DTYPE_Q4TP, NT_DTYPE_Q4TP, sc, ns, 1, "q4tp", MOE_SETS);
     /* llama.cpp's block types (a GGUF's weights) at the shapes real Nano files hold them in: the
      * streaming kernel (ggml.cu's k_ggml_stream) and the plain one (k_ggml, "old") in one run */
     {
@@ -296,30 +345,17 @@ int main(int argc, char **argv) {
         };
         static const int gn[] = {1, 4, 64};
         for (size_t i = 0; i < sizeof gm / sizeof gm[0]; i++) {
-            struct mm_case c;
             int el = 0;
             nt_ggml_block_facts(gm[i].dt, &el, NULL, NULL);
-            int rows = gm[i].rows / sc, cols = gm[i].cols / sc / el * el;
-            c.W = random_matrix(gm[i].dt, rows, cols);
-            c.x = dev_floats((size_t)64 * cols, -1.0f, 1.0f);
-            c.y = be->ops->alloc(be, (size_t)64 * rows * sizeof(float));
-            if (!c.y) die("no device memory");
-            for (size_t j = 0; j < sizeof gn / sizeof gn[0]; j++)
-                for (int old = 0; old < 2; old++) {
-                    nt_cuda_ggml_reference(old);
-                    double s = time_op(gn[j], 0, cols, 10, mm_op, &c);
-                    nt_cuda_ggml_reference(0);
-                    char name[64];
-                    snprintf(name, sizeof name, "%s %s%s", gm[i].name, nt_dtype_name(gm[i].dt), old ? " old" : "");
-                    row(name, gn[j], s, (double)nt_matrix_bytes(gm[i].dt, rows, cols), 2.0 * rows * cols * gn[j]);
-                }
-            be->ops->release(be, c.y);
+            char name[64];
+            snprintf(name, sizeof name, "%s %s", gm[i].name, nt_dtype_name(gm[i].dt));
+            bench_matmul(name, gm[i].dt, gm[i].rows / sc, gm[i].cols / sc / el * el, gn, 3, nt_cuda_ggml_reference);
         }
         static const int en[] = {1, 4};
         for (int old = 0; old < 2; old++) {
             nt_cuda_ggml_reference(old);
-            bench_experts(NT_DTYPE_GGML_MXFP4, NT_DTYPE_GGML_MXFP4, sc, en, 2, old ? "MXFP4 old" : "MXFP4");
-            bench_experts(NT_DTYPE_GGML_Q5_1, NT_DTYPE_GGML_Q5_1, sc, en, 2, old ? "Q5_1 old" : "Q5_1");
+            bench_experts(NT_DTYPE_GGML_MXFP4, NT_DTYPE_GGML_MXFP4, sc, en, 2, old ? "MXFP4 old" : "MXFP4", 1);
+            bench_experts(NT_DTYPE_GGML_Q5_1, NT_DTYPE_GGML_Q5_1, sc, en, 2, old ? "Q5_1 old" : "Q5_1", 1);
             nt_cuda_ggml_reference(0);
         }
     }

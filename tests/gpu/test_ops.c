@@ -10,8 +10,8 @@
  * operations whose CUDA arithmetic is specified to be the CPU's chain of f32 operations (the
  * float products, which follow matmul.c's AVX2 lanes; integer results). The packed products
  * have CUDA's own arithmetic (src/cuda/products.cu): near the CPU (TOL_PACKED), and bit for bit
- * the same from its three kernels (dp4a items of 1 and 4, tensor cores for passes of 16 and
- * more, and the reference kernel). Every element must have been written, and nothing
+ * the same from all its kernels (decode.cu's streams for passes of 1 and of 2 .. 16, dp4a items
+ * of 1 and 4, tensor cores for longer passes, and the reference kernel). Every element must have been written, and nothing
  * outside the output (stride padding, rows past n, cache rows past the context) may be.
  * Within CUDA, a position's result must not depend on the pass: a pass of 64 against 64 passes
  * of 1 (products, experts), a prefill of pos0 + n against pos0 then n (attention), and Mamba
@@ -415,6 +415,25 @@ static double product_tol(enum nt_dtype dt) {
 
 /* ---- matmul -------------------------------------------------------------------------------- */
 
+/* The CUDA pass of matmul_case again with a test switch of the backend on (sw: nt_cuda_*_reference),
+ * bit for bit against the first run's rows want. */
+static void matmul_switched(void (*sw)(int), const char *what, const char *label, const float *want, int pass_n,
+                            int n, const struct nt_matrix *W, const float *bias, enum nt_act act, const float *x,
+                            int xs, int ys) {
+    struct nt_backend *be = BE[GPU];
+    struct twin yr = twin_poison((size_t)pass_n * ys * 4);
+    sw(1);
+    const struct nt_pass *p = begin(GPU, pass_n, 0, W->cols, NULL);
+    be->ops->matmul(be, p, n, W, bias, act, x, xs, F(yr, GPU), ys);
+    end(GPU);
+    sw(0);
+    char w1[240], gn[80];
+    snprintf(w1, sizeof w1, "%s: %s", what, label);
+    snprintf(gn, sizeof gn, "cuda %s", label);
+    compare(w1, "cuda pass", want, gn, back(GPU, yr.p[GPU], (size_t)pass_n * ys * 4), n, (int)W->rows, (size_t)ys,
+            TOL_EXACT);
+}
+
 /* y = act(W x + b) for n of a pass of pass_n positions. Activations +-[0.02, 1] with one in 50
  * thirty times larger; for the packed formats position 0's second block is all zero (inv = 0)
  * and position 1's first block too small for 127 / amax to be finite. Stride padding and rows
@@ -449,10 +468,15 @@ static void matmul_case(enum nt_dtype dt, int rows, int cols, int n, int pass_n,
     for (int s = 0; s < 2; s++) y[s] = back(s, yt.p[s], (size_t)pass_n * ys * 4);
     compare_cuda(what, y[CPU], y[GPU], n, rows, (size_t)ys, product_tol(dt));
     for (int s = 0; s < 2; s++) untouched(what, s, y[s], n, rows, (size_t)ys, pass_n);
+    /* decode.cu's passes of 2 .. 16 (packed: k_decode_multi up to DM_MAX_N; float weights
+     * k_float_rows) against products.cu's kernels for longer passes (k_gemv / k_mma, k_float_product) */
+    if (!nt_dtype_is_ggml_block(dt) && n >= 2 && n <= 16)
+        matmul_switched(nt_cuda_multi_reference, what, "products.cu's kernels", y[GPU], pass_n, n, &W[GPU],
+                        F(bias, GPU), act, F(xt, GPU), xs, ys);
     if (!invariance) return;
+    struct nt_backend *be = BE[GPU];
     /* one arithmetic per position: the same rows from passes of one position */
     struct twin y1 = twin_poison((size_t)pass_n * ys * 4);
-    struct nt_backend *be = BE[GPU];
     for (int t = 0; t < n; t++) {
         const struct nt_pass *p = begin(GPU, 1, t, cols, NULL);
         be->ops->matmul(be, p, 1, &W[GPU], F(bias, GPU), act, F(xt, GPU) + (size_t)t * xs, xs,
@@ -466,15 +490,8 @@ static void matmul_case(enum nt_dtype dt, int rows, int cols, int n, int pass_n,
     /* the fast packed kernels against the reference kernel, the whole pass at once (not on the
      * full-size expert: the reference kernel is slow, in the host emulation above all) */
     if (!is_packed(dt) || (int64_t)rows * cols * n > 50000000) return;
-    struct twin yr = twin_poison((size_t)pass_n * ys * 4);
-    nt_cuda_packed_reference(1);
-    const struct nt_pass *p = begin(GPU, pass_n, 0, cols, NULL);
-    be->ops->matmul(be, p, n, &W[GPU], F(bias, GPU), act, F(xt, GPU), xs, F(yr, GPU), ys);
-    end(GPU);
-    nt_cuda_packed_reference(0);
-    snprintf(w1, sizeof w1, "%s: reference kernel", what);
-    compare(w1, "cuda pass", y[GPU], "cuda reference", back(GPU, yr.p[GPU], (size_t)pass_n * ys * 4), n, rows,
-            (size_t)ys, TOL_EXACT);
+    matmul_switched(nt_cuda_packed_reference, what, "reference kernel", y[GPU], pass_n, n, &W[GPU], F(bias, GPU), act,
+                    F(xt, GPU), xs, ys);
 }
 
 static void test_matmul(void) {
@@ -515,6 +532,32 @@ static void test_matmul(void) {
             }
             group_end();
         }
+}
+
+/* Passes of 2 .. 16 positions (a verify pass: decode.cu's k_decode_multi to DM_MAX_N, k_float_rows) at every
+ * n, in passes of 16: both packed formats with rows that leave a short last tile (odd counts; 8 KB
+ * tiles of 3, 6, 4, 8, 2 rows ... at these widths), tiles limited by 256 chains (the narrow
+ * shape), Nano's out_proj width (4096: shared-memory rows padded); float weights with tail
+ * columns and the router's shape; strides, bias and relu^2 in turn. Each against the CPU,
+ * products.cu's kernels of longer passes bit for bit, and for some n (every n on a GPU) passes of
+ * one position (and the reference kernel) bit for bit. */
+static void test_matmul_multi(void) {
+    static const struct {
+        enum nt_dtype dt;
+        int rows, cols;
+    } cases[] = {
+        {NT_DTYPE_Q8_2F, 67, 2688}, {NT_DTYPE_Q4TP, 67, 2688}, {NT_DTYPE_Q8_2F, 131, 1856}, {NT_DTYPE_Q4TP, 131, 1856},
+        {NT_DTYPE_Q8_2F, 70, 4096}, {NT_DTYPE_Q4TP, 70, 4096}, {NT_DTYPE_Q8_2F, 45, 256},   {NT_DTYPE_Q4TP, 45, 256},
+        {NT_DTYPE_F32, 128, 2688},  {NT_DTYPE_BF16, 5, 37},    {NT_DTYPE_F16, 19, 100},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        for (int n = 2; n <= 16; n++) {
+            int inv = !emulated || n == 2 || n == 5 || n == 9 || n == 16;
+            matmul_case(cases[ci].dt, cases[ci].rows, cases[ci].cols, n, 16, (int)((n + ci / 2) & 1), n % 3 != 0,
+                        (n / 2 + (int)ci) & 1 ? NT_ACT_RELU2 : NT_ACT_NONE, inv);
+        }
+        group_end();
+    }
 }
 
 /* ---- embed, norms, add, argmax -------------------------------------------------------------- */
@@ -706,6 +749,41 @@ static void test_mamba_snap(const struct nt_mamba_dims *d, const struct nt_mamba
     compare_cuda(what, ss[CPU], ss[GPU], T * nh, hs, (size_t)hs, TOL_SCAN);
 }
 
+/* One arithmetic per position across the scan's two shapes (mamba.cu: 4 threads a channel below
+ * SCAN_WIDE_MIN positions, 8 from it, one tree over N either way): a pass of 40 positions against
+ * the same positions in passes of 1, y and the state after, bit for bit; and against the CPU. */
+static void test_scan_shapes(const struct nt_mamba_dims *d, const struct nt_mamba_weights *w, const float *state0,
+                             const char *pre) {
+    enum { TW = 40 };
+    int CD = d->CD, I = d->I;
+    float *zxd = random_vec((size_t)TW * d->zxd, 0.01f, 3.0f), *xbc = random_vec((size_t)TW * CD, 0.01f, 1.5f);
+    size_t state_b = (size_t)d->nh * d->N * d->P * 4;
+    struct twin zt = twin_in(zxd, (size_t)TW * d->zxd * 4), xt = twin_in(xbc, (size_t)TW * CD * 4);
+    struct twin sa = twin_in(state0, state_b), sb = twin_in(state0, state_b);
+    struct twin ya = twin_poison((size_t)TW * I * 4), yb = twin_poison((size_t)TW * I * 4);
+    for (int s = 0; s < 2; s++) {
+        struct nt_backend *be = BE[s];
+        be->ops->mamba_scan(be, begin(s, TW, 0, d->H, NULL), d, &w[s], F(zt, s), F(xt, s), F(sa, s), NULL, F(ya, s));
+        end(s);
+    }
+    for (int t = 0; t < TW; t++) {
+        BE[GPU]->ops->mamba_scan(BE[GPU], begin(GPU, 1, t, d->H, NULL), d, &w[GPU], F(zt, GPU) + (size_t)t * d->zxd,
+                                 F(xt, GPU) + (size_t)t * CD, F(sb, GPU), NULL, F(yb, GPU) + (size_t)t * I);
+        end(GPU);
+    }
+    char what[200];
+    int hs = d->N * d->P;
+    snprintf(what, sizeof what, "mamba_scan %s: a pass of %d against passes of 1 (the scan's two shapes), y", pre, TW);
+    compare(what, "cuda passes of 1", back(GPU, yb.p[GPU], (size_t)TW * I * 4), "cuda pass", back(GPU, ya.p[GPU],
+            (size_t)TW * I * 4), TW, I, (size_t)I, TOL_EXACT);
+    snprintf(what, sizeof what, "mamba_scan %s: a pass of %d against passes of 1, state after", pre, TW);
+    compare(what, "cuda passes of 1", back(GPU, sb.p[GPU], state_b), "cuda pass", back(GPU, sa.p[GPU], state_b), d->nh,
+            hs, (size_t)hs, TOL_EXACT);
+    snprintf(what, sizeof what, "mamba_scan %s n=%d: y", pre, TW);
+    compare_cuda(what, back(CPU, ya.p[CPU], (size_t)TW * I * 4), back(GPU, ya.p[GPU], (size_t)TW * I * 4), TW, I,
+                 (size_t)I, TOL_SCAN);
+}
+
 /* conv, scan and gated norm, each from identical inputs (the scan from the CPU's conv output,
  * the norm from the CPU's scan output), with random ring and state carried in: one pass of 8,
  * and passes of 5 and 3 that carry the ring and the state between them. */
@@ -809,6 +887,7 @@ static void test_mamba(const struct mamba_cfg *mc) {
     compare(what, "cpu passes 5+3", st2[CPU], "cuda passes 5+3", st2[GPU], nh, hs, (size_t)hs, TOL_SCAN);
 
     test_mamba_snap(&d, w, zt, xin, ring0, state0, xbc, ring, y, st, pre);
+    test_scan_shapes(&d, w, state0, pre);
 
     /* gated norm, from the CPU's y on both sides */
     struct twin yin = twin_in(y[CPU], (size_t)T * I * 4), g = twin_poison((size_t)T * I * 4);
@@ -1638,6 +1717,7 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
 
     test_matmul();
+    test_matmul_multi();
 
     test_embed(NT_DTYPE_BF16, 1000, 2688, 17);
     test_embed(NT_DTYPE_F16, 1000, 2688, 64);
@@ -1658,7 +1738,7 @@ int main(int argc, char **argv) {
 
     static const struct mamba_cfg mcfg[] = {
         {"nano", 2688, 64, 64, 128, 8, 4, 0.0f, INFINITY, 1},
-        /* clamped dt, no conv bias, odd sizes (the CUDA scan takes N = 4 x a power of two) */
+        /* clamped dt, no conv bias, odd sizes (the CUDA scan takes N = 8 x a power of two) */
         {"small", 40, 6, 10, 8, 2, 3, 0.05f, 0.5f, 0},
     };
     for (size_t i = 0; i < sizeof mcfg / sizeof mcfg[0]; i++) {
@@ -1695,6 +1775,8 @@ int main(int argc, char **argv) {
     static const struct experts_cfg ecfg[] = {
         {"q4tp-128", 128, 6, 256, 96, NT_DTYPE_Q4TP},
         {"q4tp-wide", 8, 2, 2688, 224, NT_DTYPE_Q4TP},
+        /* one position: q8_2f up tiles of 6 rows, a unit of 32 rows in 6 tiles (decode.cu) */
+        {"q8_2f-wide", 8, 2, 2688, 224, NT_DTYPE_Q8_2F},
         {"q4tp-dense", 16, 4, 256, 96, NT_DTYPE_Q4TP}, /* n = 64: tensor-core items */
         {"q8_2f", 16, 4, 256, 128, NT_DTYPE_Q8_2F},
         /* long inner rows (decode.cu's k_decode holds k of them in shared memory) */

@@ -32,7 +32,10 @@ int main(int argc, char **argv) {
         w[i] = nt_f32_to_bf16(((float)(s % 2001) - 1000.0f) / 1000.0f / sqrtf((float)cols));
     }
     for (int i = 0; i < 64 * cols; i++) x[i] = sinf((float)i);
-    int simd = nt_cpu_simd_available();
+    /* the variant the backend runs (NEMOTRON_CPU picks another): before session 13 this was
+     * nt_cpu_simd_available(), which is 1, AVX2, whatever the machine has */
+    int simd = nt_cpu_isa_selected();
+    printf("variant %s\n", nt_cpu_isa_name(simd));
     for (int n = 1; n <= 64; n *= 64) {
         struct nt_matrix W = {.dtype = NT_DTYPE_BF16, .rows = rows, .cols = cols, .data = w};
         struct nt_mm m = {.W = &W, .x = x, .x_stride = cols, .y = y, .y_stride = rows, .n = n};

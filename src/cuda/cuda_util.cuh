@@ -155,6 +155,25 @@ __device__ __forceinline__ void cp_async4(void *smem, const void *gmem) {
                  "l"(gmem));
 #endif
 }
+/* The same with the destination as a shared-memory address (sh_addr of a pointer, plus byte
+ * offsets), for loops that issue copies to the same buffers every step: from a generic pointer
+ * nvcc forms the shared address again at every copy (a special-register read, a move, a shift and
+ * an add: ~5 instructions a copy in k_mma's loop), which an address formed once saves. */
+#ifdef NT_CUDA_EMULATION
+typedef uint8_t *sh_addr_t;
+static inline sh_addr_t sh_addr(void *smem) { return (uint8_t *)smem; }
+static inline void cp_async16_at(sh_addr_t s, const void *gmem) { cp_async16(s, gmem); }
+static inline void cp_async4_at(sh_addr_t s, const void *gmem) { cp_async4(s, gmem); }
+#else
+typedef uint32_t sh_addr_t;
+__device__ __forceinline__ sh_addr_t sh_addr(void *smem) { return (uint32_t)__cvta_generic_to_shared(smem); }
+__device__ __forceinline__ void cp_async16_at(sh_addr_t s, const void *gmem) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async4_at(sh_addr_t s, const void *gmem) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem));
+}
+#endif
 __device__ __forceinline__ void cp_async_commit(void) {
 #ifndef NT_CUDA_EMULATION
     asm volatile("cp.async.commit_group;\n" ::);
@@ -170,8 +189,14 @@ template <int N> __device__ __forceinline__ void cp_async_wait(void) {
  * on sm_90 against 64 integer adds and 128 float adds): 0x4B400000 is 1.5 * 2^23, whose unit in
  * the last place is 1, so the integer add writes i into the mantissa and the float subtract takes
  * the 1.5 * 2^23 away again. Both steps are exact: the same value as the conversion. */
+#define SMALL_INT_BIAS 0x4B400000 /* the bits of 1.5 * 2^23 */
 __device__ __forceinline__ float small_int_to_float(int i) {
-    return __fsub_rn(__uint_as_float((uint32_t)(i + 0x4B400000)), 12582912.0f);
+    return __fsub_rn(__uint_as_float((uint32_t)(i + SMALL_INT_BIAS)), 12582912.0f);
+}
+/* The same for a sum that already holds SMALL_INT_BIAS (an accumulator started from it: the add
+ * comes free with the products, e.g. k_mma's mma.sync). */
+__device__ __forceinline__ float biased_int_to_float(int biased) {
+    return __fsub_rn(__uint_as_float((uint32_t)biased), 12582912.0f);
 }
 
 /* ---- activations and reductions ------------------------------------------------------------ */

@@ -48,7 +48,7 @@ struct pass_graph {
     uint64_t print;              /* fingerprint of every operation and argument of the pass */
     cudaGraphExec_t exec;        /* NULL until captured */
     uint64_t used;               /* clock of the last use: the least recently used is evicted */
-    /* Sessions rehearse on threads of their own (src/engine/rehearsal.c), so a kind may be
+    /* Sessions on other threads share the slots (src/engine/rehearsal.c), so a kind may be
      * rehearsed on one thread while its pass runs on another. Both flags are b->lock's: a slot
      * held or being rehearsed is never evicted; a pass of a kind being rehearsed runs eagerly
      * (never captures: the rehearsal's program comes), and a rehearsal skips a held kind. */

@@ -13,14 +13,14 @@
  * host thread: a session runs a pass on one thread.
  *
  * REHEARSALS (nt_pass.rehearse). Capturing costs the host 0.3 - 1 ms a kind on the demo model,
- * paid in the middle of decoding; a session instead rehearses the kinds it expects on a thread of
- * its own (src/engine/rehearsal.c): the program is captured (thread-local capture mode, on that
- * thread's stream) and instantiated without launching, and the kind's first pass replays it, its
- * operations adding to the fingerprint as a replay's do; should the fingerprints differ (a broken
- * contract), nothing has run: the program is dropped and end_pass returns 0, and forward.c runs
- * the pass again, eagerly. An operation whose first use makes a setup (an allocation and a wait:
- * the expert tables) declines a rehearsal instead. The program slots are shared by the threads
- * (ops.cuh, pass_graph: held, rehearsing).
+ * paid in the middle of decoding; a session instead rehearses the kinds it expects while the device
+ * runs its prompt's pass (src/engine/rehearsal.c): the program is captured (thread-local capture
+ * mode, on the thread's stream) and instantiated without launching, and the kind's first pass
+ * replays it, its operations adding to the fingerprint as a replay's do; should the fingerprints
+ * differ (a broken contract), nothing has run: the program is dropped and end_pass returns 0, and
+ * forward.c runs the pass again, eagerly. An operation whose first use makes a setup (an
+ * allocation and a wait: the expert tables) declines a rehearsal instead. The program slots are
+ * shared by the threads of all sessions (ops.cuh, pass_graph: held, rehearsing).
  *
  * The environment, for development: NEMOTRON_CUDA_GRAPHS=0 runs every pass eagerly, =log prints
  * each capture and rehearsal with its cost (NEMOTRON_REHEARSE, rehearsal.c, sets where sessions

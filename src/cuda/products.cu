@@ -198,18 +198,27 @@ __global__ void __launch_bounds__(GV_THREADS, GV_MIN_BLOCKS) k_gemv(struct pk_pr
 #define MMA_WARPS 4
 #define MMA_ROWS (16 * MMA_WARPS)
 
-/* D = A B with A 16x32 s8 (row-major fragments), B 32x8 s8 (column-major), a zero accumulator.
- * Not volatile: a pure function of its operands, which the compiler may schedule freely. */
-__device__ __forceinline__ void mma_s8(int c[4], int a0, int a1, int a2, int a3, int b0, int b1) {
+/* D = A B + c0 with A 16x32 s8 (row-major fragments), B 32x8 s8 (column-major), every element of
+ * the accumulator c0. Not volatile: a pure function of its operands, which the compiler may
+ * schedule freely. */
+__device__ __forceinline__ void mma_s8(int c[4], int a0, int a1, int a2, int a3, int b0, int b1, int c0) {
 #ifdef NT_CUDA_EMULATION
-    emu_mma_m16n8k32_s8(c, a0, a1, a2, a3, b0, b1);
+    emu_mma_m16n8k32_s8(c, a0, a1, a2, a3, b0, b1, c0);
 #else
     asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%10,%10,%10,%10};\n"
                  : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(c0));
 #endif
 }
+
+/* 1: k_mma's products start from SMALL_INT_BIAS, so that turning a block's sum into a float is one
+ * float subtract (biased_int_to_float) instead of an integer add and the subtract: one instruction
+ * of ~4 per output and block fewer in a loop bound by issue (ncu, session 13: issue slots 50 - 65 %
+ * busy, DRAM 4 - 22 %). The same sums, so the same bits; 0: a zero accumulator, as before. */
+#ifndef MMA_BIASED_ACC
+#define MMA_BIASED_ACC 1
+#endif
 
 #define MMA_KC 4     /* blocks of 32 columns per stage */
 #ifndef MMA_STAGES   /* (dev/cuda variants build other values) */
@@ -310,18 +319,21 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MMA_MIN_BLOCKS) k_mma(struct p
     const float *dsrc = (const float *)(pk_qrow(a, it, min(dpos, it.P - 1)) + 32 * nb) + dcol;
 
     /* issues the copies of stage `step` into st[step % MMA_STAGES] (nothing past the last) */
+    const sh_addr_t st0 = sh_addr(&st[0]);
     auto issue = [&](int step) {
         if (step < nsteps) {
             struct mma_stage<Q4> &S = st[step % MMA_STAGES];
+            const sh_addr_t sa = st0 + (step % MMA_STAGES) * (int)sizeof(st[0]);
             int64_t b0 = (int64_t)step * MMA_KC;
             int kc = (int)min((int64_t)MMA_KC, nb - b0);
 #pragma unroll
             for (int i = 0; i < WCOP; i++)
-                if (wcol[i] < kc) cp_async16(&S.w[0][0] + wdst[i], wsrc[i] + b0 * RB);
+                if (wcol[i] < kc) cp_async16_at(sa + (int)offsetof(mma_stage<Q4>, w) + wdst[i], wsrc[i] + b0 * RB);
 #pragma unroll
             for (int i = 0; i < XCOP; i++)
-                if (xcol[i] < kc) cp_async16(&S.x[0][0] + xdst[i], xsrc[i] + 32 * b0);
-            if (dcol < kc) cp_async4(&S.d[dpos][dcol], dsrc + b0);
+                if (xcol[i] < kc) cp_async16_at(sa + (int)offsetof(mma_stage<Q4>, x) + xdst[i], xsrc[i] + 32 * b0);
+            if (dcol < kc)
+                cp_async4_at(sa + (int)(offsetof(mma_stage<Q4>, d) + sizeof(float) * (MMA_KC * dpos + dcol)), dsrc + b0);
             if (Q4)
 #pragma unroll
                 for (int i = 0; i < MMA_ROWS * MMA_KC / (MMA_WARPS * 32); i++) {
@@ -370,19 +382,23 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MMA_MIN_BLOCKS) k_mma(struct p
 #pragma unroll
             for (int jt = 0; jt < 4; jt++) {
                 uint2 xq = *(const uint2 *)&S.x[8 * jt + g][32 * j + 8 * t];
-                int c[4]; /* |c| <= 32 x 128 x 127 < 2^22: small_int_to_float is exact */
-                mma_s8(c, a0, a1, a2, a3, (int)xq.x, (int)xq.y);
+                /* |sum| <= 32 x 128 x 127 < 2^22: its float (small_int_to_float) is exact */
+                int c[4];
+                mma_s8(c, a0, a1, a2, a3, (int)xq.x, (int)xq.y, MMA_BIASED_ACC ? SMALL_INT_BIAS : 0);
+                float f[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) f[i] = MMA_BIASED_ACC ? biased_int_to_float(c[i]) : small_int_to_float(c[i]);
                 float d0 = S.d[8 * jt + 2 * t][j], d1 = S.d[8 * jt + 2 * t + 1][j];
                 if (Q4) {
-                    acc[jt][0] = __fmaf_rn(small_int_to_float(c[0]), __fmul_rn(sA, d0), acc[jt][0]);
-                    acc[jt][1] = __fmaf_rn(small_int_to_float(c[1]), __fmul_rn(sA, d1), acc[jt][1]);
-                    acc[jt][2] = __fmaf_rn(small_int_to_float(c[2]), __fmul_rn(sB, d0), acc[jt][2]);
-                    acc[jt][3] = __fmaf_rn(small_int_to_float(c[3]), __fmul_rn(sB, d1), acc[jt][3]);
+                    acc[jt][0] = __fmaf_rn(f[0], __fmul_rn(sA, d0), acc[jt][0]);
+                    acc[jt][1] = __fmaf_rn(f[1], __fmul_rn(sA, d1), acc[jt][1]);
+                    acc[jt][2] = __fmaf_rn(f[2], __fmul_rn(sB, d0), acc[jt][2]);
+                    acc[jt][3] = __fmaf_rn(f[3], __fmul_rn(sB, d1), acc[jt][3]);
                 } else {
-                    acc[jt][0] = __fmaf_rn(small_int_to_float(c[0]), d0, acc[jt][0]);
-                    acc[jt][1] = __fmaf_rn(small_int_to_float(c[1]), d1, acc[jt][1]);
-                    acc[jt][2] = __fmaf_rn(small_int_to_float(c[2]), d0, acc[jt][2]);
-                    acc[jt][3] = __fmaf_rn(small_int_to_float(c[3]), d1, acc[jt][3]);
+                    acc[jt][0] = __fmaf_rn(f[0], d0, acc[jt][0]);
+                    acc[jt][1] = __fmaf_rn(f[1], d1, acc[jt][1]);
+                    acc[jt][2] = __fmaf_rn(f[2], d0, acc[jt][2]);
+                    acc[jt][3] = __fmaf_rn(f[3], d1, acc[jt][3]);
                 }
             }
         }

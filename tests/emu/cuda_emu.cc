@@ -575,11 +575,11 @@ int emu::reduce_add(int v) {
     return (int)s;
 }
 
-/* mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 with a zero accumulator (PTX ISA fragments):
+/* mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32, every accumulator element c0 (PTX ISA fragments):
  * lane 4g + t holds A row g k 4t..4t+3 (a0), row g+8 k 4t.. (a1), row g k 16+4t.. (a2),
  * row g+8 k 16+4t.. (a3); B column g k 4t.. (b0), k 16+4t.. (b1); D (g, 2t), (g, 2t+1),
  * (g+8, 2t), (g+8, 2t+1). */
-void emu_mma_m16n8k32_s8(int d[4], int a0, int a1, int a2, int a3, int b0, int b1) {
+void emu_mma_m16n8k32_s8(int d[4], int a0, int a1, int a2, int a3, int b0, int b1, int c0) {
     uint64_t *me = slot(blk.tid & 31);
     int mine[6] = {a0, a1, a2, a3, b0, b1};
     for (int i = 0; i < 6; i++) me[i] = (uint64_t)(uint32_t)mine[i];
@@ -594,7 +594,7 @@ void emu_mma_m16n8k32_s8(int d[4], int a0, int a1, int a2, int a3, int b0, int b
     for (int i = 0; i < 4; i++) {
         int row = g + 8 * (i >> 1), col = 2 * t + (i & 1), s = 0;
         for (int k = 0; k < 32; k++) s += A(row, k) * B(k, col);
-        d[i] = s;
+        d[i] = (int)((uint32_t)s + (uint32_t)c0); /* the s32 accumulate wraps */
     }
     warp_wait();
 }

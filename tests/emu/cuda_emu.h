@@ -234,8 +234,8 @@ static inline int __reduce_min_sync(unsigned, int v) {
     return v;
 }
 
-/* mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 with a zero accumulator: cuda_emu.cc. */
-void emu_mma_m16n8k32_s8(int d[4], int a0, int a1, int a2, int a3, int b0, int b1);
+/* mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32, every accumulator element c0: cuda_emu.cc. */
+void emu_mma_m16n8k32_s8(int d[4], int a0, int a1, int a2, int a3, int b0, int b1, int c0);
 
 /* ---- intrinsics ------------------------------------------------------------------------------ */
 

@@ -42,8 +42,9 @@ extern "C" {
 
 /* The most positions one pass may hold: each weight is read once for up to this many. A session
  * picks its pass size up to this (nemotron_session_params.pass_max); by default the backend's:
- * 64 on the CPU (larger passes gain nothing there), 512 on CUDA (its tensor-core products and
- * expert lists want long passes; a 420-position prompt is then one pass). */
+ * 256 on the CPU (its kernels keep a weight chunk in L2 for more positions), 512 on CUDA (its
+ * tensor-core products and expert lists want long passes; a 420-position prompt is then one
+ * pass). */
 #define NEMOTRON_PASS_MAX 1024
 
 typedef enum nemotron_status {

@@ -176,21 +176,34 @@ __global__ void __launch_bounds__(SCAN_QB * PARTS)
     for (int kk = 0; kk < NPT; kk++) st[kk] = live ? state[S_off + (size_t)kk * P] : 0.0f;
 #endif
 
-    /* copies chunk c's inputs into ch[c & 1] (nothing past the last chunk) */
+    /* copies chunk c's inputs into ch[c & 1] (nothing past the last chunk). The indices divide by
+     * N as NPT * PARTS (the launch's npt is N / parts), a constant, and by the block's channels as
+     * SCAN_QB where the block has them all: shifts, not divisions; and the copies take shared
+     * addresses formed once (cp_async4_at). Together a third of the instructions a copy. */
+    const int NQ = NPT * PARTS;
+    const sh_addr_t ch0 = sh_addr(&ch[0]);
     auto issue = [&](int c) {
         int t0 = c * TC, cnt = min(TC, n - t0);
         if (cnt > 0) {
-            chunk &S = ch[c & 1];
-            for (int u = tid; u < cnt * N; u += blockDim.x) {
-                int tl = u / N, k = u % N, slot = (k / NPT) * chunk::QS + k % NPT;
-                const float *row = xbc + (size_t)(t0 + tl) * CD + I + (size_t)g * N;
-                cp_async4(&S.B[tl][slot], row + k);
-                cp_async4(&S.C[tl][slot], row + (size_t)G * N + k);
+            const sh_addr_t sa = ch0 + (c & 1) * (int)sizeof(chunk);
+            const sh_addr_t sB = sa + (int)offsetof(chunk, B), sC = sa + (int)offsetof(chunk, C);
+            for (int u = tid; u < cnt * NQ; u += blockDim.x) {
+                int tl = u / NQ, k = u % NQ, slot = (k / NPT) * chunk::QS + k % NPT;
+                const float *row = xbc + (size_t)(t0 + tl) * CD + I + (size_t)g * NQ;
+                int o = (int)sizeof(float) * (tl * PARTS * chunk::QS + slot);
+                cp_async4_at(sB + o, row + k);
+                cp_async4_at(sC + o, row + (size_t)G * NQ + k);
             }
-            for (int u = tid; u < cnt * nq; u += blockDim.x)
-                cp_async4(&S.x[u / nq][u % nq], xbc + (size_t)(t0 + u / nq) * CD + (size_t)h * P + q0 + u % nq);
+            const sh_addr_t sx = sa + (int)offsetof(chunk, x), sdt = sa + (int)offsetof(chunk, dt);
+            const float *xs = xbc + (size_t)t0 * CD + (size_t)h * P + q0;
+            if (nq == SCAN_QB)
+                for (int u = tid; u < cnt * SCAN_QB; u += blockDim.x)
+                    cp_async4_at(sx + (int)sizeof(float) * u, xs + (size_t)(u / SCAN_QB) * CD + u % SCAN_QB);
+            else
+                for (int u = tid; u < cnt * nq; u += blockDim.x)
+                    cp_async4_at(sx + (int)sizeof(float) * ((u / nq) * SCAN_QB + u % nq), xs + (size_t)(u / nq) * CD + u % nq);
             for (int u = tid; u < cnt; u += blockDim.x)
-                cp_async4(&S.dt[u], zxd + (size_t)(t0 + u) * zxdw + I + CD + h);
+                cp_async4_at(sdt + (int)sizeof(float) * u, zxd + (size_t)(t0 + u) * zxdw + I + CD + h);
         }
         cp_async_commit();
     };

@@ -577,10 +577,10 @@ static void test_sessions(void) {
     CHECK(st == NEMOTRON_OK && nemotron_session_pass_max(s) == NEMOTRON_PASS_MAX, "pass_max %d: %s",
           NEMOTRON_PASS_MAX, nemotron_session_errmsg(s));
     nemotron_session_free(s);
-    /* no choice: the backend's (the CPU's 64) */
+    /* no choice: the backend's (the CPU's 256) */
     sp = nemotron_session_default_params();
     st = nemotron_session_new(m, &sp, &s);
-    CHECK(st == NEMOTRON_OK && nemotron_session_pass_max(s) == 64, "default pass_max: %d: %s",
+    CHECK(st == NEMOTRON_OK && nemotron_session_pass_max(s) == 256, "default pass_max: %d: %s",
           nemotron_session_pass_max(s), nemotron_session_errmsg(s));
     nemotron_session_free(s);
     st = nemotron_session_new(NULL, NULL, &s);

@@ -294,6 +294,25 @@ GPU_BENCH_SRC := $(wildcard tests/gpu/bench_*.c)
 gpu-test: cpu $(GPU_TEST_SRC:tests/gpu/test_%.c=$(REL)/bin/gpu_test_%) $(GPU_BENCH_SRC:tests/gpu/bench_%.c=$(REL)/bin/gpu_bench_%) \
           $(REL)/bin/test_verify $(REL)/bin/test_spec $(REL)/bin/test_mtp
 
+# dev/cuda/floors.cu: the card's floors (streaming reads, launch gaps, arithmetic rates) for
+# docs/PERF.md's accounts; a standalone CUDA program, compiled wherever nvcc is (so `test` checks
+# it) and linked where the runtime is
+ifneq ($(NVCC),)
+GPU_FLOORS_OBJ := $(REL)/dev/cuda/floors.o
+$(GPU_FLOORS_OBJ): dev/cuda/floors.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+-include $(GPU_FLOORS_OBJ:.o=.d)
+test: $(GPU_FLOORS_OBJ)
+endif
+ifneq ($(CUDA_LINKED),)
+GPU_FLOORS := $(REL)/bin/gpu_floors
+$(GPU_FLOORS): $(GPU_FLOORS_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) $^ -o $@ $(CUDA_LIBS)
+gpu-test: $(GPU_FLOORS)
+endif
+
 # (their objects are kept: the emulated builds link them too)
 .SECONDARY: $(GPU_TEST_SRC:%.c=$(REL)/%.o) $(GPU_BENCH_SRC:%.c=$(REL)/%.o)
 

@@ -72,7 +72,7 @@ static const struct option {
     {O_DEVICE, "--device", "D", MODEL_CMDS, "cpu (default), cuda or cuda:N (builds with the CUDA backend)"},
     {O_NGL, "-ngl|--n-gpu-layers|--gpu-layers", "N", MODEL_CMDS,
      "llama.cpp's GPU offload: N > 0 runs the whole model on the GPU (--device cuda), 0 on the CPU"},
-    {O_PASS, "--pass", "N", MODEL_CMDS, "positions per pass, 1..1024 (default: 64 on the CPU, 512 on CUDA)"},
+    {O_PASS, "--pass", "N", MODEL_CMDS, "positions per pass, 1..1024 (default: 256 on the CPU, 512 on CUDA)"},
     {O_CTX, "-c|--ctx-size|--ctx", "N", CMD_LOGITS | CMD_GENERATE | CMD_RUN | CMD_CHAT,
      "context length of the session (default: what the run needs; chat 8192)"},
     {O_IGNORE_EOS, "--ignore-eos", NULL, CMD_GENERATE | CMD_RUN, "do not stop at an end-of-sequence id"},

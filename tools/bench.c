@@ -1,14 +1,14 @@
 /* bench.c - `nemotron bench`: prompt and generation speed, held against the memory bandwidth.
  *
- * Reports, as llama-bench does, a table of the model (size, params), the backend and threads,
- * and pp N (a prompt of N positions, run in passes of up to 64) and tg N (N positions decoded
- * one pass each) in tokens/s as the mean +- standard deviation of -r repetitions (--json also
- * gives every sample). It also measures this machine's memory read bandwidth with the same
- * threads, and reports which share of it decoding reaches: (weight bytes a one-position pass
- * reads: every matrix it touches, only the chosen experts, in their stored sizes) x (tg
- * tokens/s) / bandwidth, for the mean and for the best repetition. And the cost of one full pass
- * against single-position passes (best against best): the point of passes is that a
- * 64-position pass costs far less than 64 one-position passes.
+ * Reports, as llama-bench does, a table of the model (size, params), the backend and threads, and
+ * pp N (a prompt of N positions, in passes of the backend's size or --pass's) and tg N (N positions
+ * decoded one pass each) in tokens/s as the mean +- standard deviation of -r repetitions (--json
+ * also gives every sample). It also measures this machine's memory read bandwidth with the same
+ * threads, and reports which share of it decoding reaches: (weight bytes a one-position pass reads:
+ * every matrix it touches, only the chosen experts, in their stored sizes) x (tg tokens/s) /
+ * bandwidth, for the mean and for the best repetition. And the cost of one full pass against
+ * single-position passes (best against best): the point of passes is that a 64-position pass costs
+ * far less than 64 one-position passes.
  * -p and -n take lists (-p 256,512), one row each as llama-bench gives; the bandwidth share and
  * the pass are the first length's. --json gives "pp" and "tg" as one object each, or as arrays
  * of them for lists. Token ids are a fixed pseudo-random sequence, so runs are comparable.

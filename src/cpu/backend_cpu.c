@@ -251,6 +251,11 @@ static void attention(struct nt_backend *be, const struct nt_pass *p, const stru
     for (int pj = 0; pj < pairs; pj++) {
         int t = pj / d->nq, j = pj % d->nq, kvh = j / rep, ctx = p->pos0 + t + 1;
         const float *qt = q + (size_t)t * qw + (size_t)j * dh;
+        if (cpu(be)->isa >= NT_CPU_AVX2) { /* the same arithmetic, vectorized over the head dims */
+            nt_cpu_attn_row(cpu(be)->isa, qt, k_cache + (size_t)kvh * dh, v_cache + (size_t)kvh * dh,
+                            (size_t)kvw, ctx, dh, scale, out + (size_t)t * qw + (size_t)j * dh);
+            continue;
+        }
         /* online softmax over u = 0 .. ctx-1 in order: running max m, sum l, weighted sum o */
         float o[NT_MAX_HEAD_DIM], m = -INFINITY, l = 0.0f;
         for (int i = 0; i < dh; i++) o[i] = 0.0f;

@@ -106,4 +106,12 @@ static inline float nt_cpu_apply_act(float v, const float *bias, int r, enum nt_
  * nt_cpu_quantize_x; what nt_cpu_matmul_q_rows calls for those types. */
 void nt_cpu_matmul_ggml_rows(const struct nt_mm *m, int isa, int r0, int r1);
 
+/* ---- the SIMD variants of the other operations (ops_simd.c), isa >= NT_CPU_AVX2 ---- */
+
+/* One query row of attention over keys 0 .. ctx-1: out[0 .. dh) = softmax(q . k_u * scale) v,
+ * k and v the cache's rows of the row's KV head, `stride` floats apart; the scalar reference's
+ * online softmax (backend_cpu.c) and its bits. */
+void nt_cpu_attn_row(int isa, const float *q, const float *k, const float *v, size_t stride, int ctx,
+                     int dh, float scale, float *out);
+
 #endif /* NT_CPU_H */

@@ -150,30 +150,44 @@ static void matmul(struct nt_backend *be, const struct nt_pass *p, int n, const 
     nt_cpu_matmul(&m, cpu(be)->isa, nt_cpu_team_threads(&cpu(be)->team));
 }
 
+/* Channel c of the conv over the pass: the scalar reference. */
+static void conv_channel(const struct nt_cpu_conv *a, int c) {
+    int K = a->K, CD = a->CD;
+    const float *wc = a->w + (size_t)c * K;
+    float r[NT_MAX_CONV_KERNEL];
+    for (int k = 0; k < K - 1; k++) r[k] = a->ring[(size_t)k * CD + c];
+    for (int t = 0; t < a->n; t++) {
+        /* a verify pass keeps the ring before each position: rolling back to t restores it */
+        if (a->snap)
+            for (int k = 0; k < K - 1; k++) a->snap[((size_t)t * (K - 1) + k) * CD + c] = r[k];
+        float in = a->in[(size_t)t * a->in_stride + c];
+        /* u = b + sum_k w[k] * x[t-K+1+k]: tap K-1 is the newest input */
+        float acc = a->b ? a->b[c] : 0.0f;
+        for (int k = 0; k < K - 1; k++) acc += wc[k] * r[k];
+        acc += wc[K - 1] * in;
+        for (int k = 0; k + 1 < K - 1; k++) r[k] = r[k + 1];
+        if (K > 1) r[K - 2] = in;
+        a->out[(size_t)t * CD + c] = silu(acc);
+    }
+    for (int k = 0; k < K - 1; k++) a->ring[(size_t)k * CD + c] = r[k];
+}
+
 static void mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
                        const struct nt_mamba_weights *w, const float *zxd, float *ring,
                        float *ring_snap, float *xbc) {
-    int K = d->K, CD = d->CD;
-    float *snap = p->snap ? ring_snap : NULL;
-#pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * CD * K))
-    for (int c = 0; c < CD; c++) {
-        const float *wc = w->conv_w + (size_t)c * K;
-        float r[NT_MAX_CONV_KERNEL];
-        for (int k = 0; k < K - 1; k++) r[k] = ring[(size_t)k * CD + c];
-        for (int t = 0; t < p->n; t++) {
-            /* a verify pass keeps the ring before each position: rolling back to t restores it */
-            if (snap)
-                for (int k = 0; k < K - 1; k++) snap[((size_t)t * (K - 1) + k) * CD + c] = r[k];
-            float in = zxd[(size_t)t * d->zxd + d->I + c];
-            /* u = b + sum_k w[k] * x[t-K+1+k]: tap K-1 is the newest input */
-            float acc = w->conv_b ? w->conv_b[c] : 0.0f;
-            for (int k = 0; k < K - 1; k++) acc += wc[k] * r[k];
-            acc += wc[K - 1] * in;
-            for (int k = 0; k + 1 < K - 1; k++) r[k] = r[k + 1];
-            if (K > 1) r[K - 2] = in;
-            xbc[(size_t)t * CD + c] = silu(acc);
-        }
-        for (int k = 0; k < K - 1; k++) ring[(size_t)k * CD + c] = r[k];
+    struct nt_cpu_conv a = {.n = p->n, .K = d->K, .CD = d->CD, .w = w->conv_w, .b = w->conv_b,
+                            .in = zxd + d->I, .in_stride = (size_t)d->zxd, .ring = ring,
+                            .snap = p->snap ? ring_snap : NULL, .out = xbc};
+    /* the SIMD variants take blocks of channels (one a lane), the scalar code the rest */
+    int isa = cpu(be)->isa, lanes = isa >= NT_CPU_AVX2 ? nt_cpu_conv_lanes(isa) : 1;
+    int blocks = isa >= NT_CPU_AVX2 ? d->CD / lanes : 0, c_rest = blocks * lanes;
+    int items = blocks + (d->CD - c_rest);
+#pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * d->CD * d->K))
+    for (int i = 0; i < items; i++) {
+        if (i < blocks)
+            nt_cpu_conv_block(isa, &a, i * lanes);
+        else
+            conv_channel(&a, c_rest + (i - blocks));
     }
 }
 

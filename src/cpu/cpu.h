@@ -114,4 +114,19 @@ void nt_cpu_matmul_ggml_rows(const struct nt_mm *m, int isa, int r0, int r1);
 void nt_cpu_attn_row(int isa, const float *q, const float *k, const float *v, size_t stride, int ctx,
                      int dh, float scale, float *out);
 
+/* The Mamba conv over a pass (backend_cpu.c's mamba_conv): in[t][c] the conv's inputs (zxd's xBC
+ * part), ring [K-1][CD] the last inputs before the pass (updated), snap NULL or [n][K-1][CD]
+ * (the ring before each position), out[t][c] = silu(b[c] + sum_k w[c][k] x[t-K+1+k]). */
+struct nt_cpu_conv {
+    int n, K, CD;
+    const float *w, *b;       /* [CD][K]; [CD] or NULL */
+    const float *in;          /* [n][in_stride] */
+    size_t in_stride;
+    float *ring, *snap, *out; /* out: [n][CD] */
+};
+/* Channels per call of nt_cpu_conv_block for variant isa. */
+int nt_cpu_conv_lanes(int isa);
+/* Channels c .. c + nt_cpu_conv_lanes(isa) - 1 of the conv, the reference's bits. */
+void nt_cpu_conv_block(int isa, const struct nt_cpu_conv *a, int c);
+
 #endif /* NT_CPU_H */

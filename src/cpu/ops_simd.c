@@ -185,6 +185,84 @@ static Z512 void attn_row_z(const float *q, const float *k, const float *v, size
     }
 }
 
+/* ---- the Mamba conv ---- */
+
+/* The reference's silu, x / (1 + expf(-x)), of the 8 lanes of a: libm's expf lane by lane, the
+ * add and the divide on the vector (both correctly rounded, so the scalar's bits). */
+static AVX2 INLINE __m256 silu8(__m256 a) {
+    float x[8] __attribute__((aligned(32))), ex[8] __attribute__((aligned(32)));
+    _mm256_store_ps(x, a);
+    for (int j = 0; j < 8; j++) ex[j] = expf(-x[j]);
+    return _mm256_div_ps(a, _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_load_ps(ex)));
+}
+
+static Z512 INLINE __m512 silu16(__m512 a) {
+    float x[16] __attribute__((aligned(64))), ex[16] __attribute__((aligned(64)));
+    _mm512_store_ps(x, a);
+    for (int j = 0; j < 16; j++) ex[j] = expf(-x[j]);
+    return _mm512_div_ps(a, _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_load_ps(ex)));
+}
+
+/* Channels c .. c+7 of the conv over the pass (backend_cpu.c's mamba_conv, one lane a channel):
+ * u = b + sum_k w[k] x[t-K+1+k] in k order, out = silu(u); the ring holds the last K-1 inputs.
+ * KC > 0 is the kernel width known at compile time (the ring then stays in registers). */
+static AVX2 INLINE void conv8_k(const struct nt_cpu_conv *a, int c, const int KC) {
+    const int K = KC ? KC : a->K, CD = a->CD;
+    __m256 wk[NT_MAX_CONV_KERNEL], r[NT_MAX_CONV_KERNEL];
+    for (int k = 0; k < K; k++) {
+        float wl[8];
+        for (int j = 0; j < 8; j++) wl[j] = a->w[(size_t)(c + j) * K + k];
+        wk[k] = _mm256_loadu_ps(wl);
+    }
+    __m256 b = a->b ? _mm256_loadu_ps(a->b + c) : _mm256_setzero_ps();
+    for (int k = 0; k < K - 1; k++) r[k] = _mm256_loadu_ps(a->ring + (size_t)k * CD + c);
+    for (int t = 0; t < a->n; t++) {
+        if (a->snap)
+            for (int k = 0; k < K - 1; k++) _mm256_storeu_ps(a->snap + ((size_t)t * (K - 1) + k) * CD + c, r[k]);
+        __m256 in = _mm256_loadu_ps(a->in + (size_t)t * a->in_stride + c);
+        __m256 acc = b;
+        for (int k = 0; k < K - 1; k++) acc = _mm256_add_ps(acc, _mm256_mul_ps(wk[k], r[k]));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(wk[K - 1], in));
+        for (int k = 0; k + 1 < K - 1; k++) r[k] = r[k + 1];
+        if (K > 1) r[K - 2] = in;
+        _mm256_storeu_ps(a->out + (size_t)t * CD + c, silu8(acc));
+    }
+    for (int k = 0; k < K - 1; k++) _mm256_storeu_ps(a->ring + (size_t)k * CD + c, r[k]);
+}
+
+static Z512 INLINE void conv16_k(const struct nt_cpu_conv *a, int c, const int KC) {
+    const int K = KC ? KC : a->K, CD = a->CD;
+    __m512 wk[NT_MAX_CONV_KERNEL], r[NT_MAX_CONV_KERNEL];
+    for (int k = 0; k < K; k++) {
+        float wl[16];
+        for (int j = 0; j < 16; j++) wl[j] = a->w[(size_t)(c + j) * K + k];
+        wk[k] = _mm512_loadu_ps(wl);
+    }
+    __m512 b = a->b ? _mm512_loadu_ps(a->b + c) : _mm512_setzero_ps();
+    for (int k = 0; k < K - 1; k++) r[k] = _mm512_loadu_ps(a->ring + (size_t)k * CD + c);
+    for (int t = 0; t < a->n; t++) {
+        if (a->snap)
+            for (int k = 0; k < K - 1; k++) _mm512_storeu_ps(a->snap + ((size_t)t * (K - 1) + k) * CD + c, r[k]);
+        __m512 in = _mm512_loadu_ps(a->in + (size_t)t * a->in_stride + c);
+        __m512 acc = b;
+        for (int k = 0; k < K - 1; k++) acc = _mm512_add_ps(acc, _mm512_mul_ps(wk[k], r[k]));
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(wk[K - 1], in));
+        for (int k = 0; k + 1 < K - 1; k++) r[k] = r[k + 1];
+        if (K > 1) r[K - 2] = in;
+        _mm512_storeu_ps(a->out + (size_t)t * CD + c, silu16(acc));
+    }
+    for (int k = 0; k < K - 1; k++) _mm512_storeu_ps(a->ring + (size_t)k * CD + c, r[k]);
+}
+
+static AVX2 void conv8(const struct nt_cpu_conv *a, int c) {
+    if (a->K == 4) conv8_k(a, c, 4); /* every Nemotron-H's conv_kernel */
+    else conv8_k(a, c, 0);
+}
+static Z512 void conv16(const struct nt_cpu_conv *a, int c) {
+    if (a->K == 4) conv16_k(a, c, 4);
+    else conv16_k(a, c, 0);
+}
+
 /* ---- entry points (cpu.h) ---- */
 
 void nt_cpu_attn_row(int isa, const float *q, const float *k, const float *v, size_t stride, int ctx,
@@ -193,4 +271,13 @@ void nt_cpu_attn_row(int isa, const float *q, const float *k, const float *v, si
         attn_row_z(q, k, v, stride, ctx, dh, scale, out);
     else
         attn_row_avx2(q, k, v, stride, ctx, dh, scale, out);
+}
+
+int nt_cpu_conv_lanes(int isa) { return isa >= NT_CPU_AVX512VNNI ? 16 : 8; }
+
+void nt_cpu_conv_block(int isa, const struct nt_cpu_conv *a, int c) {
+    if (isa >= NT_CPU_AVX512VNNI)
+        conv16(a, c);
+    else
+        conv8(a, c);
 }

@@ -198,6 +198,7 @@ static void mamba_scan(struct nt_backend *be, const struct nt_pass *p, const str
     int heads_per_group = nh / G;
     size_t state_floats = (size_t)nh * N * P;
     float *snap = p->snap ? state_snap : NULL;
+    int isa = cpu(be)->isa, simd = isa >= NT_CPU_AVX2 && nt_cpu_scan_simd(isa, P);
 #pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * nh * P * N))
     for (int h = 0; h < nh; h++) {
         int g = h / heads_per_group;
@@ -215,6 +216,10 @@ static void mamba_scan(struct nt_backend *be, const struct nt_pass *p, const str
             dt = fminf(fmaxf(dt, d->dt_lo), d->dt_hi);
             float dA = expf(dt * A);
             float *yt = y + (size_t)t * I + (size_t)h * P;
+            if (simd) { /* the same arithmetic, vectorized over the head's dims */
+                nt_cpu_scan_step(isa, S, x, B, C, N, P, dt, dA, w->D[h], yt);
+                continue;
+            }
             float acc[NT_MAX_HEAD_DIM];
             for (int q = 0; q < P; q++) acc[q] = 0.0f;
             for (int n = 0; n < N; n++) {
@@ -235,10 +240,16 @@ static void mamba_gated_norm(struct nt_backend *be, const struct nt_pass *p,
                              const struct nt_mamba_dims *d, const struct nt_mamba_weights *w,
                              const float *y, const float *zxd, float *out) {
     int I = d->I, gs = d->I / d->G;
+    int isa = cpu(be)->isa, simd = isa >= NT_CPU_AVX2 && gs % 8 == 0;
 #pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * I))
     for (int t = 0; t < p->n; t++) {
         const float *yt = y + (size_t)t * I, *z = zxd + (size_t)t * d->zxd;
         float *o = out + (size_t)t * I;
+        if (simd) { /* the same arithmetic, vectorized over a group's elements */
+            for (int q = 0; q < d->G; q++)
+                nt_cpu_gated_group(isa, yt + q * gs, z + q * gs, w->norm_w + q * gs, gs, d->eps, o + q * gs);
+            continue;
+        }
         for (int q = 0; q < d->G; q++) {
             /* norm(y * silu(z)) per group: the gate comes first (norm_before_gate = False) */
             float ss = 0.0f;

@@ -129,4 +129,14 @@ int nt_cpu_conv_lanes(int isa);
 /* Channels c .. c + nt_cpu_conv_lanes(isa) - 1 of the conv, the reference's bits. */
 void nt_cpu_conv_block(int isa, const struct nt_cpu_conv *a, int c);
 
+/* 1 when nt_cpu_scan_step runs heads of P dims (a multiple of 8). */
+int nt_cpu_scan_simd(int isa, int P);
+/* One head's scan step at one position (backend_cpu.c's mamba_scan): S [N][P] advanced,
+ * y[0 .. P) = sum_n S[n] C[n] + D x, the reference's bits. */
+void nt_cpu_scan_step(int isa, float *S, const float *x, const float *B, const float *C, int N, int P,
+                      float dt, float dA, float D, float *y);
+/* One group of gs elements (a multiple of 8) of the gated norm at one position:
+ * o = w * groupnorm(y * silu(z)), the reference's bits. */
+void nt_cpu_gated_group(int isa, const float *y, const float *z, const float *w, int gs, float eps, float *o);
+
 #endif /* NT_CPU_H */

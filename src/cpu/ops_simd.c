@@ -263,6 +263,80 @@ static Z512 void conv16(const struct nt_cpu_conv *a, int c) {
     else conv16_k(a, c, 0);
 }
 
+/* ---- the selective scan and the gated norm ---- */
+
+/* One head's step of the scan at one position (backend_cpu.c's mamba_scan, one lane a head dim
+ * q): for n in order, S[n][q] = dA S[n][q] + (dt B[n]) x[q] and acc[q] += S[n][q] C[n]; then
+ * y[q] = acc[q] + D x[q]. PC > 0 is P known at compile time (acc and x stay in registers). */
+static AVX2 INLINE void scan8_p(float *S, const float *x, const float *B, const float *C, int N, int P_run,
+                                float dt, float dA, float D, float *y, const int PC) {
+    const int P = PC ? PC : P_run;
+    __m256 acc[NT_MAX_HEAD_DIM / 8], xv[NT_MAX_HEAD_DIM / 8];
+    __m256 dAv = _mm256_set1_ps(dA);
+    for (int j = 0; j < P / 8; j++) acc[j] = _mm256_setzero_ps(), xv[j] = _mm256_loadu_ps(x + 8 * j);
+    for (int n = 0; n < N; n++) {
+        float *Sn = S + (size_t)n * P;
+        __m256 dtB = _mm256_set1_ps(dt * B[n]), Cn = _mm256_set1_ps(C[n]);
+        for (int j = 0; j < P / 8; j++) {
+            __m256 sv = _mm256_add_ps(_mm256_mul_ps(dAv, _mm256_loadu_ps(Sn + 8 * j)), _mm256_mul_ps(dtB, xv[j]));
+            _mm256_storeu_ps(Sn + 8 * j, sv);
+            acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(sv, Cn));
+        }
+    }
+    __m256 Dv = _mm256_set1_ps(D);
+    for (int j = 0; j < P / 8; j++) _mm256_storeu_ps(y + 8 * j, _mm256_add_ps(acc[j], _mm256_mul_ps(Dv, xv[j])));
+}
+
+static Z512 INLINE void scan16_p(float *S, const float *x, const float *B, const float *C, int N, int P_run,
+                                 float dt, float dA, float D, float *y, const int PC) {
+    const int P = PC ? PC : P_run;
+    __m512 acc[NT_MAX_HEAD_DIM / 16], xv[NT_MAX_HEAD_DIM / 16];
+    __m512 dAv = _mm512_set1_ps(dA);
+    for (int j = 0; j < P / 16; j++) acc[j] = _mm512_setzero_ps(), xv[j] = _mm512_loadu_ps(x + 16 * j);
+    for (int n = 0; n < N; n++) {
+        float *Sn = S + (size_t)n * P;
+        __m512 dtB = _mm512_set1_ps(dt * B[n]), Cn = _mm512_set1_ps(C[n]);
+        for (int j = 0; j < P / 16; j++) {
+            __m512 sv = _mm512_add_ps(_mm512_mul_ps(dAv, _mm512_loadu_ps(Sn + 16 * j)), _mm512_mul_ps(dtB, xv[j]));
+            _mm512_storeu_ps(Sn + 16 * j, sv);
+            acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(sv, Cn));
+        }
+    }
+    __m512 Dv = _mm512_set1_ps(D);
+    for (int j = 0; j < P / 16; j++) _mm512_storeu_ps(y + 16 * j, _mm512_add_ps(acc[j], _mm512_mul_ps(Dv, xv[j])));
+}
+
+static AVX2 void scan8(float *S, const float *x, const float *B, const float *C, int N, int P, float dt,
+                       float dA, float D, float *y) {
+    switch (P) { /* mamba_head_dim: the demo's, and the family's checkpoints' */
+    case 32: scan8_p(S, x, B, C, N, P, dt, dA, D, y, 32); break;
+    case 64: scan8_p(S, x, B, C, N, P, dt, dA, D, y, 64); break;
+    default: scan8_p(S, x, B, C, N, P, dt, dA, D, y, 0); break;
+    }
+}
+
+static Z512 void scan16(float *S, const float *x, const float *B, const float *C, int N, int P, float dt,
+                        float dA, float D, float *y) {
+    switch (P) {
+    case 32: scan16_p(S, x, B, C, N, P, dt, dA, D, y, 32); break;
+    case 64: scan16_p(S, x, B, C, N, P, dt, dA, D, y, 64); break;
+    default: scan16_p(S, x, B, C, N, P, dt, dA, D, y, 0); break;
+    }
+}
+
+/* One group of the gated norm at one position: o = y * silu(z), then o = w * (o * inv) with
+ * inv = 1 / sqrtf(sum o^2 / gs + eps), the sum in index order (a scalar chain, as the
+ * reference's). gs a multiple of 8. */
+static AVX2 void gated_group8(const float *y, const float *z, const float *w, int gs, float eps, float *o) {
+    for (int i = 0; i < gs; i += 8)
+        _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), silu8(_mm256_loadu_ps(z + i))));
+    float ss = 0.0f;
+    for (int i = 0; i < gs; i++) ss += o[i] * o[i];
+    __m256 inv = _mm256_set1_ps(1.0f / sqrtf(ss / (float)gs + eps));
+    for (int i = 0; i < gs; i += 8)
+        _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(w + i), _mm256_mul_ps(_mm256_loadu_ps(o + i), inv)));
+}
+
 /* ---- entry points (cpu.h) ---- */
 
 void nt_cpu_attn_row(int isa, const float *q, const float *k, const float *v, size_t stride, int ctx,
@@ -280,4 +354,18 @@ void nt_cpu_conv_block(int isa, const struct nt_cpu_conv *a, int c) {
         conv16(a, c);
     else
         conv8(a, c);
+}
+
+int nt_cpu_scan_simd(int isa, int P) { return P % 8 == 0 && P <= NT_MAX_HEAD_DIM; }
+
+void nt_cpu_scan_step(int isa, float *S, const float *x, const float *B, const float *C, int N, int P,
+                      float dt, float dA, float D, float *y) {
+    if (isa >= NT_CPU_AVX512VNNI && P % 16 == 0)
+        scan16(S, x, B, C, N, P, dt, dA, D, y);
+    else
+        scan8(S, x, B, C, N, P, dt, dA, D, y);
+}
+
+void nt_cpu_gated_group(int isa, const float *y, const float *z, const float *w, int gs, float eps, float *o) {
+    gated_group8(y, z, w, gs, eps, o);
 }

@@ -108,31 +108,59 @@ static void embed(struct nt_backend *be, const struct nt_pass *p, const struct n
     }
 }
 
-/* y = w * (x / sqrt(mean(x^2) + eps)), the sum of squares in index order. */
-static void norm_row(const float *x, const float *w, int H, float eps, float *y) {
-    float ss = 0.0f;
-    for (int i = 0; i < H; i++) ss += x[i] * x[i];
-    float inv = 1.0f / sqrtf(ss / (float)H + eps);
-    for (int i = 0; i < H; i++) y[i] = w[i] * (x[i] * inv);
+/* Positions normalized together: each position's sum of squares is one chain of dependent adds
+ * (index order), so a lone position waits on the add's latency at every element; this many
+ * independent chains side by side keep the adder busy (8: the add's latency times its issue
+ * rate on current cores, and few enough registers for the scalar code). */
+#define NORM_ROWS 8
+
+/* y[r] = w * (x[r] / sqrt(mean(x[r]^2) + eps)) for rows r < nr <= NORM_ROWS (x and y rows
+ * xs and ys floats apart), each row's sum of squares in index order. R > 0 is nr known at
+ * compile time. */
+static inline __attribute__((always_inline)) void norm_rows_r(const float *x, size_t xs, const float *w, int H,
+                                                              float eps, float *y, size_t ys, int nr, const int R) {
+    const int rows = R ? R : nr;
+    float ss[NORM_ROWS] = {0};
+    for (int i = 0; i < H; i++)
+        for (int r = 0; r < rows; r++) ss[r] += x[r * xs + i] * x[r * xs + i];
+    for (int r = 0; r < rows; r++) {
+        float inv = 1.0f / sqrtf(ss[r] / (float)H + eps);
+        for (int i = 0; i < H; i++) y[r * ys + i] = w[i] * (x[r * xs + i] * inv);
+    }
+}
+
+static void norm_rows(const float *x, size_t xs, const float *w, int H, float eps, float *y, size_t ys, int nr) {
+    if (nr == NORM_ROWS)
+        norm_rows_r(x, xs, w, H, eps, y, ys, nr, NORM_ROWS);
+    else
+        norm_rows_r(x, xs, w, H, eps, y, ys, nr, 0);
 }
 
 static void rmsnorm(struct nt_backend *be, const struct nt_pass *p, const float *h, const float *w,
                     int H, float eps, float *y, int y_stride) {
+    int blocks = (p->n + NORM_ROWS - 1) / NORM_ROWS;
 #pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * H))
-    for (int t = 0; t < p->n; t++) norm_row(h + (size_t)t * H, w, H, eps, y + (size_t)t * y_stride);
+    for (int b = 0; b < blocks; b++) {
+        int t = b * NORM_ROWS, nr = p->n - t < NORM_ROWS ? p->n - t : NORM_ROWS;
+        norm_rows(h + (size_t)t * H, (size_t)H, w, H, eps, y + (size_t)t * y_stride, (size_t)y_stride, nr);
+    }
 }
 
 static void add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h, const float *o,
                         const float *o2, const float *w, int H, float eps, float *y) {
+    int blocks = (p->n + NORM_ROWS - 1) / NORM_ROWS;
 #pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * H))
-    for (int t = 0; t < p->n; t++) {
-        float *ht = h + (size_t)t * H;
-        const float *ot = o + (size_t)t * H, *o2t = o2 ? o2 + (size_t)t * H : NULL;
-        if (o2t)
-            for (int i = 0; i < H; i++) ht[i] = ht[i] + (ot[i] + o2t[i]);
-        else
-            for (int i = 0; i < H; i++) ht[i] = ht[i] + ot[i];
-        norm_row(ht, w, H, eps, y + (size_t)t * H);
+    for (int b = 0; b < blocks; b++) {
+        int t0 = b * NORM_ROWS, nr = p->n - t0 < NORM_ROWS ? p->n - t0 : NORM_ROWS;
+        for (int t = t0; t < t0 + nr; t++) {
+            float *ht = h + (size_t)t * H;
+            const float *ot = o + (size_t)t * H, *o2t = o2 ? o2 + (size_t)t * H : NULL;
+            if (o2t)
+                for (int i = 0; i < H; i++) ht[i] = ht[i] + (ot[i] + o2t[i]);
+            else
+                for (int i = 0; i < H; i++) ht[i] = ht[i] + ot[i];
+        }
+        norm_rows(h + (size_t)t0 * H, (size_t)H, w, H, eps, y + (size_t)t0 * H, (size_t)H, nr);
     }
 }
 

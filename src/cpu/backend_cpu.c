@@ -495,13 +495,16 @@ static void moe_experts(struct nt_backend *be, const struct nt_pass *p, const st
             if (count[e]) run_expert(be, w, d, e, entries + start[e], count[e], x, bufs, eo, threads);
     }
 
+    /* y[t][c] = 0 + the slots' w * out in slot order; the positions split over the team and each
+     * slot's pass over c a vector loop (a position's chains are the same whoever runs them) */
+#pragma omp parallel for num_threads(threads_for(be, (uint64_t)n * k * L))
     for (int t = 0; t < n; t++) {
-        float *yt = y + (size_t)t * L;
-        for (int c = 0; c < L; c++) {
-            float acc = 0.0f;
-            for (int s = 0; s < k; s++)                   /* slot order */
-                acc += wts[(size_t)t * k + s] * eo[((size_t)t * k + s) * L + c];
-            yt[c] = acc;
+        float *restrict yt = y + (size_t)t * L;
+        for (int c = 0; c < L; c++) yt[c] = 0.0f;
+        for (int s = 0; s < k; s++) {                     /* slot order */
+            float ws = wts[(size_t)t * k + s];
+            const float *restrict es = eo + ((size_t)t * k + s) * L;
+            for (int c = 0; c < L; c++) yt[c] += ws * es[c];
         }
     }
 }

@@ -1,6 +1,8 @@
 /* backend_cpu.c - the CPU backend: the reference implementation of every pass operation.
  *
- * Plain C over host memory; the weight products live in matmul.c. Every reduction runs in a
+ * Plain C over host memory; the weight products live in matmul.c, and the SIMD variants of the
+ * other operations in ops_simd.c (the code here is their scalar reference, run for
+ * NEMOTRON_CPU=scalar and for shapes the variants leave out; same bits). Every reduction runs in a
  * fixed order that depends only on the element being computed (a position's own context length
  * for attention), so a position's result never depends on the pass size. Threads (OpenMP) split
  * independent outputs — rows, channels, heads, positions — and never a reduction.

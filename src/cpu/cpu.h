@@ -2,8 +2,9 @@
  *
  * matmul.c holds the scalar and AVX2 variants behind nt_cpu_matmul (f32, f16, bf16 weights) and
  * routes the packed formats (q8_2f, q4tp) to matmul_q.c; backend_cpu.c holds the other operations
- * and the ops table. Every variant stays callable: isa = NT_CPU_SCALAR runs the scalar reference on
- * any machine; the backend picks the best the processor has (NEMOTRON_CPU names another).
+ * (their scalar reference) and the ops table, ops_simd.c their AVX2 and AVX-512 variants. Every
+ * variant stays callable: isa = NT_CPU_SCALAR runs the scalar reference on any machine; the
+ * backend picks the best the processor has (NEMOTRON_CPU names another).
  */
 #ifndef NT_CPU_H
 #define NT_CPU_H

@@ -5,9 +5,10 @@
  * of attention's weighted sum, channels of the conv, a head's dims in the scan, a group's
  * elements in the gated norm. Every element keeps the reference's chain of operations in its
  * order: a multiply and an add stay two roundings (no FMA; -ffp-contract=off keeps the compiler
- * from fusing the intrinsics), sums run in the reference's index order, and expf / log1pf are
- * libm's, one call per element as in the reference, only batched so that the calls do not wait
- * on each other. So each variant gives the scalar reference's bits, on every pass size.
+ * from fusing the intrinsics), sums run in the reference's index order, and expf is libm's, one
+ * call per element as in the reference, only batched so that the calls do not wait on each
+ * other. So each variant gives the scalar reference's bits, on every pass size
+ * (tests/unit/test_cpu_ops.c).
  *
  * The caller picks the variant by cpu.h's isa (NT_CPU_AVX2 and up: 256-bit; NT_CPU_AVX512VNNI and
  * up: 512-bit), which the backend read from the processor (nt_cpu_isa_selected); nothing here
@@ -17,10 +18,10 @@
 
 #include <immintrin.h>
 #include <math.h>
-#include <string.h>
 
 #define AVX2 __attribute__((target("avx2,fma")))
-#define Z512 __attribute__((target("avx2,fma,avx512f,avx512vl,avx512dq")))
+/* the instructions nt_cpu_isa_available guarantees at NT_CPU_AVX512VNNI and up, no others */
+#define Z512 __attribute__((target("avx2,fma,avx512f,avx512vl,avx512bw")))
 #define INLINE inline __attribute__((always_inline))
 
 /* Attention's scores are computed this many keys at a time before the softmax's bookkeeping
@@ -367,5 +368,6 @@ void nt_cpu_scan_step(int isa, float *S, const float *x, const float *B, const f
 }
 
 void nt_cpu_gated_group(int isa, const float *y, const float *z, const float *w, int gs, float eps, float *o) {
+    /* 256-bit at every level: its time is libm's expf and the sum's chain, not the vectors */
     gated_group8(y, z, w, gs, eps, o);
 }

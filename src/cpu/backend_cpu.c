@@ -1,6 +1,8 @@
 /* backend_cpu.c - the CPU backend: the reference implementation of every pass operation.
  *
- * Plain C over host memory; the weight products live in matmul.c. Every reduction runs in a
+ * Plain C over host memory; the weight products live in matmul.c, and the SIMD variants of the
+ * other operations in ops_simd.c (the code here is their scalar reference, run for
+ * NEMOTRON_CPU=scalar and for shapes the variants leave out; same bits). Every reduction runs in a
  * fixed order that depends only on the element being computed (a position's own context length
  * for attention), so a position's result never depends on the pass size. Threads (OpenMP) split
  * independent outputs — rows, channels, heads, positions — and never a reduction.
@@ -108,31 +110,59 @@ static void embed(struct nt_backend *be, const struct nt_pass *p, const struct n
     }
 }
 
-/* y = w * (x / sqrt(mean(x^2) + eps)), the sum of squares in index order. */
-static void norm_row(const float *x, const float *w, int H, float eps, float *y) {
-    float ss = 0.0f;
-    for (int i = 0; i < H; i++) ss += x[i] * x[i];
-    float inv = 1.0f / sqrtf(ss / (float)H + eps);
-    for (int i = 0; i < H; i++) y[i] = w[i] * (x[i] * inv);
+/* Positions normalized together: each position's sum of squares is one chain of dependent adds
+ * (index order), so a lone position waits on the add's latency at every element; this many
+ * independent chains side by side keep the adder busy (8: the add's latency times its issue
+ * rate on current cores, and few enough registers for the scalar code). */
+#define NORM_ROWS 8
+
+/* y[r] = w * (x[r] / sqrt(mean(x[r]^2) + eps)) for rows r < nr <= NORM_ROWS (x and y rows
+ * xs and ys floats apart), each row's sum of squares in index order. R > 0 is nr known at
+ * compile time. */
+static inline __attribute__((always_inline)) void norm_rows_r(const float *x, size_t xs, const float *w, int H,
+                                                              float eps, float *y, size_t ys, int nr, const int R) {
+    const int rows = R ? R : nr;
+    float ss[NORM_ROWS] = {0};
+    for (int i = 0; i < H; i++)
+        for (int r = 0; r < rows; r++) ss[r] += x[r * xs + i] * x[r * xs + i];
+    for (int r = 0; r < rows; r++) {
+        float inv = 1.0f / sqrtf(ss[r] / (float)H + eps);
+        for (int i = 0; i < H; i++) y[r * ys + i] = w[i] * (x[r * xs + i] * inv);
+    }
+}
+
+static void norm_rows(const float *x, size_t xs, const float *w, int H, float eps, float *y, size_t ys, int nr) {
+    if (nr == NORM_ROWS)
+        norm_rows_r(x, xs, w, H, eps, y, ys, nr, NORM_ROWS);
+    else
+        norm_rows_r(x, xs, w, H, eps, y, ys, nr, 0);
 }
 
 static void rmsnorm(struct nt_backend *be, const struct nt_pass *p, const float *h, const float *w,
                     int H, float eps, float *y, int y_stride) {
+    int blocks = (p->n + NORM_ROWS - 1) / NORM_ROWS;
 #pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * H))
-    for (int t = 0; t < p->n; t++) norm_row(h + (size_t)t * H, w, H, eps, y + (size_t)t * y_stride);
+    for (int b = 0; b < blocks; b++) {
+        int t = b * NORM_ROWS, nr = p->n - t < NORM_ROWS ? p->n - t : NORM_ROWS;
+        norm_rows(h + (size_t)t * H, (size_t)H, w, H, eps, y + (size_t)t * y_stride, (size_t)y_stride, nr);
+    }
 }
 
 static void add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h, const float *o,
                         const float *o2, const float *w, int H, float eps, float *y) {
+    int blocks = (p->n + NORM_ROWS - 1) / NORM_ROWS;
 #pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * H))
-    for (int t = 0; t < p->n; t++) {
-        float *ht = h + (size_t)t * H;
-        const float *ot = o + (size_t)t * H, *o2t = o2 ? o2 + (size_t)t * H : NULL;
-        if (o2t)
-            for (int i = 0; i < H; i++) ht[i] = ht[i] + (ot[i] + o2t[i]);
-        else
-            for (int i = 0; i < H; i++) ht[i] = ht[i] + ot[i];
-        norm_row(ht, w, H, eps, y + (size_t)t * H);
+    for (int b = 0; b < blocks; b++) {
+        int t0 = b * NORM_ROWS, nr = p->n - t0 < NORM_ROWS ? p->n - t0 : NORM_ROWS;
+        for (int t = t0; t < t0 + nr; t++) {
+            float *ht = h + (size_t)t * H;
+            const float *ot = o + (size_t)t * H, *o2t = o2 ? o2 + (size_t)t * H : NULL;
+            if (o2t)
+                for (int i = 0; i < H; i++) ht[i] = ht[i] + (ot[i] + o2t[i]);
+            else
+                for (int i = 0; i < H; i++) ht[i] = ht[i] + ot[i];
+        }
+        norm_rows(h + (size_t)t0 * H, (size_t)H, w, H, eps, y + (size_t)t0 * H, (size_t)H, nr);
     }
 }
 
@@ -150,30 +180,44 @@ static void matmul(struct nt_backend *be, const struct nt_pass *p, int n, const 
     nt_cpu_matmul(&m, cpu(be)->isa, nt_cpu_team_threads(&cpu(be)->team));
 }
 
+/* Channel c of the conv over the pass: the scalar reference. */
+static void conv_channel(const struct nt_cpu_conv *a, int c) {
+    int K = a->K, CD = a->CD;
+    const float *wc = a->w + (size_t)c * K;
+    float r[NT_MAX_CONV_KERNEL];
+    for (int k = 0; k < K - 1; k++) r[k] = a->ring[(size_t)k * CD + c];
+    for (int t = 0; t < a->n; t++) {
+        /* a verify pass keeps the ring before each position: rolling back to t restores it */
+        if (a->snap)
+            for (int k = 0; k < K - 1; k++) a->snap[((size_t)t * (K - 1) + k) * CD + c] = r[k];
+        float in = a->in[(size_t)t * a->in_stride + c];
+        /* u = b + sum_k w[k] * x[t-K+1+k]: tap K-1 is the newest input */
+        float acc = a->b ? a->b[c] : 0.0f;
+        for (int k = 0; k < K - 1; k++) acc += wc[k] * r[k];
+        acc += wc[K - 1] * in;
+        for (int k = 0; k + 1 < K - 1; k++) r[k] = r[k + 1];
+        if (K > 1) r[K - 2] = in;
+        a->out[(size_t)t * CD + c] = silu(acc);
+    }
+    for (int k = 0; k < K - 1; k++) a->ring[(size_t)k * CD + c] = r[k];
+}
+
 static void mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
                        const struct nt_mamba_weights *w, const float *zxd, float *ring,
                        float *ring_snap, float *xbc) {
-    int K = d->K, CD = d->CD;
-    float *snap = p->snap ? ring_snap : NULL;
-#pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * CD * K))
-    for (int c = 0; c < CD; c++) {
-        const float *wc = w->conv_w + (size_t)c * K;
-        float r[NT_MAX_CONV_KERNEL];
-        for (int k = 0; k < K - 1; k++) r[k] = ring[(size_t)k * CD + c];
-        for (int t = 0; t < p->n; t++) {
-            /* a verify pass keeps the ring before each position: rolling back to t restores it */
-            if (snap)
-                for (int k = 0; k < K - 1; k++) snap[((size_t)t * (K - 1) + k) * CD + c] = r[k];
-            float in = zxd[(size_t)t * d->zxd + d->I + c];
-            /* u = b + sum_k w[k] * x[t-K+1+k]: tap K-1 is the newest input */
-            float acc = w->conv_b ? w->conv_b[c] : 0.0f;
-            for (int k = 0; k < K - 1; k++) acc += wc[k] * r[k];
-            acc += wc[K - 1] * in;
-            for (int k = 0; k + 1 < K - 1; k++) r[k] = r[k + 1];
-            if (K > 1) r[K - 2] = in;
-            xbc[(size_t)t * CD + c] = silu(acc);
-        }
-        for (int k = 0; k < K - 1; k++) ring[(size_t)k * CD + c] = r[k];
+    struct nt_cpu_conv a = {.n = p->n, .K = d->K, .CD = d->CD, .w = w->conv_w, .b = w->conv_b,
+                            .in = zxd + d->I, .in_stride = (size_t)d->zxd, .ring = ring,
+                            .snap = p->snap ? ring_snap : NULL, .out = xbc};
+    /* the SIMD variants take blocks of channels (one a lane), the scalar code the rest */
+    int isa = cpu(be)->isa, lanes = isa >= NT_CPU_AVX2 ? nt_cpu_conv_lanes(isa) : 1;
+    int blocks = isa >= NT_CPU_AVX2 ? d->CD / lanes : 0, c_rest = blocks * lanes;
+    int items = blocks + (d->CD - c_rest);
+#pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * d->CD * d->K))
+    for (int i = 0; i < items; i++) {
+        if (i < blocks)
+            nt_cpu_conv_block(isa, &a, i * lanes);
+        else
+            conv_channel(&a, c_rest + (i - blocks));
     }
 }
 
@@ -184,6 +228,7 @@ static void mamba_scan(struct nt_backend *be, const struct nt_pass *p, const str
     int heads_per_group = nh / G;
     size_t state_floats = (size_t)nh * N * P;
     float *snap = p->snap ? state_snap : NULL;
+    int isa = cpu(be)->isa, simd = isa >= NT_CPU_AVX2 && nt_cpu_scan_simd(isa, P);
 #pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * nh * P * N))
     for (int h = 0; h < nh; h++) {
         int g = h / heads_per_group;
@@ -201,6 +246,10 @@ static void mamba_scan(struct nt_backend *be, const struct nt_pass *p, const str
             dt = fminf(fmaxf(dt, d->dt_lo), d->dt_hi);
             float dA = expf(dt * A);
             float *yt = y + (size_t)t * I + (size_t)h * P;
+            if (simd) { /* the same arithmetic, vectorized over the head's dims */
+                nt_cpu_scan_step(isa, S, x, B, C, N, P, dt, dA, w->D[h], yt);
+                continue;
+            }
             float acc[NT_MAX_HEAD_DIM];
             for (int q = 0; q < P; q++) acc[q] = 0.0f;
             for (int n = 0; n < N; n++) {
@@ -221,10 +270,16 @@ static void mamba_gated_norm(struct nt_backend *be, const struct nt_pass *p,
                              const struct nt_mamba_dims *d, const struct nt_mamba_weights *w,
                              const float *y, const float *zxd, float *out) {
     int I = d->I, gs = d->I / d->G;
+    int isa = cpu(be)->isa, simd = isa >= NT_CPU_AVX2 && gs % 8 == 0;
 #pragma omp parallel for num_threads(threads_for(be, (uint64_t)p->n * I))
     for (int t = 0; t < p->n; t++) {
         const float *yt = y + (size_t)t * I, *z = zxd + (size_t)t * d->zxd;
         float *o = out + (size_t)t * I;
+        if (simd) { /* the same arithmetic, vectorized over a group's elements */
+            for (int q = 0; q < d->G; q++)
+                nt_cpu_gated_group(isa, yt + q * gs, z + q * gs, w->norm_w + q * gs, gs, d->eps, o + q * gs);
+            continue;
+        }
         for (int q = 0; q < d->G; q++) {
             /* norm(y * silu(z)) per group: the gate comes first (norm_before_gate = False) */
             float ss = 0.0f;
@@ -251,6 +306,11 @@ static void attention(struct nt_backend *be, const struct nt_pass *p, const stru
     for (int pj = 0; pj < pairs; pj++) {
         int t = pj / d->nq, j = pj % d->nq, kvh = j / rep, ctx = p->pos0 + t + 1;
         const float *qt = q + (size_t)t * qw + (size_t)j * dh;
+        if (cpu(be)->isa >= NT_CPU_AVX2) { /* the same arithmetic, vectorized over the head dims */
+            nt_cpu_attn_row(cpu(be)->isa, qt, k_cache + (size_t)kvh * dh, v_cache + (size_t)kvh * dh,
+                            (size_t)kvw, ctx, dh, scale, out + (size_t)t * qw + (size_t)j * dh);
+            continue;
+        }
         /* online softmax over u = 0 .. ctx-1 in order: running max m, sum l, weighted sum o */
         float o[NT_MAX_HEAD_DIM], m = -INFINITY, l = 0.0f;
         for (int i = 0; i < dh; i++) o[i] = 0.0f;
@@ -437,13 +497,16 @@ static void moe_experts(struct nt_backend *be, const struct nt_pass *p, const st
             if (count[e]) run_expert(be, w, d, e, entries + start[e], count[e], x, bufs, eo, threads);
     }
 
+    /* y[t][c] = 0 + the slots' w * out in slot order; the positions split over the team and each
+     * slot's pass over c a vector loop (a position's chains are the same whoever runs them) */
+#pragma omp parallel for num_threads(threads_for(be, (uint64_t)n * k * L))
     for (int t = 0; t < n; t++) {
-        float *yt = y + (size_t)t * L;
-        for (int c = 0; c < L; c++) {
-            float acc = 0.0f;
-            for (int s = 0; s < k; s++)                   /* slot order */
-                acc += wts[(size_t)t * k + s] * eo[((size_t)t * k + s) * L + c];
-            yt[c] = acc;
+        float *restrict yt = y + (size_t)t * L;
+        for (int c = 0; c < L; c++) yt[c] = 0.0f;
+        for (int s = 0; s < k; s++) {                     /* slot order */
+            float ws = wts[(size_t)t * k + s];
+            const float *restrict es = eo + ((size_t)t * k + s) * L;
+            for (int c = 0; c < L; c++) yt[c] += ws * es[c];
         }
     }
 }

@@ -2,8 +2,9 @@
  *
  * matmul.c holds the scalar and AVX2 variants behind nt_cpu_matmul (f32, f16, bf16 weights) and
  * routes the packed formats (q8_2f, q4tp) to matmul_q.c; backend_cpu.c holds the other operations
- * and the ops table. Every variant stays callable: isa = NT_CPU_SCALAR runs the scalar reference on
- * any machine; the backend picks the best the processor has (NEMOTRON_CPU names another).
+ * (their scalar reference) and the ops table, ops_simd.c their AVX2 and AVX-512 variants. Every
+ * variant stays callable: isa = NT_CPU_SCALAR runs the scalar reference on any machine; the
+ * backend picks the best the processor has (NEMOTRON_CPU names another).
  */
 #ifndef NT_CPU_H
 #define NT_CPU_H
@@ -105,5 +106,38 @@ static inline float nt_cpu_apply_act(float v, const float *bias, int r, enum nt_
 /* Rows [r0, r1) of a product with a ggml block type (matmul_ggml.c), m->qx filled by
  * nt_cpu_quantize_x; what nt_cpu_matmul_q_rows calls for those types. */
 void nt_cpu_matmul_ggml_rows(const struct nt_mm *m, int isa, int r0, int r1);
+
+/* ---- the SIMD variants of the other operations (ops_simd.c), isa >= NT_CPU_AVX2 ---- */
+
+/* One query row of attention over keys 0 .. ctx-1: out[0 .. dh) = softmax(q . k_u * scale) v,
+ * k and v the cache's rows of the row's KV head, `stride` floats apart; the scalar reference's
+ * online softmax (backend_cpu.c) and its bits. */
+void nt_cpu_attn_row(int isa, const float *q, const float *k, const float *v, size_t stride, int ctx,
+                     int dh, float scale, float *out);
+
+/* The Mamba conv over a pass (backend_cpu.c's mamba_conv): in[t][c] the conv's inputs (zxd's xBC
+ * part), ring [K-1][CD] the last inputs before the pass (updated), snap NULL or [n][K-1][CD]
+ * (the ring before each position), out[t][c] = silu(b[c] + sum_k w[c][k] x[t-K+1+k]). */
+struct nt_cpu_conv {
+    int n, K, CD;
+    const float *w, *b;       /* [CD][K]; [CD] or NULL */
+    const float *in;          /* [n][in_stride] */
+    size_t in_stride;
+    float *ring, *snap, *out; /* out: [n][CD] */
+};
+/* Channels per call of nt_cpu_conv_block for variant isa. */
+int nt_cpu_conv_lanes(int isa);
+/* Channels c .. c + nt_cpu_conv_lanes(isa) - 1 of the conv, the reference's bits. */
+void nt_cpu_conv_block(int isa, const struct nt_cpu_conv *a, int c);
+
+/* 1 when nt_cpu_scan_step runs heads of P dims (a multiple of 8). */
+int nt_cpu_scan_simd(int isa, int P);
+/* One head's scan step at one position (backend_cpu.c's mamba_scan): S [N][P] advanced,
+ * y[0 .. P) = sum_n S[n] C[n] + D x, the reference's bits. */
+void nt_cpu_scan_step(int isa, float *S, const float *x, const float *B, const float *C, int N, int P,
+                      float dt, float dA, float D, float *y);
+/* One group of gs elements (a multiple of 8) of the gated norm at one position:
+ * o = w * groupnorm(y * silu(z)), the reference's bits. */
+void nt_cpu_gated_group(int isa, const float *y, const float *z, const float *w, int gs, float eps, float *o);
 
 #endif /* NT_CPU_H */

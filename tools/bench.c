@@ -319,8 +319,8 @@ int cmd_bench(const struct args *a) {
                    "up to %d positions\n",
                    a->reps, nemotron_model_pattern(m), nemotron_model_device(m), nemotron_session_pass_max(s));
             if (!strcmp(backend, "CPU"))
-                printf("CPU kernels: %s (NEMOTRON_CPU chooses: scalar, avx2, avxvnni, avx512vnni, amx; the best this "
-                       "processor runs by default)\n", nt_cpu_isa_name(nt_cpu_isa_selected()));
+                printf("CPU kernels: %s (NEMOTRON_CPU chooses: scalar, avx2, avxvnni, avx512vnni, avx512bf16, amx; by default "
+                       "the best this processor runs, avx512bf16 and amx only when named)\n", nt_cpu_isa_name(nt_cpu_isa_selected()));
             printf("memory read bandwidth (measured, best of 5): %.2f GB/s\n", bw / 1e9);
             printf("decode streams %.2f GB/s of weights (%.1f MB per position): %.1f%% of the measured "
                    "bandwidth (best repetition: %.1f%%)\n",

@@ -10,6 +10,8 @@
  *   avx512vnni  vpdpbusd ymm (EVEX) and zmm (64 multiply-adds);
  *   fma         vfmadd231ps ymm and zmm, for scale: the f32 rate the step's float chain shares pipes
  *               with;
+ *   avx512bf16  vdpbf16ps zmm: 32 bf16 multiply-adds, bf16 weights' products at that level
+ *               (src/cpu/matmul_bf16.c);
  *   amx         tdpbssd with K = 64 (the tile unit's peak) and K = 4 (what the arithmetic's 4-column
  *               lanes allow), and K = 4 with each result stored and folded into f32 chains as
  *               src/cpu/matmul_q_amx.h does (needs the OS's permission: nt_cpu_isa_available).
@@ -99,6 +101,15 @@ __attribute__((target("avx2,fma,avx512f"))) static double run_fma512(long steps)
     return (double)_mm512_reduce_add_ps(SUM(_mm512_add_ps));
 }
 
+__attribute__((target("avx2,avx512f,avx512bf16"))) static double run_bf16(long steps) {
+    __m512bh b = (__m512bh)_mm512_set1_epi16(0x3f80), c = (__m512bh)_mm512_set1_epi16(0x3800); /* 1, 2^-15 */
+    DECL256(__m512, _mm512_set1_ps(0.5f));
+#define OP(a) __asm__ volatile("vdpbf16ps %2, %1, %0" : "+v"(a) : "v"(b), "v"(c))
+    for (long k = 0; k < steps; k++) CHAINS(OP);
+#undef OP
+    return (double)_mm512_reduce_add_ps(SUM(_mm512_add_ps));
+}
+
 /* AMX (tdpbssd: C[16][16] int32 += A[16][K] int8 . B[K/4][64] int8, in groups of 4 bytes). The
  * packed products' arithmetic sums 4 columns per lane (matmul_q.c), so their tile products run
  * with K = 4 (src/cpu/matmul_q_amx.h); the tile unit takes as long per instruction as with K = 64.
@@ -166,6 +177,7 @@ static const struct test {
     {"avx512vnni", "vpdpbusd zmm", NT_CPU_AVX512VNNI, 0, 64, run_vnni512},
     {"fma", "vfmadd231ps ymm (f32)", NT_CPU_AVX2, 0, 8, run_fma256},
     {"fma", "vfmadd231ps zmm (f32)", NT_CPU_AVX512VNNI, 1, 16, run_fma512},
+    {"avx512bf16", "vdpbf16ps zmm (bf16 pairs, f32)", NT_CPU_AVX512BF16, 0, 32, run_bf16},
     {"amx", "tdpbssd K=64 (16x16x64)", NT_CPU_AMX, 0, 16 * 16 * 64, run_amx64},
     {"amx", "tdpbssd K=4 (one 4-column lane)", NT_CPU_AMX, 0, 16 * 16 * 4, run_amx4},
     {"amx", "K=4 + tilestored + fold (step)", NT_CPU_AMX, 0, 16 * 16 * 4, run_amx4_step},

@@ -1,7 +1,7 @@
 /* matmul_bench.c - times the CPU backend's products alone, outside the library (a scratch place
  * for kernel work, as llm.c's dev/). For a bf16 matrix of ROWS x COLS it reports, for passes of
  * 1 and of 64 positions, the time, the weight bytes per second and the multiply-adds per second,
- * and checks the SIMD result against the scalar one.
+ * and the largest difference of the variant's result from the scalar one's.
  * build: make build/dev/matmul_bench    run: build/dev/matmul_bench [ROWS COLS THREADS]
  */
 #include <math.h>
@@ -26,6 +26,7 @@ int main(int argc, char **argv) {
     uint16_t *w = malloc(count * 2 * COPIES);
     float *x = malloc(sizeof(float) * 64 * cols), *y = malloc(sizeof(float) * 64 * rows);
     float *yref = malloc(sizeof(float) * 64 * rows);
+    void *qx = malloc(nt_cpu_qx_bytes(64, cols)); /* the AVX-512 BF16 level's rounded activations */
     uint64_t s = 88172645463325252ull;
     for (size_t i = 0; i < count * COPIES; i++) {
         s ^= s << 13; s ^= s >> 7; s ^= s << 17;
@@ -38,7 +39,7 @@ int main(int argc, char **argv) {
     printf("variant %s\n", nt_cpu_isa_name(simd));
     for (int n = 1; n <= 64; n *= 64) {
         struct nt_matrix W = {.dtype = NT_DTYPE_BF16, .rows = rows, .cols = cols, .data = w};
-        struct nt_mm m = {.W = &W, .x = x, .x_stride = cols, .y = y, .y_stride = rows, .n = n};
+        struct nt_mm m = {.W = &W, .x = x, .x_stride = cols, .y = y, .y_stride = rows, .n = n, .qx = qx};
         int reps = n == 1 ? 200 : 10;
         double best = 1e9, total = 0;
         for (int r = 0; r < reps; r++) {

@@ -1,7 +1,8 @@
 /* cpu.h - what the CPU backend's files share: the product kernels and their dispatch.
  *
  * matmul.c holds the scalar and AVX2 variants behind nt_cpu_matmul (f32, f16, bf16 weights) and
- * routes the packed formats (q8_2f, q4tp) to matmul_q.c; backend_cpu.c holds the other operations
+ * routes the packed formats (q8_2f, q4tp) to matmul_q.c and, at the AVX-512 BF16 level, bf16
+ * weights to matmul_bf16.c; backend_cpu.c holds the other operations
  * (their scalar reference) and the ops table, ops_simd.c their AVX2 and AVX-512 variants. Every
  * variant stays callable: isa = NT_CPU_SCALAR runs the scalar reference on any machine; the
  * backend picks the best the processor has (NEMOTRON_CPU names another).
@@ -30,29 +31,35 @@ struct nt_mm {
                                * same results */
 };
 
-/* The kernel variants, by instruction set. Every function here that takes `isa` runs that
- * variant (the caller checks nt_cpu_isa_available): the float products (f32, f16, bf16) have a
- * scalar and an AVX2 variant, so the VNNI levels run AVX2 there; the packed products run each
- * level's own kernels, all bit-identical to the scalar reference. */
+/* The kernel variants, by instruction set; each level has the instructions of those before it.
+ * Every function here that takes `isa` runs that variant (the caller checks
+ * nt_cpu_isa_available): the float products (f32, f16, bf16) have a scalar and an FMA arithmetic
+ * (AVX2, and 512-bit kernels from the AVX-512 VNNI level on), and bf16 weights a third one at the
+ * AVX-512 BF16 level (matmul_bf16.c: the activations rounded to bf16); the packed products run
+ * each level's own kernels, all bit-identical to the scalar reference. */
 enum nt_cpu_isa {
     NT_CPU_SCALAR = 0,   /* the reference, any machine */
     NT_CPU_AVX2,         /* AVX2 + FMA + F16C */
     NT_CPU_AVXVNNI,      /* that + AVX-VNNI (vpdpbusd on 256 bits, VEX) */
     NT_CPU_AVX512VNNI,   /* that + AVX-512 F/VL/BW/VNNI (vpdpbusd, EVEX, 32 registers) */
+    NT_CPU_AVX512BF16,   /* that + AVX512_BF16 (vdpbf16ps): bf16 weights' products in their own
+                          * arithmetic, the rest as AVX-512 VNNI */
     NT_CPU_AMX,          /* that + AMX-TILE/AMX-INT8 (tdpbssd) for passes of 16 or more positions,
                           * where the OS grants the tile state (nt_cpu_amx_ready) */
     NT_CPU_ISA_COUNT
 };
 /* 1 when this processor (and OS) runs variant isa. */
 int nt_cpu_isa_available(int isa);
-/* The variant the backend runs by default: the fastest this processor runs, AMX left out
- * (slower than AVX-512 VNNI for this arithmetic: matmul_q_amx.h). */
+/* The variant the backend runs by default: the fastest this processor runs whose arithmetic is
+ * the FMA one, so AVX-512 BF16 left out for now (tests/gpu compares the CUDA float products with
+ * the CPU's bit for bit) and AMX too (slower than AVX-512 VNNI for this arithmetic:
+ * matmul_q_amx.h). */
 int nt_cpu_isa_best(void);
-/* "scalar", "avx2", "avxvnni", "avx512vnni", "amx"; and back (-1 for an unknown name). */
+/* "scalar", "avx2", "avxvnni", "avx512vnni", "avx512bf16", "amx"; and back (-1 for an unknown
+ * name). */
 const char *nt_cpu_isa_name(int isa);
 int nt_cpu_isa_parse(const char *name);
-/* The variant the backend runs: NEMOTRON_CPU's (scalar, avx2, avxvnni, avx512vnni, amx: for tests and
- * benchmarks) when this processor has it, else the best (with a warning on stderr naming the
+/* The variant the backend runs: NEMOTRON_CPU's (one of the names above: for tests and benchmarks) when this processor has it, else the best (with a warning on stderr naming the
  * variable's value when it was set but cannot be honoured). */
 int nt_cpu_isa_selected(void);
 /* 1 when the processor has AMX-TILE and AMX-INT8 and the OS lets this process use the tile
@@ -72,13 +79,24 @@ void nt_cpu_matmul_rows(const struct nt_mm *m, int isa, int r0, int r1);
 static inline int nt_cpu_int8_product(enum nt_dtype d) {
     return d == NT_DTYPE_Q8_2F || d == NT_DTYPE_Q4TP || nt_dtype_is_ggml_block(d);
 }
+/* 1 for the products of variant isa that round the activations to bf16 into qx (matmul_bf16.c). */
+static inline int nt_cpu_bf16_product(enum nt_dtype d, int isa) {
+    return d == NT_DTYPE_BF16 && isa >= NT_CPU_AVX512BF16;
+}
+/* 1 for the products that read their activations from qx, filled by nt_cpu_quantize_x. */
+static inline int nt_cpu_product_uses_qx(enum nt_dtype d, int isa) {
+    return nt_cpu_int8_product(d) || nt_cpu_bf16_product(d, isa);
+}
 
 /* Bytes of qx for n positions of a product with `cols` columns (either packed format; grows with
  * cols, so the size for the widest product serves every narrower one). */
 size_t nt_cpu_qx_bytes(int n, int64_t cols);
-/* Fills m->qx from m->x[0 .. m->n) for W's format when W is packed (a no-op for float W). Both
- * variants give the same bytes. */
+/* Fills m->qx from m->x[0 .. m->n) when the product reads it (nt_cpu_product_uses_qx; a no-op
+ * otherwise): int8 blocks for packed W (every variant gives the same bytes), bf16 for bf16 W at
+ * the AVX-512 BF16 level. */
 void nt_cpu_quantize_x(const struct nt_mm *m, int isa);
+/* matmul_q.c's part of it: positions [t0, t1) of packed W's activations. */
+void nt_cpu_quantize_x_q(const struct nt_mm *m, int isa, int t0, int t1);
 /* What matmul.c's entry points call for packed W. */
 void nt_cpu_matmul_q(const struct nt_mm *m, int isa, int n_threads);
 void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1);
@@ -89,6 +107,15 @@ void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1);
 #define NT_CPU_Q8_STREAM_ROWS 6
 size_t nt_cpu_q8_stream_bytes(int64_t rows, int64_t cols);
 void nt_cpu_q8_stream_fill(const struct nt_matrix *W, uint8_t *dst, int64_t k0, int64_t k1);
+
+/* ---- bf16 weights at the AVX-512 BF16 level (matmul_bf16.c: the arithmetic, the qx layout) ---- */
+
+/* Bytes of one position's rounded activations in qx (a multiple of 64, within nt_cpu_qx_bytes). */
+size_t nt_cpu_bf16_x_bytes(int64_t cols);
+/* Positions [t0, t1) of m->x rounded to bf16 into m->qx. */
+void nt_cpu_bf16_round_x(const struct nt_mm *m, int t0, int t1);
+/* Rows [r0, r1) of the product, m->qx filled by nt_cpu_bf16_round_x. */
+void nt_cpu_matmul_bf16_rows(const struct nt_mm *m, int r0, int r1);
 
 /* What the products share: the int8 products' fixed tree over their 8 float lanes, and step 4 of
  * every product, float ones (matmul.c) included: bias, then relu^2 as max(v, 0) squared. */

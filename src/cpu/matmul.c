@@ -14,6 +14,8 @@
  * bits (fused vs separate rounding); within one machine every pass size, blocking and variant of
  * the FMA arithmetic gives the same bits. Weights are read in their stored format (f32, f16,
  * bf16) and widened in registers.
+ *
+ * bf16 weights have a third arithmetic at the AVX-512 BF16 level: matmul_bf16.c, dispatched here.
  */
 #include "cpu.h"
 #include "log.h"
@@ -341,7 +343,8 @@ int nt_cpu_isa_available(int isa) {
     case NT_CPU_AVX512VNNI:
         return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
-    case NT_CPU_AMX: return nt_cpu_isa_available(NT_CPU_AVX512VNNI) && nt_cpu_amx_ready();
+    case NT_CPU_AVX512BF16: return nt_cpu_isa_available(NT_CPU_AVX512VNNI) && __builtin_cpu_supports("avx512bf16");
+    case NT_CPU_AMX: return nt_cpu_isa_available(NT_CPU_AVX512BF16) && nt_cpu_amx_ready();
     default: return 0;
     }
 }
@@ -349,14 +352,15 @@ int nt_cpu_isa_available(int isa) {
 int nt_cpu_isa_best(void) {
     /* AMX only when asked for (NEMOTRON_CPU=amx): the arithmetic's 4-column lanes let a tile
      * product sum only 4 columns, and moving each 16 x 16 result out through memory costs more
-     * than AVX-512 VNNI's whole step (measured; docs/PERF.md, "AMX int8") */
+     * than AVX-512 VNNI's whole step (measured; docs/PERF.md, "AMX int8"). AVX-512 BF16 also
+     * only when asked for, until tests/gpu accepts its bf16 products (cpu.h). */
     int best = NT_CPU_SCALAR;
     for (int i = 1; i <= NT_CPU_AVX512VNNI; i++)
         if (nt_cpu_isa_available(i)) best = i;
     return best;
 }
 
-static const char *const isa_names[NT_CPU_ISA_COUNT] = {"scalar", "avx2", "avxvnni", "avx512vnni", "amx"};
+static const char *const isa_names[NT_CPU_ISA_COUNT] = {"scalar", "avx2", "avxvnni", "avx512vnni", "avx512bf16", "amx"};
 
 const char *nt_cpu_isa_name(int isa) { return isa >= 0 && isa < NT_CPU_ISA_COUNT ? isa_names[isa] : "?"; }
 
@@ -375,14 +379,50 @@ int nt_cpu_isa_selected(void) {
     int isa = nt_cpu_isa_parse(force);
     if (isa >= 0 && nt_cpu_isa_available(isa)) return isa;
     /* a forced variant this processor lacks would die of SIGILL: say so and run the best one */
-    nt_log(NEMOTRON_LOG_WARN, "NEMOTRON_CPU=%s: %s; using %s (the choices: scalar, avx2, avxvnni, avx512vnni, amx)", force,
+    nt_log(NEMOTRON_LOG_WARN, "NEMOTRON_CPU=%s: %s; using %s (the choices: scalar, avx2, avxvnni, avx512vnni, avx512bf16, amx)", force,
            isa < 0 ? "no such kernel variant" : "this processor lacks its instructions", nt_cpu_isa_name(best));
     return best;
+}
+
+void nt_cpu_quantize_x(const struct nt_mm *m, int isa) {
+    if (!nt_cpu_product_uses_qx(m->W->dtype, isa)) return; /* the FMA arithmetic reads m->x as it is */
+    NT_ASSERT(m->qx);
+    if (nt_cpu_int8_product(m->W->dtype))
+        nt_cpu_quantize_x_q(m, isa, 0, m->n);
+    else
+        nt_cpu_bf16_round_x(m, 0, m->n);
+}
+
+/* Row ranges per thread of a bf16 product at the AVX-512 BF16 level: whole tiles of 4 rows and
+ * the decode kernel's 8 (any split gives the same bits; this one keeps the kernels whole). */
+#define BF16_ROW_GRAIN 8
+
+static void matmul_bf16(const struct nt_mm *m, int n_threads) {
+    int rows = (int)m->W->rows;
+    int units = (rows + BF16_ROW_GRAIN - 1) / BF16_ROW_GRAIN;
+    uint64_t work = (uint64_t)m->W->rows * (uint64_t)m->W->cols * (uint64_t)m->n;
+    int threads = work < 65536 ? 1 : n_threads;
+    if (threads > units) threads = units;
+    if (threads < 1) threads = 1;
+#pragma omp parallel num_threads(threads)
+    {
+        int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        nt_cpu_bf16_round_x(m, (int)((int64_t)m->n * id / nt), (int)((int64_t)m->n * (id + 1) / nt));
+#pragma omp barrier
+        int u0 = (int)((int64_t)units * id / nt), u1 = (int)((int64_t)units * (id + 1) / nt);
+        int r0 = u0 * BF16_ROW_GRAIN, r1 = u1 * BF16_ROW_GRAIN < rows ? u1 * BF16_ROW_GRAIN : rows;
+        if (r0 < r1) nt_cpu_matmul_bf16_rows(m, r0, r1);
+    }
 }
 
 void nt_cpu_matmul(const struct nt_mm *m, int isa, int n_threads) {
     if (nt_cpu_int8_product(m->W->dtype)) {
         nt_cpu_matmul_q(m, isa, n_threads);
+        return;
+    }
+    if (nt_cpu_bf16_product(m->W->dtype, isa)) {
+        NT_ASSERT(m->qx);
+        matmul_bf16(m, n_threads);
         return;
     }
     NT_ASSERT(m->W->dtype == NT_DTYPE_F32 || m->W->dtype == NT_DTYPE_F16 || m->W->dtype == NT_DTYPE_BF16);
@@ -406,6 +446,8 @@ void nt_cpu_matmul(const struct nt_mm *m, int isa, int n_threads) {
 void nt_cpu_matmul_rows(const struct nt_mm *m, int isa, int r0, int r1) {
     if (nt_cpu_int8_product(m->W->dtype))
         nt_cpu_matmul_q_rows(m, isa, r0, r1);
+    else if (nt_cpu_bf16_product(m->W->dtype, isa))
+        nt_cpu_matmul_bf16_rows(m, r0, r1);
     else if (isa >= NT_CPU_AVX512VNNI) /* AMX: the float products are AVX-512's */
         rows_z(m, r0, r1);
     else if (isa)

@@ -347,6 +347,8 @@ ROWS_SIMD(rows_avx512vnni, Z512, isum_avx512vnni)
 void nt_cpu_matmul_ggml_rows(const struct nt_mm *m, int isa, int r0, int r1) {
     NT_ASSERT(nt_dtype_is_ggml_block(m->W->dtype) && m->qx && m->W->cols % 32 == 0);
     switch (isa) {
+    case NT_CPU_AMX: /* no AMX kernel for these types (matmul_q.c's amx_layout) */
+    case NT_CPU_AVX512BF16:
     case NT_CPU_AVX512VNNI: rows_avx512vnni(m, r0, r1); break;
     case NT_CPU_AVXVNNI:
     case NT_CPU_AVX2: rows_avx2(m, r0, r1); break;

@@ -328,7 +328,10 @@ static INL AVX2 void q_block_avx2(enum nt_dtype fmt, int vnni, __m256 v0, __m256
 #define AMX_UNIT (8 * 64 + 64)
 #define AMX_MIN_N 16
 
-static inline int amx_layout(const struct nt_mm *m, int isa) { return isa == NT_CPU_AMX && m->n >= AMX_MIN_N; }
+/* llama.cpp's block types have no AMX kernel: at that level they run AVX-512 VNNI's, on its records */
+static inline int amx_layout(const struct nt_mm *m, int isa) {
+    return isa == NT_CPU_AMX && m->n >= AMX_MIN_N && !nt_dtype_is_ggml_block(m->W->dtype);
+}
 
 static void amx_scatter(uint8_t *unit, int slot, const uint8_t *rec, float d) {
     for (int l = 0; l < 8; l++) memcpy(unit + 64 * l + 4 * slot, rec + 4 * l, 4);
@@ -376,7 +379,7 @@ static AVX2 void quantize_pos_avx2(const struct nt_matrix *W, int vnni, const fl
     }
 }
 
-static void quantize_range(const struct nt_mm *m, int isa, int t0, int t1) {
+void nt_cpu_quantize_x_q(const struct nt_mm *m, int isa, int t0, int t1) {
     size_t pb = q_pos_bytes(m->W->cols);
     if (amx_layout(m, isa)) {
         int64_t nb = q_blocks(m->W->cols);
@@ -403,11 +406,6 @@ static void quantize_range(const struct nt_mm *m, int isa, int t0, int t1) {
     }
 }
 
-void nt_cpu_quantize_x(const struct nt_mm *m, int isa) {
-    if (!is_packed(m->W->dtype)) return; /* float weights read m->x as it is */
-    NT_ASSERT(m->qx);
-    quantize_range(m, isa, 0, m->n);
-}
 
 /* ---- scalar kernels (the reference) ---------------------------------------------------------- */
 
@@ -985,6 +983,7 @@ void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1) {
     }
     switch (isa) {
     case NT_CPU_AMX: rows_q_amx(m, r0, r1); break;
+    case NT_CPU_AVX512BF16:
     case NT_CPU_AVX512VNNI: rows_q_avx512vnni(m, r0, r1); break;
     case NT_CPU_AVXVNNI: rows_q_avxvnni(m, r0, r1); break;
     case NT_CPU_AVX2: rows_q_avx2(m, r0, r1); break;
@@ -1010,14 +1009,14 @@ void nt_cpu_matmul_q(const struct nt_mm *m, int isa, int n_threads) {
     if (threads > units) threads = units;
     if (threads < 1) threads = 1;
     if (threads == 1) {
-        quantize_range(m, isa, 0, m->n);
+        nt_cpu_quantize_x_q(m, isa, 0, m->n);
         nt_cpu_matmul_q_rows(m, isa, 0, rows);
         return;
     }
 #pragma omp parallel num_threads(threads)
     {
         int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        quantize_range(m, isa, (int)((int64_t)m->n * id / nt), (int)((int64_t)m->n * (id + 1) / nt));
+        nt_cpu_quantize_x_q(m, isa, (int)((int64_t)m->n * id / nt), (int)((int64_t)m->n * (id + 1) / nt));
 #pragma omp barrier
         int u0 = (int)((int64_t)units * id / nt), u1 = (int)((int64_t)units * (id + 1) / nt);
         int r0 = u0 * grain, r1 = u1 * grain < rows ? u1 * grain : rows;

@@ -16,7 +16,7 @@
  * rows = weight rows, stride = cols) for whole groups of 16 rows; q4tp's nibbles are unpacked
  * (value - 8) into a per-call buffer per chunk of AMX_TB blocks, which every position group then
  * reuses (a last group of fewer than 16 rows goes through the same buffer, zero rows after it).
- * The activations come in the AMX layout of matmul_q.c (quantize_range: lane-major units, so a
+ * The activations come in the AMX layout of matmul_q.c (nt_cpu_quantize_x_q: lane-major units, so a
  * B tile is one 64-byte row), written for passes of AMX_MIN_N or more.
  *
  * Chains live in registers over a unit of AMX_UB blocks for one lane (16 rows x 16 positions =
@@ -250,7 +250,7 @@ static AMXT void amx_rows16(const struct nt_mm *m, struct amx_work *wk, int r, i
 }
 
 static AMXT void rows_q_amx(const struct nt_mm *m, int r0, int r1) {
-    if (m->n < AMX_MIN_N) { /* the VNNI records (quantize_range); the same bits */
+    if (m->n < AMX_MIN_N) { /* the VNNI records (nt_cpu_quantize_x_q); the same bits */
         rows_q_avx512vnni(m, r0, r1);
         return;
     }

@@ -10,6 +10,9 @@
  * other. So each variant gives the scalar reference's bits, on every pass size
  * (tests/unit/test_cpu_ops.c).
  *
+ * Attention's weighted sum, the conv and the scan are one text for both widths,
+ * ops_simd_body.h, included here once per width; the gated norm is 256-bit only.
+ *
  * The caller picks the variant by cpu.h's isa (NT_CPU_AVX2 and up: 256-bit; NT_CPU_AVX512VNNI and
  * up: 512-bit), which the backend read from the processor (nt_cpu_isa_selected); nothing here
  * checks it again.
@@ -29,7 +32,7 @@
  * latencies, few enough that the block's scores stay in registers and L1. */
 #define ATT_BLOCK 16
 
-/* ---- 256-bit helpers ---- */
+/* ---- attention's scores and softmax, 256-bit at both widths ---- */
 
 /* The reference's fixed lane tree ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) (backend_cpu.c's
  * dot_f32), as the usual horizontal sum computes it. */
@@ -99,231 +102,45 @@ static AVX2 INLINE void scores_block(const float *q, const float *k, size_t stri
     for (b = 0; b < nb; b++) s[b] = s[b] * scale;
 }
 
-/* One query row over keys 0 .. ctx-1 (k, v: the cache's rows of its KV head, `stride` floats
- * apart), out = softmax(q.k * scale) v, the reference's online softmax (backend_cpu.c's
- * attention). DH > 0 is dh known at compile time (the weighted sum then stays in registers);
- * 0 reads dh. */
-static AVX2 INLINE void attn_row_avx2_dh(const float *q, const float *k, const float *v, size_t stride,
-                                         int ctx, int dh_run, float scale, float *out, const int DH) {
-    const int dh = DH ? DH : dh_run, d8 = dh & ~7;
-    float o[NT_MAX_HEAD_DIM] __attribute__((aligned(32)));
-    float s[ATT_BLOCK], e[ATT_BLOCK], corr[ATT_BLOCK], m = -INFINITY, l = 0.0f;
-    unsigned char flag[ATT_BLOCK];
-    for (int i = 0; i < dh; i++) o[i] = 0.0f;
-    for (int u0 = 0; u0 < ctx; u0 += ATT_BLOCK) {
-        int nb = ctx - u0 < ATT_BLOCK ? ctx - u0 : ATT_BLOCK;
-        scores_block(q, k, stride, u0, nb, dh, scale, s);
-        softmax_block(s, nb, &m, &l, e, corr, flag);
-        for (int b = 0; b < nb; b++) {
-            const float *vu = v + (size_t)(u0 + b) * stride;
-            /* o = o * corr (where the max rose), then o = o + e * v, per dim */
-            __m256 ev = _mm256_set1_ps(e[b]), cv = _mm256_set1_ps(corr[b]);
-            for (int i = 0; i < d8; i += 8) {
-                __m256 ov = _mm256_load_ps(o + i);
-                if (flag[b]) ov = _mm256_mul_ps(ov, cv);
-                _mm256_store_ps(o + i, _mm256_add_ps(ov, _mm256_mul_ps(ev, _mm256_loadu_ps(vu + i))));
-            }
-            for (int i = d8; i < dh; i++) {
-                if (flag[b]) o[i] *= corr[b];
-                o[i] += e[b] * vu[i];
-            }
-        }
-    }
-    __m256 lv = _mm256_set1_ps(l);
-    for (int i = 0; i < d8; i += 8) _mm256_storeu_ps(out + i, _mm256_div_ps(_mm256_load_ps(o + i), lv));
-    for (int i = d8; i < dh; i++) out[i] = o[i] / l;
-}
+/* ---- attention's weighted sum, the conv and the scan: one text, two widths (ops_simd_body.h) ---- */
 
-static AVX2 void attn_row_avx2(const float *q, const float *k, const float *v, size_t stride, int ctx,
-                               int dh, float scale, float *out) {
-    switch (dh) { /* the head dims of the family's checkpoints and of the demo */
-    case 64: attn_row_avx2_dh(q, k, v, stride, ctx, dh, scale, out, 64); break;
-    case 128: attn_row_avx2_dh(q, k, v, stride, ctx, dh, scale, out, 128); break;
-    default: attn_row_avx2_dh(q, k, v, stride, ctx, dh, scale, out, 0); break;
-    }
-}
+#define KCAT2(a, b) a##b
+#define KCAT(a, b) KCAT2(a, b)
 
-/* ---- 512-bit variants ---- */
+/* 256-bit: attn_row8, silu8, conv8, scan8 */
+#define VT AVX2
+#define VN(n) KCAT(n, 8)
+#define VF __m256
+#define VW 8
+#define VZERO() _mm256_setzero_ps()
+#define VSET1(x) _mm256_set1_ps(x)
+#define VLOAD(p) _mm256_load_ps(p)
+#define VLOADU(p) _mm256_loadu_ps(p)
+#define VSTORE(p, a) _mm256_store_ps(p, a)
+#define VSTOREU(p, a) _mm256_storeu_ps(p, a)
+#define VADD(a, b) _mm256_add_ps(a, b)
+#define VMUL(a, b) _mm256_mul_ps(a, b)
+#define VDIV(a, b) _mm256_div_ps(a, b)
+#include "ops_simd_body.h"
 
-/* The 512-bit attention: the scores as the 256-bit one (the reference's 8-lane chains, now with
- * 32 registers), the weighted sum 16 dims a step. */
-static Z512 INLINE void attn_row_z_dh(const float *q, const float *k, const float *v, size_t stride,
-                                      int ctx, int dh_run, float scale, float *out, const int DH) {
-    const int dh = DH ? DH : dh_run, d16 = dh & ~15;
-    float o[NT_MAX_HEAD_DIM] __attribute__((aligned(64)));
-    float s[ATT_BLOCK], e[ATT_BLOCK], corr[ATT_BLOCK], m = -INFINITY, l = 0.0f;
-    unsigned char flag[ATT_BLOCK];
-    for (int i = 0; i < dh; i++) o[i] = 0.0f;
-    for (int u0 = 0; u0 < ctx; u0 += ATT_BLOCK) {
-        int nb = ctx - u0 < ATT_BLOCK ? ctx - u0 : ATT_BLOCK;
-        scores_block(q, k, stride, u0, nb, dh, scale, s);
-        softmax_block(s, nb, &m, &l, e, corr, flag);
-        for (int b = 0; b < nb; b++) {
-            const float *vu = v + (size_t)(u0 + b) * stride;
-            __m512 ev = _mm512_set1_ps(e[b]), cv = _mm512_set1_ps(corr[b]);
-            for (int i = 0; i < d16; i += 16) {
-                __m512 ov = _mm512_load_ps(o + i);
-                if (flag[b]) ov = _mm512_mul_ps(ov, cv);
-                _mm512_store_ps(o + i, _mm512_add_ps(ov, _mm512_mul_ps(ev, _mm512_loadu_ps(vu + i))));
-            }
-            for (int i = d16; i < dh; i++) {
-                if (flag[b]) o[i] *= corr[b];
-                o[i] += e[b] * vu[i];
-            }
-        }
-    }
-    __m512 lv = _mm512_set1_ps(l);
-    for (int i = 0; i < d16; i += 16) _mm512_storeu_ps(out + i, _mm512_div_ps(_mm512_load_ps(o + i), lv));
-    for (int i = d16; i < dh; i++) out[i] = o[i] / l;
-}
+/* 512-bit: attn_row16, silu16, conv16, scan16 (attention's scores stay scores_block's 8-lane
+ * chains, which the reference's dot_f32 fixes; here with 32 registers) */
+#define VT Z512
+#define VN(n) KCAT(n, 16)
+#define VF __m512
+#define VW 16
+#define VZERO() _mm512_setzero_ps()
+#define VSET1(x) _mm512_set1_ps(x)
+#define VLOAD(p) _mm512_load_ps(p)
+#define VLOADU(p) _mm512_loadu_ps(p)
+#define VSTORE(p, a) _mm512_store_ps(p, a)
+#define VSTOREU(p, a) _mm512_storeu_ps(p, a)
+#define VADD(a, b) _mm512_add_ps(a, b)
+#define VMUL(a, b) _mm512_mul_ps(a, b)
+#define VDIV(a, b) _mm512_div_ps(a, b)
+#include "ops_simd_body.h"
 
-static Z512 void attn_row_z(const float *q, const float *k, const float *v, size_t stride, int ctx,
-                            int dh, float scale, float *out) {
-    switch (dh) {
-    case 64: attn_row_z_dh(q, k, v, stride, ctx, dh, scale, out, 64); break;
-    case 128: attn_row_z_dh(q, k, v, stride, ctx, dh, scale, out, 128); break;
-    default: attn_row_z_dh(q, k, v, stride, ctx, dh, scale, out, 0); break;
-    }
-}
-
-/* ---- the Mamba conv ---- */
-
-/* The reference's silu, x / (1 + expf(-x)), of the 8 lanes of a: libm's expf lane by lane, the
- * add and the divide on the vector (both correctly rounded, so the scalar's bits). */
-static AVX2 INLINE __m256 silu8(__m256 a) {
-    float x[8] __attribute__((aligned(32))), ex[8] __attribute__((aligned(32)));
-    _mm256_store_ps(x, a);
-    for (int j = 0; j < 8; j++) ex[j] = expf(-x[j]);
-    return _mm256_div_ps(a, _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_load_ps(ex)));
-}
-
-static Z512 INLINE __m512 silu16(__m512 a) {
-    float x[16] __attribute__((aligned(64))), ex[16] __attribute__((aligned(64)));
-    _mm512_store_ps(x, a);
-    for (int j = 0; j < 16; j++) ex[j] = expf(-x[j]);
-    return _mm512_div_ps(a, _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_load_ps(ex)));
-}
-
-/* Channels c .. c+7 of the conv over the pass (backend_cpu.c's mamba_conv, one lane a channel):
- * u = b + sum_k w[k] x[t-K+1+k] in k order, out = silu(u); the ring holds the last K-1 inputs.
- * KC > 0 is the kernel width known at compile time (the ring then stays in registers). */
-static AVX2 INLINE void conv8_k(const struct nt_cpu_conv *a, int c, const int KC) {
-    const int K = KC ? KC : a->K, CD = a->CD;
-    __m256 wk[NT_MAX_CONV_KERNEL], r[NT_MAX_CONV_KERNEL];
-    for (int k = 0; k < K; k++) {
-        float wl[8];
-        for (int j = 0; j < 8; j++) wl[j] = a->w[(size_t)(c + j) * K + k];
-        wk[k] = _mm256_loadu_ps(wl);
-    }
-    __m256 b = a->b ? _mm256_loadu_ps(a->b + c) : _mm256_setzero_ps();
-    for (int k = 0; k < K - 1; k++) r[k] = _mm256_loadu_ps(a->ring + (size_t)k * CD + c);
-    for (int t = 0; t < a->n; t++) {
-        if (a->snap)
-            for (int k = 0; k < K - 1; k++) _mm256_storeu_ps(a->snap + ((size_t)t * (K - 1) + k) * CD + c, r[k]);
-        __m256 in = _mm256_loadu_ps(a->in + (size_t)t * a->in_stride + c);
-        __m256 acc = b;
-        for (int k = 0; k < K - 1; k++) acc = _mm256_add_ps(acc, _mm256_mul_ps(wk[k], r[k]));
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(wk[K - 1], in));
-        for (int k = 0; k + 1 < K - 1; k++) r[k] = r[k + 1];
-        if (K > 1) r[K - 2] = in;
-        _mm256_storeu_ps(a->out + (size_t)t * CD + c, silu8(acc));
-    }
-    for (int k = 0; k < K - 1; k++) _mm256_storeu_ps(a->ring + (size_t)k * CD + c, r[k]);
-}
-
-static Z512 INLINE void conv16_k(const struct nt_cpu_conv *a, int c, const int KC) {
-    const int K = KC ? KC : a->K, CD = a->CD;
-    __m512 wk[NT_MAX_CONV_KERNEL], r[NT_MAX_CONV_KERNEL];
-    for (int k = 0; k < K; k++) {
-        float wl[16];
-        for (int j = 0; j < 16; j++) wl[j] = a->w[(size_t)(c + j) * K + k];
-        wk[k] = _mm512_loadu_ps(wl);
-    }
-    __m512 b = a->b ? _mm512_loadu_ps(a->b + c) : _mm512_setzero_ps();
-    for (int k = 0; k < K - 1; k++) r[k] = _mm512_loadu_ps(a->ring + (size_t)k * CD + c);
-    for (int t = 0; t < a->n; t++) {
-        if (a->snap)
-            for (int k = 0; k < K - 1; k++) _mm512_storeu_ps(a->snap + ((size_t)t * (K - 1) + k) * CD + c, r[k]);
-        __m512 in = _mm512_loadu_ps(a->in + (size_t)t * a->in_stride + c);
-        __m512 acc = b;
-        for (int k = 0; k < K - 1; k++) acc = _mm512_add_ps(acc, _mm512_mul_ps(wk[k], r[k]));
-        acc = _mm512_add_ps(acc, _mm512_mul_ps(wk[K - 1], in));
-        for (int k = 0; k + 1 < K - 1; k++) r[k] = r[k + 1];
-        if (K > 1) r[K - 2] = in;
-        _mm512_storeu_ps(a->out + (size_t)t * CD + c, silu16(acc));
-    }
-    for (int k = 0; k < K - 1; k++) _mm512_storeu_ps(a->ring + (size_t)k * CD + c, r[k]);
-}
-
-static AVX2 void conv8(const struct nt_cpu_conv *a, int c) {
-    if (a->K == 4) conv8_k(a, c, 4); /* every Nemotron-H's conv_kernel */
-    else conv8_k(a, c, 0);
-}
-static Z512 void conv16(const struct nt_cpu_conv *a, int c) {
-    if (a->K == 4) conv16_k(a, c, 4);
-    else conv16_k(a, c, 0);
-}
-
-/* ---- the selective scan and the gated norm ---- */
-
-/* One head's step of the scan at one position (backend_cpu.c's mamba_scan, one lane a head dim
- * q): for n in order, S[n][q] = dA S[n][q] + (dt B[n]) x[q] and acc[q] += S[n][q] C[n]; then
- * y[q] = acc[q] + D x[q]. PC > 0 is P known at compile time (acc and x stay in registers). */
-static AVX2 INLINE void scan8_p(float *S, const float *x, const float *B, const float *C, int N, int P_run,
-                                float dt, float dA, float D, float *y, const int PC) {
-    const int P = PC ? PC : P_run;
-    __m256 acc[NT_MAX_HEAD_DIM / 8], xv[NT_MAX_HEAD_DIM / 8];
-    __m256 dAv = _mm256_set1_ps(dA);
-    for (int j = 0; j < P / 8; j++) acc[j] = _mm256_setzero_ps(), xv[j] = _mm256_loadu_ps(x + 8 * j);
-    for (int n = 0; n < N; n++) {
-        float *Sn = S + (size_t)n * P;
-        __m256 dtB = _mm256_set1_ps(dt * B[n]), Cn = _mm256_set1_ps(C[n]);
-        for (int j = 0; j < P / 8; j++) {
-            __m256 sv = _mm256_add_ps(_mm256_mul_ps(dAv, _mm256_loadu_ps(Sn + 8 * j)), _mm256_mul_ps(dtB, xv[j]));
-            _mm256_storeu_ps(Sn + 8 * j, sv);
-            acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(sv, Cn));
-        }
-    }
-    __m256 Dv = _mm256_set1_ps(D);
-    for (int j = 0; j < P / 8; j++) _mm256_storeu_ps(y + 8 * j, _mm256_add_ps(acc[j], _mm256_mul_ps(Dv, xv[j])));
-}
-
-static Z512 INLINE void scan16_p(float *S, const float *x, const float *B, const float *C, int N, int P_run,
-                                 float dt, float dA, float D, float *y, const int PC) {
-    const int P = PC ? PC : P_run;
-    __m512 acc[NT_MAX_HEAD_DIM / 16], xv[NT_MAX_HEAD_DIM / 16];
-    __m512 dAv = _mm512_set1_ps(dA);
-    for (int j = 0; j < P / 16; j++) acc[j] = _mm512_setzero_ps(), xv[j] = _mm512_loadu_ps(x + 16 * j);
-    for (int n = 0; n < N; n++) {
-        float *Sn = S + (size_t)n * P;
-        __m512 dtB = _mm512_set1_ps(dt * B[n]), Cn = _mm512_set1_ps(C[n]);
-        for (int j = 0; j < P / 16; j++) {
-            __m512 sv = _mm512_add_ps(_mm512_mul_ps(dAv, _mm512_loadu_ps(Sn + 16 * j)), _mm512_mul_ps(dtB, xv[j]));
-            _mm512_storeu_ps(Sn + 16 * j, sv);
-            acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(sv, Cn));
-        }
-    }
-    __m512 Dv = _mm512_set1_ps(D);
-    for (int j = 0; j < P / 16; j++) _mm512_storeu_ps(y + 16 * j, _mm512_add_ps(acc[j], _mm512_mul_ps(Dv, xv[j])));
-}
-
-static AVX2 void scan8(float *S, const float *x, const float *B, const float *C, int N, int P, float dt,
-                       float dA, float D, float *y) {
-    switch (P) { /* mamba_head_dim: the demo's, and the family's checkpoints' */
-    case 32: scan8_p(S, x, B, C, N, P, dt, dA, D, y, 32); break;
-    case 64: scan8_p(S, x, B, C, N, P, dt, dA, D, y, 64); break;
-    default: scan8_p(S, x, B, C, N, P, dt, dA, D, y, 0); break;
-    }
-}
-
-static Z512 void scan16(float *S, const float *x, const float *B, const float *C, int N, int P, float dt,
-                        float dA, float D, float *y) {
-    switch (P) {
-    case 32: scan16_p(S, x, B, C, N, P, dt, dA, D, y, 32); break;
-    case 64: scan16_p(S, x, B, C, N, P, dt, dA, D, y, 64); break;
-    default: scan16_p(S, x, B, C, N, P, dt, dA, D, y, 0); break;
-    }
-}
+/* ---- the gated norm ---- */
 
 /* One group of the gated norm at one position: o = y * silu(z), then o = w * (o * inv) with
  * inv = 1 / sqrtf(sum o^2 / gs + eps), the sum in index order (a scalar chain, as the
@@ -343,9 +160,9 @@ static AVX2 void gated_group8(const float *y, const float *z, const float *w, in
 void nt_cpu_attn_row(int isa, const float *q, const float *k, const float *v, size_t stride, int ctx,
                      int dh, float scale, float *out) {
     if (isa >= NT_CPU_AVX512VNNI)
-        attn_row_z(q, k, v, stride, ctx, dh, scale, out);
+        attn_row16(q, k, v, stride, ctx, dh, scale, out);
     else
-        attn_row_avx2(q, k, v, stride, ctx, dh, scale, out);
+        attn_row8(q, k, v, stride, ctx, dh, scale, out);
 }
 
 int nt_cpu_conv_lanes(int isa) { return isa >= NT_CPU_AVX512VNNI ? 16 : 8; }

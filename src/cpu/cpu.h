@@ -50,17 +50,19 @@ enum nt_cpu_isa {
 };
 /* 1 when this processor (and OS) runs variant isa. */
 int nt_cpu_isa_available(int isa);
-/* The variant the backend runs by default: the fastest this processor runs whose arithmetic is
- * the FMA one, so AVX-512 BF16 left out for now (tests/gpu compares the CUDA float products with
- * the CPU's bit for bit) and AMX too (slower than AVX-512 VNNI for this arithmetic:
- * matmul_q_amx.h). */
+/* The variant the backend runs by default: the fastest this processor runs, AVX-512 BF16 and AMX
+ * left out. AVX-512 BF16 rounds bf16 models' activations to bf16, which the engine's accuracy
+ * against transformers does not survive (docs/PERF.md, session 15: 0.37 relative at a position of
+ * the bf16 fixture, against 1.5e-6), so it runs only when asked for; AMX is slower than AVX-512
+ * VNNI for this arithmetic (matmul_q_amx.h). */
 int nt_cpu_isa_best(void);
 /* "scalar", "avx2", "avxvnni", "avx512vnni", "avx512bf16", "amx"; and back (-1 for an unknown
  * name). */
 const char *nt_cpu_isa_name(int isa);
 int nt_cpu_isa_parse(const char *name);
-/* The variant the backend runs: NEMOTRON_CPU's (one of the names above: for tests and benchmarks) when this processor has it, else the best (with a warning on stderr naming the
- * variable's value when it was set but cannot be honoured). */
+/* The variant the backend runs: NEMOTRON_CPU's (one of the names above) when this processor has
+ * it, else the best (with a warning on stderr naming the variable's value when it was set but
+ * cannot be honoured). */
 int nt_cpu_isa_selected(void);
 /* 1 when the processor has AMX-TILE and AMX-INT8 and the OS lets this process use the tile
  * state (Linux: arch_prctl ARCH_REQ_XCOMP_PERM, asked for here once, process-wide). */

@@ -343,7 +343,8 @@ int nt_cpu_isa_available(int isa) {
     case NT_CPU_AVX512VNNI:
         return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
-    case NT_CPU_AVX512BF16: return nt_cpu_isa_available(NT_CPU_AVX512VNNI) && __builtin_cpu_supports("avx512bf16");
+    case NT_CPU_AVX512BF16:
+        return nt_cpu_isa_available(NT_CPU_AVX512VNNI) && __builtin_cpu_supports("avx512bf16");
     case NT_CPU_AMX: return nt_cpu_isa_available(NT_CPU_AVX512BF16) && nt_cpu_amx_ready();
     default: return 0;
     }
@@ -353,14 +354,15 @@ int nt_cpu_isa_best(void) {
     /* AMX only when asked for (NEMOTRON_CPU=amx): the arithmetic's 4-column lanes let a tile
      * product sum only 4 columns, and moving each 16 x 16 result out through memory costs more
      * than AVX-512 VNNI's whole step (measured; docs/PERF.md, "AMX int8"). AVX-512 BF16 also
-     * only when asked for, until tests/gpu accepts its bf16 products (cpu.h). */
+     * only when asked for: another, less accurate arithmetic for bf16 weights (cpu.h says why) */
     int best = NT_CPU_SCALAR;
     for (int i = 1; i <= NT_CPU_AVX512VNNI; i++)
         if (nt_cpu_isa_available(i)) best = i;
     return best;
 }
 
-static const char *const isa_names[NT_CPU_ISA_COUNT] = {"scalar", "avx2", "avxvnni", "avx512vnni", "avx512bf16", "amx"};
+static const char *const isa_names[NT_CPU_ISA_COUNT] = {"scalar",     "avx2",       "avxvnni",
+                                                         "avx512vnni", "avx512bf16", "amx"};
 
 const char *nt_cpu_isa_name(int isa) { return isa >= 0 && isa < NT_CPU_ISA_COUNT ? isa_names[isa] : "?"; }
 
@@ -379,7 +381,8 @@ int nt_cpu_isa_selected(void) {
     int isa = nt_cpu_isa_parse(force);
     if (isa >= 0 && nt_cpu_isa_available(isa)) return isa;
     /* a forced variant this processor lacks would die of SIGILL: say so and run the best one */
-    nt_log(NEMOTRON_LOG_WARN, "NEMOTRON_CPU=%s: %s; using %s (the choices: scalar, avx2, avxvnni, avx512vnni, avx512bf16, amx)", force,
+    nt_log(NEMOTRON_LOG_WARN,
+           "NEMOTRON_CPU=%s: %s; using %s (the choices: scalar, avx2, avxvnni, avx512vnni, avx512bf16, amx)", force,
            isa < 0 ? "no such kernel variant" : "this processor lacks its instructions", nt_cpu_isa_name(best));
     return best;
 }

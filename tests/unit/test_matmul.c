@@ -119,6 +119,18 @@ static float weight(const struct nt_matrix *W, size_t i) {
     }
 }
 
+/* Row r of W times position t of x in double precision; *mag: the sum of the terms' magnitudes. */
+static double double_product(const struct prob *p, int r, int t, double *mag) {
+    double e = 0;
+    *mag = 0;
+    for (int c = 0; c < p->W.cols; c++) {
+        double term = (double)weight(&p->W, (size_t)r * p->W.cols + c) * p->x[(size_t)t * p->xs + c];
+        e += term;
+        *mag += fabs(term);
+    }
+    return e;
+}
+
 static void test_shape(enum nt_dtype dt, int rows, int cols) {
     const char *dn = dt == NT_DTYPE_BF16 ? "bf16" : dt == NT_DTYPE_F16 ? "f16" : "f32";
     size_t esz = nt_dtype_size(dt), nw = (size_t)rows * cols;
@@ -141,12 +153,7 @@ static void test_shape(enum nt_dtype dt, int rows, int cols) {
     int bad = 0, pad = 0;
     for (int t = 0; t < p.n; t++)
         for (int r = 0; r < rows; r++) {
-            double e = 0, mag = 0;
-            for (int c = 0; c < cols; c++) {
-                double term = (double)weight(&p.W, (size_t)r * cols + c) * p.x[(size_t)t * p.xs + c];
-                e += term;
-                mag += fabs(term);
-            }
+            double mag, e = double_product(&p, r, t, &mag);
             double tol = (cols / 8 + 8) * 6e-8 * mag + 1e-30;
             size_t i = (size_t)t * p.ys + r;
             bad += !(fabs(ys[i] - e) <= tol);
@@ -164,12 +171,7 @@ static void test_shape(enum nt_dtype dt, int rows, int cols) {
         int far = 0;
         for (int t = 0; t < p.n; t++)
             for (int r = 0; r < rows; r++) {
-                double e = 0, mag = 0;
-                for (int c = 0; c < cols; c++) {
-                    double term = (double)weight(&p.W, (size_t)r * cols + c) * p.x[(size_t)t * p.xs + c];
-                    e += term;
-                    mag += fabs(term);
-                }
+                double mag, e = double_product(&p, r, t, &mag);
                 double tol = (1.0 / 512 + (cols / 16 + 8) * 6e-8) * mag + 1e-30;
                 far += !(fabs(yb[(size_t)t * p.ys + r] - e) <= tol);
             }

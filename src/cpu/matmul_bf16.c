@@ -8,7 +8,7 @@
  * activation's precision: the instruction takes both operands in bf16 (what llama.cpp and
  * PyTorch's bf16 matmuls do as well). Within one machine every pass size, blocking and thread
  * count gives the same bits (DESIGN.md: one arithmetic per position); against the FMA arithmetic
- * it differs by the activations' rounding (about 2^-9 relative per term, averaging out over a
+ * it differs by the activations' rounding (at most 2^-8 relative per term, averaging out over a
  * row).
  *
  * THE ARITHMETIC of output (row r, position t), cols columns in nb = ceil(cols / 32) blocks of
@@ -71,7 +71,8 @@ void BF16_LEVEL nt_cpu_bf16_round_x(const struct nt_mm *m, int t0, int t1) {
 
 /* The lane fold and step 4 of one (row, position) output. */
 static BF16_LEVEL INLINE void finish(const struct nt_mm *m, int r, int t, __m512 acc) {
-    __m256 s = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
+    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
+    __m256 s = _mm256_add_ps(_mm512_castps512_ps256(acc), hi); /* s_l = acc_l + acc_{l+8} */
     __m128 q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1)); /* s_l + s_{l+4} */
     q = _mm_add_ps(q, _mm_movehl_ps(q, q));                                         /* (0+4)+(2+6), (1+5)+(3+7) */
     float v = _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
@@ -134,7 +135,8 @@ static BF16_LEVEL INLINE void stream8(const struct nt_mm *m, int r) {
         for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(next + 2 * ((size_t)j * cols + XB * b)), _MM_HINT_T0);
         __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x0 + 64 * b));
 #pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) acc[j] = _mm512_dpbf16_ps(acc[j], weights(w0 + (size_t)j * cols, b, full, tail), xv);
+        for (int j = 0; j < 8; j++)
+            acc[j] = _mm512_dpbf16_ps(acc[j], weights(w0 + (size_t)j * cols, b, full, tail), xv);
     }
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) finish(m, r + j, 0, acc[j]);

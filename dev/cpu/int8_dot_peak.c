@@ -11,7 +11,10 @@
  *   fma         vfmadd231ps ymm and zmm, for scale: the f32 rate the step's float chain shares pipes
  *               with;
  *   avx512bf16  vdpbf16ps zmm: 32 bf16 multiply-adds, bf16 weights' products at that level
- *               (src/cpu/matmul_bf16.c);
+ *               (src/cpu/matmul_bf16.c); and that kernel's tile of 4 rows x 6 positions with its
+ *               loads (4 weight and 6 activation vectors a block of 32 columns for 24
+ *               vdpbf16ps), over 16 blocks that stay in L1: what the tile reaches when the
+ *               caches keep up;
  *   amx         tdpbssd with K = 64 (the tile unit's peak) and K = 4 (what the arithmetic's 4-column
  *               lanes allow), and K = 4 with each result stored and folded into f32 chains as
  *               src/cpu/matmul_q_amx.h does (needs the OS's permission: nt_cpu_isa_available).
@@ -110,6 +113,36 @@ __attribute__((target("avx2,avx512f,avx512bf16"))) static double run_bf16(long s
     return (double)_mm512_reduce_add_ps(SUM(_mm512_add_ps));
 }
 
+/* matmul_bf16.c's tile of 4 rows x 6 positions, one block of 32 columns a step (24 vdpbf16ps =
+ * 12 x 64 multiply-adds), over 16 blocks of L1-resident weights and activations. */
+__attribute__((target("avx2,avx512f,avx512bw,avx512bf16"))) static double run_bf16_tile(long steps) {
+    enum { R = 4, P = 6, NB = 16 };
+    static _Alignas(64) uint16_t w[R][NB * 32], x[P][NB * 32];
+    for (int i = 0; i < NB * 32; i++) {
+        for (int j = 0; j < R; j++) w[j][i] = 0x3f80;  /* 1 */
+        for (int p = 0; p < P; p++) x[p][i] = 0x3000;  /* 2^-31 */
+    }
+    __m512 acc[R][P];
+    for (int j = 0; j < R; j++)
+        for (int p = 0; p < P; p++) acc[j][p] = _mm512_setzero_ps();
+    for (long k = 0; k < steps; k++) {
+        int b = (int)(k % NB);
+        __m512bh wv[R];
+#pragma GCC unroll 4
+        for (int j = 0; j < R; j++) wv[j] = (__m512bh)_mm512_load_si512((const void *)&w[j][32 * b]);
+#pragma GCC unroll 6
+        for (int p = 0; p < P; p++) {
+            __m512bh xv = (__m512bh)_mm512_load_si512((const void *)&x[p][32 * b]);
+#pragma GCC unroll 4
+            for (int j = 0; j < R; j++) acc[j][p] = _mm512_dpbf16_ps(acc[j][p], wv[j], xv);
+        }
+    }
+    __m512 sum = _mm512_setzero_ps();
+    for (int j = 0; j < R; j++)
+        for (int p = 0; p < P; p++) sum = _mm512_add_ps(sum, acc[j][p]);
+    return (double)_mm512_reduce_add_ps(sum);
+}
+
 /* AMX (tdpbssd: C[16][16] int32 += A[16][K] int8 . B[K/4][64] int8, in groups of 4 bytes). The
  * packed products' arithmetic sums 4 columns per lane (matmul_q.c), so their tile products run
  * with K = 4 (src/cpu/matmul_q_amx.h); the tile unit takes as long per instruction as with K = 64.
@@ -178,6 +211,7 @@ static const struct test {
     {"fma", "vfmadd231ps ymm (f32)", NT_CPU_AVX2, 0, 8, run_fma256},
     {"fma", "vfmadd231ps zmm (f32)", NT_CPU_AVX512VNNI, 1, 16, run_fma512},
     {"avx512bf16", "vdpbf16ps zmm (bf16 pairs, f32)", NT_CPU_AVX512BF16, 0, 32, run_bf16},
+    {"avx512bf16", "4x6 tile + loads, in L1", NT_CPU_AVX512BF16, 0, 64, run_bf16_tile},
     {"amx", "tdpbssd K=64 (16x16x64)", NT_CPU_AMX, 0, 16 * 16 * 64, run_amx64},
     {"amx", "tdpbssd K=4 (one 4-column lane)", NT_CPU_AMX, 0, 16 * 16 * 4, run_amx4},
     {"amx", "K=4 + tilestored + fold (step)", NT_CPU_AMX, 0, 16 * 16 * 4, run_amx4_step},

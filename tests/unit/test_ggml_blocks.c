@@ -448,8 +448,11 @@ static void test_products(enum nt_dtype d) {
         for (int r = rows; r < p.ys; r++) written &= ys[(size_t)t * p.ys + r] == 12345.0f;
     CHECK(written, "%s: nothing past a y row's %d values written", tn, rows);
     /* every variant, pass size and thread count: the scalar reference's bits */
-    static const int isas[] = {NT_CPU_SCALAR, NT_CPU_AVX2, NT_CPU_AVXVNNI, NT_CPU_AVX512VNNI};
-    for (int v = 0; v < 4; v++) {
+    /* AMX included: its passes of 16 or more positions must still give these types the VNNI
+     * records their kernels read (matmul_q.c's amx_layout) */
+    static const int isas[] = {NT_CPU_SCALAR,     NT_CPU_AVX2,       NT_CPU_AVXVNNI,
+                               NT_CPU_AVX512VNNI, NT_CPU_AVX512BF16, NT_CPU_AMX};
+    for (int v = 0; v < (int)(sizeof isas / sizeof isas[0]); v++) {
         int isa = isas[v];
         if (!nt_cpu_isa_available(isa)) {
             if (d == all_types[0]) printf("test_ggml_blocks: this processor lacks %s: its variant was not checked\n", nt_cpu_isa_name(isa));

@@ -111,8 +111,6 @@ size_t nt_cpu_qx_bytes(int n, int64_t cols) { return (size_t)(n > 0 ? n : 0) * q
 
 static inline int is_packed(enum nt_dtype dt) { return nt_cpu_int8_product(dt); }
 
-
-
 static inline uint16_t rd16(const uint8_t *p) {
     uint16_t v;
     memcpy(&v, p, 2);
@@ -405,7 +403,6 @@ void nt_cpu_quantize_x_q(const struct nt_mm *m, int isa, int t0, int t1) {
             quantize_pos_scalar(m->W, x, dst);
     }
 }
-
 
 /* ---- scalar kernels (the reference) ---------------------------------------------------------- */
 

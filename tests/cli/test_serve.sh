@@ -301,9 +301,12 @@ kill -TERM "$mtp_pid" "$mtpplain_pid"
 wait "$mtp_pid" "$mtpplain_pid"
 check "no sanitizer report or crash in the mtp servers' logs" bash -c "! grep -qiE 'sanitizer|runtime error|segmentation|abort' '$work/mtp.log' '$work/mtpplain.log'"
 
-# a full queue: one slot busy with a long stream, one request waiting, the next refused
-start_server small --parallel 1 --queue 1 --ctx 4096 -t 1
-slow='{"prompt":"In the beginning","max_tokens":3000,"stream":true,"temperature":0.8}'
+# a full queue: one slot busy with a long stream, one request waiting, the next refused. The
+# stream must outlast the openai package's check below as well (node's start included): 3,000
+# tokens took ~1 s on a quiet machine and once ended first, so 16,000 (the streams end with the
+# server's SIGTERM below, not by themselves)
+start_server small --parallel 1 --queue 1 --ctx 16384 -t 1
+slow='{"prompt":"In the beginning","max_tokens":16000,"stream":true,"temperature":0.8}'
 curl -s -N "${C[@]}" --data-binary "$slow" "$small_url/v1/completions" >"$work/slow1" &
 pids+=($!)
 slow1=$!

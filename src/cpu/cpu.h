@@ -99,9 +99,10 @@ size_t nt_cpu_qx_bytes(int n, int64_t cols);
 void nt_cpu_quantize_x(const struct nt_mm *m, int isa);
 /* matmul_q.c's part of it: positions [t0, t1) of packed W's activations. */
 void nt_cpu_quantize_x_q(const struct nt_mm *m, int isa, int t0, int t1);
-/* What matmul.c's entry points call for packed W. */
-void nt_cpu_matmul_q(const struct nt_mm *m, int isa, int n_threads);
+/* What matmul.c's entry points call for packed W: the rows, and the multiple of rows a thread's
+ * range of them is. */
 void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1);
+int nt_cpu_q_row_grain(int isa);
 /* The streaming layout of a q8_2f matrix (matmul_q.c says why): its first rows - rows % 6 rows in
  * blocks of NT_CPU_Q8_STREAM_ROWS, each block the 32-byte column blocks of its rows side by side,
  * column block by column block. nt_cpu_q8_stream_bytes is its size (0 when the matrix has fewer
@@ -112,8 +113,6 @@ void nt_cpu_q8_stream_fill(const struct nt_matrix *W, uint8_t *dst, int64_t k0, 
 
 /* ---- bf16 weights at the AVX-512 BF16 level (matmul_bf16.c: the arithmetic, the qx layout) ---- */
 
-/* Bytes of one position's rounded activations in qx (a multiple of 64, within nt_cpu_qx_bytes). */
-size_t nt_cpu_bf16_x_bytes(int64_t cols);
 /* Positions [t0, t1) of m->x rounded to bf16 into m->qx. */
 void nt_cpu_bf16_round_x(const struct nt_mm *m, int t0, int t1);
 /* Rows [r0, r1) of the product, m->qx filled by nt_cpu_bf16_round_x. */

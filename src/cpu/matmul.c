@@ -387,45 +387,54 @@ int nt_cpu_isa_selected(void) {
     return best;
 }
 
+/* Positions [t0, t1) of m->qx for a product that reads it (nt_cpu_product_uses_qx). */
+static void prepare_x(const struct nt_mm *m, int isa, int t0, int t1) {
+    if (nt_cpu_int8_product(m->W->dtype))
+        nt_cpu_quantize_x_q(m, isa, t0, t1);
+    else
+        nt_cpu_bf16_round_x(m, t0, t1);
+}
+
 void nt_cpu_quantize_x(const struct nt_mm *m, int isa) {
     if (!nt_cpu_product_uses_qx(m->W->dtype, isa)) return; /* the FMA arithmetic reads m->x as it is */
     NT_ASSERT(m->qx);
-    if (nt_cpu_int8_product(m->W->dtype))
-        nt_cpu_quantize_x_q(m, isa, 0, m->n);
-    else
-        nt_cpu_bf16_round_x(m, 0, m->n);
+    prepare_x(m, isa, 0, m->n);
 }
 
 /* Row ranges per thread of a bf16 product at the AVX-512 BF16 level: whole tiles of 4 rows and
  * the decode kernel's 8 (any split gives the same bits; this one keeps the kernels whole). */
 #define BF16_ROW_GRAIN 8
 
-static void matmul_bf16(const struct nt_mm *m, int n_threads) {
+/* A product that reads qx on the team: each thread prepares its share of the positions, then,
+ * after a barrier, computes its range of rows (whole multiples of `grain`). */
+static void matmul_prepared(const struct nt_mm *m, int isa, int n_threads, int grain) {
+    NT_ASSERT(m->qx);
     int rows = (int)m->W->rows;
-    int units = (rows + BF16_ROW_GRAIN - 1) / BF16_ROW_GRAIN;
+    int units = (rows + grain - 1) / grain;
     uint64_t work = (uint64_t)m->W->rows * (uint64_t)m->W->cols * (uint64_t)m->n;
     int threads = work < 65536 ? 1 : n_threads;
     if (threads > units) threads = units;
     if (threads < 1) threads = 1;
+    if (threads == 1) {
+        prepare_x(m, isa, 0, m->n);
+        nt_cpu_matmul_rows(m, isa, 0, rows);
+        return;
+    }
 #pragma omp parallel num_threads(threads)
     {
         int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        nt_cpu_bf16_round_x(m, (int)((int64_t)m->n * id / nt), (int)((int64_t)m->n * (id + 1) / nt));
+        prepare_x(m, isa, (int)((int64_t)m->n * id / nt), (int)((int64_t)m->n * (id + 1) / nt));
 #pragma omp barrier
         int u0 = (int)((int64_t)units * id / nt), u1 = (int)((int64_t)units * (id + 1) / nt);
-        int r0 = u0 * BF16_ROW_GRAIN, r1 = u1 * BF16_ROW_GRAIN < rows ? u1 * BF16_ROW_GRAIN : rows;
-        if (r0 < r1) nt_cpu_matmul_bf16_rows(m, r0, r1);
+        int r0 = u0 * grain, r1 = u1 * grain < rows ? u1 * grain : rows;
+        if (r0 < r1) nt_cpu_matmul_rows(m, isa, r0, r1);
     }
 }
 
 void nt_cpu_matmul(const struct nt_mm *m, int isa, int n_threads) {
-    if (nt_cpu_int8_product(m->W->dtype)) {
-        nt_cpu_matmul_q(m, isa, n_threads);
-        return;
-    }
-    if (nt_cpu_bf16_product(m->W->dtype, isa)) {
-        NT_ASSERT(m->qx);
-        matmul_bf16(m, n_threads);
+    if (nt_cpu_product_uses_qx(m->W->dtype, isa)) {
+        int grain = nt_cpu_int8_product(m->W->dtype) ? nt_cpu_q_row_grain(isa) : BF16_ROW_GRAIN;
+        matmul_prepared(m, isa, n_threads, grain);
         return;
     }
     NT_ASSERT(m->W->dtype == NT_DTYPE_F32 || m->W->dtype == NT_DTYPE_F16 || m->W->dtype == NT_DTYPE_BF16);

@@ -27,7 +27,7 @@
  * block; tests/unit/test_matmul.c writes it out in scalar C and asks for the same bits.
  *
  * THE ROUNDED ACTIVATIONS live in the product's qx scratch (cpu.h: nt_cpu_quantize_x fills it):
- * position t's nb blocks of 32 bf16 (64 bytes each) at t * nt_cpu_bf16_x_bytes(cols), the
+ * position t's nb blocks of 32 bf16 (64 bytes each) at t * x_bytes(cols), the
  * columns past cols zero. nt_cpu_qx_bytes(n, cols) always holds them (2.125 bytes a column).
  */
 #include "cpu.h"
@@ -42,13 +42,14 @@
 
 static inline size_t blocks_of(int64_t cols) { return (size_t)((cols + XB - 1) / XB); }
 
-size_t nt_cpu_bf16_x_bytes(int64_t cols) { return blocks_of(cols) * 64; }
+/* Bytes of one position's rounded activations in qx (a multiple of 64, within nt_cpu_qx_bytes). */
+static inline size_t x_bytes(int64_t cols) { return blocks_of(cols) * 64; }
 
 /* ---- the activations ---- */
 
 void BF16_LEVEL nt_cpu_bf16_round_x(const struct nt_mm *m, int t0, int t1) {
     int64_t cols = m->W->cols;
-    size_t nb = blocks_of(cols), full = (size_t)cols / XB, pb = nt_cpu_bf16_x_bytes(cols);
+    size_t nb = blocks_of(cols), full = (size_t)cols / XB, pb = x_bytes(cols);
     for (int t = t0; t < t1; t++) {
         const float *x = m->x + (size_t)t * (size_t)m->x_stride;
         uint8_t *dst = (uint8_t *)m->qx + (size_t)t * pb;
@@ -90,7 +91,7 @@ static BF16_LEVEL INLINE __m512bh weights(const uint16_t *row, size_t b, size_t 
  * block's R weight vectors serving P positions. */
 static BF16_LEVEL INLINE void tile(const struct nt_mm *m, int r, int t, const int R, const int P) {
     size_t cols = (size_t)m->W->cols, nb = blocks_of(m->W->cols), full = cols / XB;
-    size_t pb = nt_cpu_bf16_x_bytes(m->W->cols);
+    size_t pb = x_bytes(m->W->cols);
     __mmask32 tail = (__mmask32)((1ull << (cols % XB)) - 1);
     const uint16_t *w0 = (const uint16_t *)m->W->data + (size_t)r * cols;
     const uint8_t *x0 = (const uint8_t *)m->qx + (size_t)t * pb;

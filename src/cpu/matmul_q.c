@@ -94,7 +94,6 @@
 
 #include <immintrin.h>
 #include <math.h>
-#include <omp.h>
 
 #include "../quant/quant.h"
 
@@ -996,27 +995,6 @@ void nt_cpu_matmul_q_rows(const struct nt_mm *m, int isa, int r0, int r1) {
  * keeps the kernels at their full shapes). */
 #define Q_ROW_GRAIN 12
 
-void nt_cpu_matmul_q(const struct nt_mm *m, int isa, int n_threads) {
-    NT_ASSERT(is_packed(m->W->dtype) && m->qx);
-    int rows = (int)m->W->rows;
-    int grain = isa == NT_CPU_AMX ? AMX_G : Q_ROW_GRAIN; /* AMX: whole tiles of 16 rows */
-    int units = (rows + grain - 1) / grain;
-    uint64_t work = (uint64_t)m->W->rows * (uint64_t)m->W->cols * (uint64_t)m->n;
-    int threads = work < 65536 ? 1 : n_threads;
-    if (threads > units) threads = units;
-    if (threads < 1) threads = 1;
-    if (threads == 1) {
-        nt_cpu_quantize_x_q(m, isa, 0, m->n);
-        nt_cpu_matmul_q_rows(m, isa, 0, rows);
-        return;
-    }
-#pragma omp parallel num_threads(threads)
-    {
-        int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        nt_cpu_quantize_x_q(m, isa, (int)((int64_t)m->n * id / nt), (int)((int64_t)m->n * (id + 1) / nt));
-#pragma omp barrier
-        int u0 = (int)((int64_t)units * id / nt), u1 = (int)((int64_t)units * (id + 1) / nt);
-        int r0 = u0 * grain, r1 = u1 * grain < rows ? u1 * grain : rows;
-        if (r0 < r1) nt_cpu_matmul_q_rows(m, isa, r0, r1);
-    }
+int nt_cpu_q_row_grain(int isa) {
+    return isa == NT_CPU_AMX ? AMX_G : Q_ROW_GRAIN; /* AMX: whole tiles of 16 rows */
 }

@@ -115,6 +115,7 @@ struct nt_backend_ops {
 
     /* Memory. alloc returns zeroed resident memory, NULL when there is not enough. */
     void *(*alloc)(struct nt_backend *be, size_t bytes);
+    /* Frees what alloc returned (and nothing else: not upload's memory). */
     void (*release)(struct nt_backend *be, void *p);
     /* Makes `bytes` host bytes (e.g. in the mmap) resident for the model's life; the CPU returns
      * `host` itself. NULL when out of memory. */
@@ -188,10 +189,15 @@ struct nt_backend_ops {
 
     /* Appends the pass's K/V rows (k, v: [n][nkv*dh]) at pos0.. to the caches ([n_ctx][nkv*dh])
      * and computes causal GQA for each position over its own context 0..pos0+t:
-     * out[t][j*dh..] = softmax(q.k / sqrt(dh)) v, kv head j / (nq/nkv). q: [n][nq*dh]. */
+     * out[t][j*dh..] = softmax(q.k / sqrt(dh)) v, kv head j / (nq/nkv). q: [n][nq*dh].
+     * scratch: attention_scratch_floats(be, d) floats, or more (the session state's; may be NULL
+     * when that is 0). */
     void (*attention)(struct nt_backend *be, const struct nt_pass *p, const struct nt_attn_dims *d,
                       const float *q, const float *k, const float *v, float *k_cache,
-                      float *v_cache, float *out);
+                      float *v_cache, float *scratch, float *out);
+    /* Floats of the attention scratch for caches of d's shape (0: none needed); a scratch of the
+     * larger of two shapes' asks serves both. */
+    size_t (*attention_scratch_floats)(struct nt_backend *be, const struct nt_attn_dims *d);
 
     /* Router (MODEL.md 3.6): logits [n][E] (x . gate, f32) -> sigmoid scores (written over the
      * logits) -> + correction bias for selection -> group-limited top-k -> weights from the

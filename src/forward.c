@@ -129,6 +129,15 @@ nemotron_status nt_state_alloc(const struct nt_forward *f, int n_ctx, int snap_m
     }
     NT_ASSERT(!mtp || c->n_mtp_layer > 0);
     if (ok && mtp) ok = take_mtp_state(f, n_ctx, s);
+    int attn = strchr(c->pattern, NT_LAYER_ATTENTION) || (mtp && strchr(c->mtp_pattern, NT_LAYER_ATTENTION));
+    if (ok && attn) { /* one scratch for the layers' caches and the MTP's: the larger ask */
+        size_t floats = f->be->ops->attention_scratch_floats(f->be, &s->attn);
+        if (mtp) {
+            size_t m = f->be->ops->attention_scratch_floats(f->be, &s->mtp_attn);
+            if (m > floats) floats = m;
+        }
+        ok = take(f, &s->attn_scratch, floats);
+    }
     if (!ok) {
         nt_state_free(f, s);
         return nt_fail(err, NEMOTRON_ERR_NOMEM,
@@ -162,6 +171,7 @@ void nt_state_free(const struct nt_forward *f, struct nt_state *s) {
     }
     nt_free(s->mtp_k_cache);
     nt_free(s->mtp_v_cache);
+    give(f, &s->attn_scratch);
     memset(s, 0, sizeof *s);
 }
 
@@ -282,14 +292,14 @@ static void mamba_mixer(const struct nt_forward *f, const struct nt_mamba_weight
 }
 
 static void attention_mixer(const struct nt_forward *f, const struct nt_attention_weights *w,
-                            const struct nt_attn_dims *d, float *k_cache, float *v_cache, struct nt_acts *a,
-                            const struct nt_pass *p) {
+                            const struct nt_attn_dims *d, float *k_cache, float *v_cache, float *scratch,
+                            struct nt_acts *a, const struct nt_pass *p) {
     struct nt_backend *be = f->be;
     int n = p->n, qw = f->nq * f->dh, kvw = f->nkv * f->dh;
     be->ops->matmul(be, p, n, &w->q_proj, NULL, NT_ACT_NONE, a->x, f->H, a->q, qw);
     be->ops->matmul(be, p, n, &w->k_proj, NULL, NT_ACT_NONE, a->x, f->H, a->k, kvw);
     be->ops->matmul(be, p, n, &w->v_proj, NULL, NT_ACT_NONE, a->x, f->H, a->v, kvw);
-    be->ops->attention(be, p, d, a->q, a->k, a->v, k_cache, v_cache, a->att);
+    be->ops->attention(be, p, d, a->q, a->k, a->v, k_cache, v_cache, scratch, a->att);
     be->ops->matmul(be, p, n, &w->o_proj, NULL, NT_ACT_NONE, a->att, qw, a->o, f->H);
 }
 
@@ -362,7 +372,7 @@ static void main_ops(const struct nt_forward *f, struct nt_state *s, struct nt_a
         switch (l->kind) {
         case NT_LAYER_MAMBA: mamba_mixer(f, &l->mamba, s, i, a, p); break;
         case NT_LAYER_ATTENTION:
-            attention_mixer(f, &l->attn, &s->attn, s->k_cache[i], s->v_cache[i], a, p);
+            attention_mixer(f, &l->attn, &s->attn, s->k_cache[i], s->v_cache[i], s->attn_scratch, a, p);
             break;
         case NT_LAYER_MLP: mlp(f, &l->mlp, p, a->x, a->inner, a->o); break;
         case NT_LAYER_MOE: moe_mixer(f, &l->moe, a, p); break;
@@ -400,7 +410,7 @@ static void mtp_ops(const struct nt_forward *f, struct nt_state *s, struct nt_ac
         const struct nt_layer_weights *l = &m->layers[i];
         switch (l->kind) {
         case NT_LAYER_ATTENTION:
-            attention_mixer(f, &l->attn, &s->mtp_attn, s->mtp_k_cache[i], s->mtp_v_cache[i], a, p);
+            attention_mixer(f, &l->attn, &s->mtp_attn, s->mtp_k_cache[i], s->mtp_v_cache[i], s->attn_scratch, a, p);
             break;
         case NT_LAYER_MOE: moe_mixer(f, &l->moe, a, p); break;
         default: NT_ASSERT(!"an MTP layer is attention or MoE (the config reader checks)");

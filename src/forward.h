@@ -42,6 +42,8 @@ struct nt_state {
     struct nt_attn_dims mtp_attn;     /* n_ctx = rows of the MTP's KV caches: the context and the
                                        * positions a chain of drafts runs past it */
     float **mtp_k_cache, **mtp_v_cache; /* [n_mtp] -> resident [mtp n_ctx][nkv*dh]; NULL for MoE */
+    float *attn_scratch;              /* resident, the backend's attention_scratch_floats for the
+                                       * larger of attn and mtp_attn (NULL when that is 0) */
 };
 
 /* Activations of one pass (resident), sized for pass_max positions. */

@@ -295,7 +295,8 @@ static void mamba_gated_norm(struct nt_backend *be, const struct nt_pass *p,
 
 static void attention(struct nt_backend *be, const struct nt_pass *p, const struct nt_attn_dims *d,
                       const float *q, const float *k, const float *v, float *k_cache,
-                      float *v_cache, float *out) {
+                      float *v_cache, float *scratch, float *out) {
+    (void)scratch; /* one chain per (position, head): nothing to keep between threads */
     int kvw = d->nkv * d->dh, qw = d->nq * d->dh, dh = d->dh, rep = d->nq / d->nkv;
     memcpy(k_cache + (size_t)p->pos0 * kvw, k, (size_t)p->n * kvw * sizeof(float));
     memcpy(v_cache + (size_t)p->pos0 * kvw, v, (size_t)p->n * kvw * sizeof(float));
@@ -331,6 +332,12 @@ static void attention(struct nt_backend *be, const struct nt_pass *p, const stru
         float *ot = out + (size_t)t * qw + (size_t)j * dh;
         for (int i = 0; i < dh; i++) ot[i] = o[i] / l;
     }
+}
+
+static size_t attention_scratch_floats(struct nt_backend *be, const struct nt_attn_dims *d) {
+    (void)be;
+    (void)d;
+    return 0;
 }
 
 /* Index of the largest v[i] among allowed ones; the lowest index wins a tie. */
@@ -544,6 +551,7 @@ static const struct nt_backend_ops cpu_ops = {
     .mamba_scan = mamba_scan,
     .mamba_gated_norm = mamba_gated_norm,
     .attention = attention,
+    .attention_scratch_floats = attention_scratch_floats,
     .moe_route = moe_route,
     .moe_experts = moe_experts,
     .moe_scratch_floats = moe_scratch_floats,

@@ -110,11 +110,31 @@ static void *be_alloc(struct nt_backend *be, size_t bytes) {
     return p;
 }
 
+/* Whether p is one of the upload list's allocations (a slab, or a large upload of its own). */
+static bool kept_allocation(struct cuda_backend *b, const void *p) {
+    pthread_mutex_lock(&b->lock);
+    bool kept = false;
+    for (size_t i = 0; i < b->n_slabs && !kept; i++) kept = b->slabs[i] == p;
+    pthread_mutex_unlock(&b->lock);
+    return kept;
+}
+
 static void be_release(struct nt_backend *be, void *p) {
     if (!p) return;
-    drop_graphs_of(cb(be), p); /* a pass scratch: its session's programs go with it */
-    cudaSetDevice(cb(be)->device);
-    cudaFree(p); /* after a fault this may fail too: the memory goes with the context */
+    struct cuda_backend *b = cb(be);
+    /* an upload's memory is the model's until the backend goes: freeing a slab's start would take
+     * every upload placed in it along */
+    if (kept_allocation(b, p)) return cuda_fault(be, "release: %p is upload's memory, not alloc's", p);
+    drop_graphs_of(b, p); /* a pass scratch: its session's programs go with it */
+    if (FAULTED(be)) { /* the frees may fail too: the memory goes with the context */
+        cudaSetDevice(b->device);
+        cudaFree(p);
+        cudaGetLastError();
+        return;
+    }
+    /* a pointer alloc did not give (an upload's, inside a slab) fails here, named as the release,
+     * not left for the next launch's check to report as its own */
+    if (CK(be, cudaSetDevice(b->device))) CK(be, cudaFree(p));
 }
 
 static int keep_slab(struct cuda_backend *b, void *p) {
@@ -332,6 +352,7 @@ static const struct nt_backend_ops cuda_ops = {
     be_mamba_scan,
     be_mamba_gated_norm,
     be_attention,
+    be_attention_scratch_floats,
     be_moe_route,
     be_moe_experts,
     be_moe_scratch_floats,

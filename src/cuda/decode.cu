@@ -660,20 +660,9 @@ static bool dc_fits(int dtype, int64_t rows, int64_t cols, int S, int nq) {
            (int64_t)nq * pk_qx_stride(cols) <= DC_MAX_QROWS_BYTES;
 }
 
-/* The persistent grid of kernel k for `all` tiles: what the SMs hold at once (the occupancy the
- * runtime reports for smem bytes of dynamic shared memory), no more than the tiles; a second wave
- * would wait for the first one's tail. */
+/* The persistent grid of k_decode / k_decode_multi for `all` tiles (ops.cuh's resident_grid). */
 template <class K> static bool dc_grid(struct nt_backend *be, K k, const char *name, size_t smem, int all, int *grid) {
-    int sms = 0, per_sm = 0;
-    if (!CK(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device)) ||
-        !CK(be, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, DC_THREADS, smem)))
-        return false;
-    if (per_sm < 1) {
-        cuda_fault(be, "%s: %zu bytes of shared memory leave no room for a block", name, smem);
-        return false;
-    }
-    *grid = sms * per_sm < all ? sms * per_sm : all;
-    return true;
+    return resident_grid(be, k, name, DC_THREADS, smem, all, grid);
 }
 
 /* k_dc_quantize of a's nq rows into a->qx, launched early; strided: row q of x at q * x_stride. */

@@ -10,7 +10,7 @@
  *     ggml.cu          the products of llama.cpp's block types (ggml_blocks.cuh: their unpacking)
  *     decode.cu        the products of a pass of one position: streaming kernel, experts fused
  *     mamba.cu         Mamba-2 conv, scan, gated norm
- *     attention.cu     the KV append and attention
+ *     attention.cu     the KV append and attention (tiles of keys folded in order)
  *     moe.cu           the router, the per-expert entry lists, the routed experts
  *
  * Every operation runs on the calling thread's default stream (ST), so one session's operations
@@ -179,13 +179,34 @@ void be_mamba_scan(struct nt_backend *be, const struct nt_pass *p, const struct 
 void be_mamba_gated_norm(struct nt_backend *be, const struct nt_pass *p, const struct nt_mamba_dims *d,
                          const struct nt_mamba_weights *w, const float *y, const float *zxd, float *out);
 void be_attention(struct nt_backend *be, const struct nt_pass *p, const struct nt_attn_dims *d, const float *q,
-                  const float *k, const float *v, float *k_cache, float *v_cache, float *out);
+                  const float *k, const float *v, float *k_cache, float *v_cache, float *scratch, float *out);
+size_t be_attention_scratch_floats(struct nt_backend *be, const struct nt_attn_dims *d);
 void be_moe_route(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d, float *logits,
                   const float *score_bias, int32_t *idx, float *wts);
 void be_moe_experts(struct nt_backend *be, const struct nt_pass *p, const struct nt_moe_dims *d,
                     const struct nt_moe_weights *w, const float *x, const int32_t *idx, const float *wts,
                     float *scratch, float *y);
 size_t be_moe_scratch_floats(struct nt_backend *be, const struct nt_moe_dims *d, int n);
+
+/* The grid of a persistent kernel k (blocks of `threads` threads, smem bytes of dynamic shared
+ * memory) over `work` items: what the SMs hold at once (the occupancy the runtime reports), no
+ * more than the items; a second wave would wait for the first one's tail. False (and the backend
+ * faulted) when the runtime says no or no block fits. */
+template <class K>
+static inline bool resident_grid(struct nt_backend *be, K k, const char *name, int threads, size_t smem, size_t work,
+                                 int *grid) {
+    int sms = 0, per_sm = 0;
+    if (!CK(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cb(be)->device)) ||
+        !CK(be, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads, smem)))
+        return false;
+    if (per_sm < 1) {
+        cuda_fault(be, "%s: %zu bytes of shared memory leave no room for a block", name, smem);
+        return false;
+    }
+    size_t most = (size_t)sms * (size_t)per_sm;
+    *grid = (int)(work < most ? work : most);
+    return true;
+}
 
 /* The limits each file's kernels hold, for the model check at load (backend_cuda.cu): "" when
  * the shapes are held, else the limit that is not, written to why. */

@@ -171,11 +171,11 @@ static void route_op(const struct nt_pass *p, void *arg) {
 
 struct attn_case {
     struct nt_attn_dims d;
-    float *q, *k, *v, *kc, *vc, *out;
+    float *q, *k, *v, *kc, *vc, *scratch, *out;
 };
 static void attn_op(const struct nt_pass *p, void *arg) {
     struct attn_case *c = arg;
-    be->ops->attention(be, p, &c->d, c->q, c->k, c->v, c->kc, c->vc, c->out);
+    be->ops->attention(be, p, &c->d, c->q, c->k, c->v, c->kc, c->vc, c->scratch, c->out);
 }
 
 struct mamba_case {
@@ -385,10 +385,12 @@ int main(int argc, char **argv) {
             row("moe_route E 128 k 6", sn[j], s, 4.0 * sn[j] * 128, 0);
         }
     }
-    /* attention: Nano's 32 query heads over 2 kv heads of 128; decode at a 2048-token context,
-     * and the last 512-position pass of a 2048-token prompt */
-    {
-        int ctx = 2048 / sc;
+    /* attention: Nano's 32 query heads over 2 kv heads of 128; decoding and a verify pass of 13 at
+     * a 2048-token context, the last 512-position pass of a 2048-token prompt, and decoding at
+     * 16384 (the caches of that size: the scratch and the tiles' grid follow n_ctx) */
+    static const int actx[] = {2048, 2048, 2048, 16384}, an[] = {1, 13, 512, 1};
+    for (int j = 0; j < 4; j++) {
+        int ctx = actx[j] / sc;
         struct attn_case a;
         a.d = (struct nt_attn_dims){.nq = 32, .nkv = 2, .dh = 128, .n_ctx = ctx};
         int qw = 32 * 128, kvw = 2 * 128, nmax = 512 / sc;
@@ -397,17 +399,20 @@ int main(int argc, char **argv) {
         a.v = dev_floats((size_t)nmax * kvw, -1.0f, 1.0f);
         a.kc = dev_floats((size_t)ctx * kvw, -1.0f, 1.0f);
         a.vc = dev_floats((size_t)ctx * kvw, -1.0f, 1.0f);
+        size_t sf = be->ops->attention_scratch_floats(be, &a.d);
+        a.scratch = sf ? be->ops->alloc(be, sf * sizeof(float)) : NULL;
         a.out = be->ops->alloc(be, (size_t)nmax * qw * sizeof(float));
-        if (!a.out) die("no device memory");
-        static const int an[] = {1, 512};
-        for (int j = 0; j < 2; j++) {
-            int n = an[j] / sc > 0 ? an[j] / sc : 1, pos0 = ctx - n;
-            double pairs = (double)n * (pos0 + (n + 1) / 2.0); /* (position, context row) pairs */
-            double s = time_op(n, pos0, qw, 4, attn_op, &a);
-            char name[64];
-            snprintf(name, sizeof name, "attention ctx %d", ctx);
-            row(name, n, s, (double)(pos0 + n) * 2 * kvw * 4, 4.0 * pairs * qw); /* the cache, once */
-        }
+        if (!a.out || (sf && !a.scratch)) die("no device memory");
+        int n = an[j] / sc > 0 ? an[j] / sc : 1, pos0 = ctx - n;
+        double pairs = (double)n * (pos0 + (n + 1) / 2.0); /* (position, context row) pairs */
+        double s = time_op(n, pos0, qw, 4, attn_op, &a);
+        char name[64];
+        snprintf(name, sizeof name, "attention ctx %d", ctx);
+        row(name, n, s, (double)(pos0 + n) * 2 * kvw * 4, 4.0 * pairs * qw); /* the cache, once */
+        /* only what alloc gave back: the uploaded inputs stay with the backend (release is for
+         * alloc's memory; the CUDA backend's uploads are parts of shared slabs) */
+        if (a.scratch) be->ops->release(be, a.scratch);
+        be->ops->release(be, a.out);
     }
     /* Mamba-2 conv and scan: 64 heads of 64, state 128, 8 groups (Nano) */
     {

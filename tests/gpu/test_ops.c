@@ -71,8 +71,9 @@
  * quarter chains and a tree where the CPU runs one chain: ~1e-6 expected; 1e-5 leaves room for
  * the cancellation of the signed N-term sums. */
 #define TOL_SCAN 1e-5
-/* attention: q.k in a 32-lane fma tree instead of the CPU's 8 lanes of mul-then-add, expf of
- * the softmax, then a weighted sum over a few hundred positions: ~1e-7..1e-6. */
+/* attention: q.k as one fma chain over the dims instead of the CPU's 8 lanes of mul-then-add,
+ * CUDA's expf, and the softmax's sums grouped by tiles of 32 keys folded in order (attention.cu)
+ * where the CPU runs one online chain over the keys: ~1e-7..1e-6 over a few hundred keys. */
 #define TOL_ATTN 1e-5
 /* moe_route scores and weights: sigmoid's expf only (then a sum of k and a division). */
 #define TOL_ROUTE 1e-6
@@ -191,6 +192,17 @@ static void *back(int s, const void *p, size_t bytes) {
     return h;
 }
 static float *F(struct twin t, int s) { return (float *)t.p[s]; }
+
+/* The attention scratch each backend asks for, poisoned (its contents must never matter). */
+static struct twin twin_attn_scratch(const struct nt_attn_dims *d) {
+    size_t most = 1;
+    for (int s = 0; s < 3; s++)
+        if (BE[s]) {
+            size_t f = BE[s]->ops->attention_scratch_floats(BE[s], d);
+            if (f > most) most = f;
+        }
+    return twin_poison(most * 4);
+}
 
 /* A pass of n positions at pos0 on side s, with poisoned scratch of the size the backend asks
  * for (its contents must never matter) and tokens (all 0 when none are given). */
@@ -910,7 +922,8 @@ struct attn_cfg {
 /* A pass of `pre` positions fills the caches, then a pass of n at pos0 = pre attends to them.
  * The caches start poisoned: rows past a position's context must never be read (a NaN would
  * spread) nor written. Within CUDA, one pass of pre + n from 0 must give the second pass's rows
- * the same bits. */
+ * the same bits: a pass of up to 16 positions takes the tiles-in-parallel path and a long one the
+ * sequential path (attention.cu), so this compares the two paths too. */
 static void test_attention(const struct attn_cfg *ac, int n) {
     new_case();
     struct nt_attn_dims d = {.nq = ac->nq, .nkv = ac->nkv, .dh = ac->dh, .n_ctx = ac->n_ctx};
@@ -924,13 +937,15 @@ static void test_attention(const struct attn_cfg *ac, int n) {
     size_t cb = (size_t)d.n_ctx * kvw * 4;
     struct twin kc = twin_poison(cb), vc = twin_poison(cb);
     struct twin o1 = twin_poison((size_t)pre * qw * 4), o2 = twin_poison((size_t)n * qw * 4);
+    struct twin scr = twin_attn_scratch(&d);
     for (int s = 0; s < 2; s++) {
         struct nt_backend *be = BE[s];
         be->ops->attention(be, begin(s, pre, 0, qw, NULL), &d, F(q, s), F(k, s), F(v, s), F(kc, s), F(vc, s),
-                           F(o1, s));
+                           F(scr, s), F(o1, s));
         end(s);
         be->ops->attention(be, begin(s, n, pre, qw, NULL), &d, F(q, s) + (size_t)pre * qw,
-                           F(k, s) + (size_t)pre * kvw, F(v, s) + (size_t)pre * kvw, F(kc, s), F(vc, s), F(o2, s));
+                           F(k, s) + (size_t)pre * kvw, F(v, s) + (size_t)pre * kvw, F(kc, s), F(vc, s), F(scr, s),
+                           F(o2, s));
         end(s);
     }
     snprintf(what, sizeof what, "attention %s (nq %d nkv %d dh %d ctx %d) prefill n=%d pos0=0", ac->name, d.nq, d.nkv,
@@ -954,7 +969,7 @@ static void test_attention(const struct attn_cfg *ac, int n) {
     /* within CUDA: the same positions in one pass from 0 */
     struct twin kc2 = twin_poison(cb), vc2 = twin_poison(cb), o3 = twin_poison((size_t)tot * qw * 4);
     BE[GPU]->ops->attention(BE[GPU], begin(GPU, tot, 0, qw, NULL), &d, F(q, GPU), F(k, GPU), F(v, GPU), F(kc2, GPU),
-                            F(vc2, GPU), F(o3, GPU));
+                            F(vc2, GPU), F(scr, GPU), F(o3, GPU));
     end(GPU);
     float *all = back(GPU, o3.p[GPU], (size_t)tot * qw * 4);
     snprintf(what, sizeof what, "attention %s n=%d pos0=%d: pass split", ac->name, n, pre);
@@ -1553,6 +1568,7 @@ static void test_replay(void) {
     unsetenv("NEMOTRON_CUDA_GRAPHS");
     enum { V = 25, PMAX = 3, R = 40 };
     struct nt_attn_dims ad = {.nq = 4, .nkv = 2, .dh = 64, .n_ctx = V};
+    struct twin ascr = twin_attn_scratch(&ad);
     struct nt_mamba_dims md = {.H = 256, .nh = 4, .P = 16, .N = 16, .G = 2, .K = 4, .eps = 1e-5f, .dt_lo = 0.0f,
                                .dt_hi = INFINITY};
     md.I = md.nh * md.P;
@@ -1624,7 +1640,7 @@ static void test_replay(void) {
             be->ops->embed(be, p, &Eq[s], F(q, s));
             be->ops->embed(be, p, &Ek[s], F(k, s));
             be->ops->embed(be, p, &Ev[s], F(v, s));
-            be->ops->attention(be, p, &ad, F(q, s), F(k, s), F(v, s), F(kc, s), F(vc, s), F(att, s));
+            be->ops->attention(be, p, &ad, F(q, s), F(k, s), F(v, s), F(kc, s), F(vc, s), F(ascr, s), F(att, s));
             be->ops->copy(be, F(att2, s), F(att, s), (size_t)n * qw * 4);
             be->ops->rmsnorm(be, p, F(att2, s), F(nw, s), qw, 1e-5f, F(x, s), qw);
             be->ops->matmul(be, p, n, &W[s], NULL, NT_ACT_NONE, F(x, s), qw, F(y, s), R);
@@ -1694,6 +1710,20 @@ static void test_replay(void) {
 
 /* ---- main ---------------------------------------------------------------------------------- */
 
+/* release is for alloc's memory: given an upload's, the CUDA backend faults naming it and frees
+ * nothing (a slab's start would take every upload placed in it along). Leaves the backend
+ * faulted: the caller remakes it. */
+static void test_release_of_upload(void) {
+    struct nt_backend *be = BE[GPU];
+    float h[64] = {0};
+    void *p = (void *)be->ops->upload(be, h, sizeof h);
+    CHECK(p != NULL, "release of an upload: the upload: %s", be->alloc_error);
+    if (!p) return;
+    be->ops->release(be, p);
+    CHECK(strstr(be->fault, "upload's memory") != NULL, "release of an upload: the backend's fault names it: '%s'",
+          be->fault);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) base_seed = strtoull(argv[1], NULL, 0);
     struct nt_err err;
@@ -1749,11 +1779,14 @@ int main(int argc, char **argv) {
     static const struct attn_cfg acfg[] = {
         {"nano", 32, 2, 128, 300, 150},
         {"small", 6, 3, 40, 100, 23}, /* dh not a multiple of 32 */
+        {"odd", 5, 1, 38, 100, 40},   /* dh not a multiple of 4, 5 heads of one kv head */
+        {"long", 4, 2, 32, 400, 345}, /* ~12 tiles, the last ones partly past the context */
     };
     for (size_t i = 0; i < sizeof acfg / sizeof acfg[0]; i++) {
         test_attention(&acfg[i], 1);
+        test_attention(&acfg[i], 16);
         test_attention(&acfg[i], 17);
-        test_attention(&acfg[i], 64);
+        test_attention(&acfg[i], 55);
         group_end();
     }
 
@@ -1820,6 +1853,18 @@ int main(int argc, char **argv) {
     }
 
     test_ggml_stream();
+
+    /* short passes over a long cache (a verify pass late in a long prompt): 64 - 66 tiles a
+     * position in the parallel path, its grid held to what the SMs take at once. A GPU's case:
+     * its 2,040-position prefills take minutes each in the host emulation. */
+    if (!emulated) {
+        static const struct attn_cfg long_cache = {"long cache", 4, 2, 32, 2100, 2040};
+        static const int ns[] = {1, 13, 16, 17, 55};
+        for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) test_attention(&long_cache, ns[j]);
+        group_end();
+    }
+    test_release_of_upload();
+    group_end();
 
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("gpu_test_ops: %.1f s\n", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));

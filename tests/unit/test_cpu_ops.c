@@ -110,12 +110,15 @@ static void run(struct nt_backend *be, const struct shape *s, const struct input
     struct nt_mamba_weights w = {.conv_w = in->conv_w, .conv_b = in->conv_b, .dt_bias = in->dt_bias,
                                  .A = in->A, .D = in->D, .norm_w = in->gnorm_w};
     const struct nt_backend_ops *ops = be->ops;
+    /* the attention scratch the backend asks for (the CPU's: none) */
+    size_t scratch_floats = ops->attention_scratch_floats(be, a);
+    float *scratch = scratch_floats ? malloc(sizeof(float) * scratch_floats) : NULL;
     for (int t0 = 0; t0 < n; t0 += pass) {
         int k = n - t0 < pass ? n - t0 : pass;
         struct nt_pass p = {.n = k, .pos0 = t0, .snap = snap && t0 + k == n};
         ops->begin_pass(be, &p);
         ops->attention(be, &p, a, in->q + (size_t)t0 * qw, in->k + (size_t)t0 * kvw, in->v + (size_t)t0 * kvw,
-                       out->k_cache, out->v_cache, out->attn + (size_t)t0 * qw);
+                       out->k_cache, out->v_cache, scratch, out->attn + (size_t)t0 * qw);
         const float *zxd = in->zxd + (size_t)t0 * m->zxd;
         ops->mamba_conv(be, &p, m, &w, zxd, out->ring, out->ring_snap, out->xbc + (size_t)t0 * m->CD);
         ops->mamba_scan(be, &p, m, &w, zxd, out->xbc + (size_t)t0 * m->CD, out->state, out->state_snap,
@@ -129,6 +132,7 @@ static void run(struct nt_backend *be, const struct shape *s, const struct input
                              out->norm2 + (size_t)t0 * H);
         ops->end_pass(be, &p);
     }
+    free(scratch);
 }
 
 static void free_outputs(struct outputs *o) {

@@ -405,16 +405,23 @@ void nt_cpu_quantize_x(const struct nt_mm *m, int isa) {
  * the decode kernel's 8 (any split gives the same bits; this one keeps the kernels whole). */
 #define BF16_ROW_GRAIN 8
 
+/* The team for a product whose rows split into `units` ranges: threads pay off only when there is
+ * work for them (below this many weights x positions the fork costs more than it saves), and
+ * never more threads than ranges. */
+static int team_for(const struct nt_mm *m, int n_threads, int units) {
+    uint64_t work = (uint64_t)m->W->rows * (uint64_t)m->W->cols * (uint64_t)m->n;
+    int threads = work < 65536 ? 1 : n_threads;
+    if (threads > units) threads = units;
+    return threads < 1 ? 1 : threads;
+}
+
 /* A product that reads qx on the team: each thread prepares its share of the positions, then,
  * after a barrier, computes its range of rows (whole multiples of `grain`). */
 static void matmul_prepared(const struct nt_mm *m, int isa, int n_threads, int grain) {
     NT_ASSERT(m->qx);
     int rows = (int)m->W->rows;
     int units = (rows + grain - 1) / grain;
-    uint64_t work = (uint64_t)m->W->rows * (uint64_t)m->W->cols * (uint64_t)m->n;
-    int threads = work < 65536 ? 1 : n_threads;
-    if (threads > units) threads = units;
-    if (threads < 1) threads = 1;
+    int threads = team_for(m, n_threads, units);
     if (threads == 1) {
         prepare_x(m, isa, 0, m->n);
         nt_cpu_matmul_rows(m, isa, 0, rows);
@@ -441,12 +448,8 @@ void nt_cpu_matmul(const struct nt_mm *m, int isa, int n_threads) {
     int rows = (int)m->W->rows;
     int blocks = (rows + NT_MR - 1) / NT_MR;
     /* Each thread takes one contiguous range of whole row blocks, so no thread count changes the
-     * blocking of a row. Threads only pay off when there is work for them: below this many
-     * weights x positions the fork costs more than it saves. */
-    uint64_t work = (uint64_t)m->W->rows * (uint64_t)m->W->cols * (uint64_t)m->n;
-    int threads = work < 65536 ? 1 : n_threads;
-    if (threads > blocks) threads = blocks;
-#pragma omp parallel num_threads(threads)
+     * blocking of a row. */
+#pragma omp parallel num_threads(team_for(m, n_threads, blocks))
     {
         int nt = omp_get_num_threads(), id = omp_get_thread_num();
         int b0 = (int)((int64_t)blocks * id / nt), b1 = (int)((int64_t)blocks * (id + 1) / nt);

@@ -7,7 +7,8 @@
 #
 #   OUT=... bash dev/cuda/ab.sh [NAME ...]          (ROUNDS=2 by default)
 #
-# Logs go to $OUT (ab.log holds everything printed; ops-V-R.log each gpu_bench_ops run).
+# Logs go to $OUT (ab.log holds everything printed; ops-V-R.log each gpu_bench_ops run, which
+# dev/cuda/ops_table.py puts side by side at the end).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:?OUT must name the folder that comes back}"
@@ -33,8 +34,7 @@ ops_of() { [ "$1" = N ] && echo build/bin/gpu_bench_ops || echo build/compare/gp
 for r in $(seq "${ROUNDS:-2}"); do
     for v in N "$@"; do
         stamp "round $r $v: gpu_bench_ops"
-        $(ops_of "$v") > "$OUT/ops-$v-$r.log" 2>&1
-        grep -vE "Q[0-9]_|MXFP4|old" "$OUT/ops-$v-$r.log"
+        $(ops_of "$v") > "$OUT/ops-$v-$r.log" 2>&1 || tail -3 "$OUT/ops-$v-$r.log"
     done
 done
 for r in $(seq "${ROUNDS:-2}"); do
@@ -48,4 +48,6 @@ for v in N "$@"; do
     stamp "$v: verify passes"
     $(bin_of "$v") bench -m $nano --device cuda -p 64 -n 32 -r 2 --verify 1,4,12 2>&1 | grep -iE "verify pass"
 done
+stamp "gpu_bench_ops side by side (µs a call; each build's best against N's)"
+python3 dev/cuda/ops_table.py "$OUT" 1 16 64 512 | grep -vE "Q[0-9]_|MXFP4| old "
 stamp "ab.sh done"

@@ -1,7 +1,9 @@
 #!/bin/bash
 # contention.sh - the CPU backend under load (issue 17, item 3): `nemotron bench` with one thread,
 # with the default team held fixed (NEMOTRON_TEAM=fixed: every pass on every thread, the behaviour
-# before src/cpu/team.c) and with the adaptive team, while BUSY other processes each spin a core
+# before src/cpu/team.c), with the adaptive team by timing alone (NEMOTRON_TEAM=timed) and with the
+# default adaptive team (timing, and no tries of the team while src/cpu/cpu_load.c reads the cores
+# taken), while BUSY other processes each spin a core
 # (`yes > /dev/null`, as a desktop's other work or a shared machine's other jobs would).
 #
 # usage: dev/cpu/contention.sh MODEL [BUSY=1] [THREADS=nproc] [NEMOTRON=build/nemotron] [-- BENCH ARGS]
@@ -39,4 +41,5 @@ run() { # label, env assignment, threads
 }
 run "1 thread" NEMOTRON_TEAM=fixed 1
 run "$threads threads, fixed team" NEMOTRON_TEAM=fixed "$threads"
-run "$threads threads, adaptive team (the default)" NEMOTRON_TEAM=adapt "$threads"
+run "$threads threads, adaptive team by timing alone" NEMOTRON_TEAM=timed "$threads"
+run "$threads threads, adaptive team (the default: timing and the CPUs' load)" NEMOTRON_TEAM=adapt "$threads"

@@ -21,7 +21,12 @@
  *     rarely that the tries cost ~5 % of the time: a try costs c_loser - c_best more than a pass
  *     of the best, so it comes every 20 (c_loser / c_best - 1) passes or more (4 to 4096); a lost
  *     try at least doubles the interval, a won try takes over and spaces the tries of the arm it
- *     beat by the same rule.
+ *     beat by the same rule;
+ *   - no try of the team while other work holds the cores it would need (cpu_load.c: the busy
+ *     time of this process's CPUs not its own, read at most every LOAD_PERIOD seconds, above the
+ *     cores the team leaves spare by more than half a core): each would lose, and their dips were
+ *     what remained of a run under load. The try waits for the first pass after the cores are
+ *     free, instead of the interval the losses had grown to.
  * Results do not depend on the team size (every split of the products and operations, and a
  * switch between operations, gives the same bits), so only the time changes.
  */
@@ -39,6 +44,12 @@
  * running), and a cut at 1x turned such stalls into a flip to one thread (mid, tg64 2 threads:
  * runs of 106 - 143 tokens/s between runs of 180, against 166 - 201 without cuts). */
 #define BUDGET_SLACK 1.5
+/* Seconds between two readings of the CPUs' load: /proc/stat counts in ticks of 10 ms, so a
+ * shorter interval reads too coarsely; a reading costs ~20 us. The first verdict comes sooner, from
+ * a coarser interval: until it, the team's first try waits (a try in the first passes of a loaded
+ * machine costs up to 2.5 one-thread passes: the slow first repetitions of bench under load). */
+#define LOAD_PERIOD 0.2
+#define LOAD_FIRST 0.05
 
 /* The calling thread's pass: its team (0 outside a pass), its start, arm, whether it is a try,
  * the time after which its operations run on one thread (0: never), and whether they did. */
@@ -58,21 +69,25 @@ static int retry_gap(double loser, double best) {
     return g < EVERY_FIRST ? EVERY_FIRST : g > EVERY_MAX ? EVERY_MAX : (int)g;
 }
 
-int nt_cpu_team_choose(struct nt_cpu_team_kind *k, int *explore, double *budget) {
+int nt_cpu_team_choose(struct nt_cpu_team_kind *k, int crowded, int *explore, double *budget) {
     int arm;
     *explore = 0;
     if (!k->have[0]) {
         arm = 0;                      /* the first pass of a kind */
     } else if (!k->have[1]) {
-        arm = 1;                      /* the second: the team's first try */
-        *explore = 1;
+        arm = crowded ? 0 : 1;        /* the second: the team's first try, once the cores are free */
+        *explore = !crowded;
     } else {
         int best = k->cost[0] < k->cost[1] ? 0 : 1;
         arm = best;
         if (++k->since >= k->every) {
-            arm = !best;
-            *explore = 1;
-            k->since = 0;
+            if (crowded && best == 0) {
+                k->since = k->every;  /* the team's try waits for free cores */
+            } else {
+                arm = !best;
+                *explore = 1;
+                k->since = 0;
+            }
         }
     }
     *budget = arm == 1 ? BUDGET_SLACK * k->cost[0] : 0.0;
@@ -105,7 +120,31 @@ void nt_cpu_team_init(struct nt_cpu_team *t, int max) {
     t->max = max;
     const char *e = getenv("NEMOTRON_TEAM");
     t->adapt = max > 1 && !(e && !strcmp(e, "fixed"));
+    t->watch = t->adapt && !(e && !strcmp(e, "timed"));
+    if (t->watch) t->last = nt_cpu_load_read();
     for (int k = 0; k < 2; k++) t->kind[k].every = EVERY_FIRST;
+}
+
+/* Whether other work holds the cores the team would need, from a reading at most LOAD_PERIOD old
+ * (the lock held). The team needs max - 1 cores besides the one the pass runs on now. Before the
+ * first verdict: yes where the readings work (wait for it), no where they do not (the tries
+ * decide). */
+static int crowded(struct nt_cpu_team *t, double at) {
+    if (!t->watch) return 0;
+    if (at - t->last.wall < (t->known ? LOAD_PERIOD : LOAD_FIRST)) return t->known ? t->crowded : t->last.ok;
+    struct nt_cpu_load now_load = nt_cpu_load_read();
+    double others = nt_cpu_load_others(&t->last, &now_load);
+    t->last = now_load;
+    if (others >= 0) {
+        int spare = now_load.cpus - t->max; /* cores the whole team leaves to other work */
+        t->crowded = others > (spare > 0 ? spare : 0) + 0.5;
+        t->known = 1;
+    } else {
+        t->crowded = 0; /* unknown: the tries decide */
+        t->known = 0;
+        t->watch = now_load.ok; /* readings that do not work are not tried again */
+    }
+    return t->crowded;
 }
 
 void nt_cpu_team_destroy(struct nt_cpu_team *t) { pthread_mutex_destroy(&t->lock); }
@@ -117,12 +156,12 @@ void nt_cpu_team_begin(struct nt_cpu_team *t, int n) {
         tl_team = t->max;
         return;
     }
-    double budget;
+    double budget, at = now();
     pthread_mutex_lock(&t->lock);
-    tl_arm = nt_cpu_team_choose(&t->kind[n > 1], &tl_explore, &budget);
+    tl_arm = nt_cpu_team_choose(&t->kind[n > 1], crowded(t, at), &tl_explore, &budget);
     pthread_mutex_unlock(&t->lock);
     tl_team = tl_arm ? t->max : 1;
-    tl_t0 = now();
+    tl_t0 = now(); /* after the load reading, which the pass's cost should not hold */
     if (budget > 0) tl_deadline = tl_t0 + budget * (double)(n > 0 ? n : 1);
 }
 

@@ -5,6 +5,8 @@
 
 #include <pthread.h>
 
+#include "cpu/cpu_load.h"
+
 /* Per kind of pass (0: one position, decode; 1: several, prompts) and per arm (0: one thread,
  * 1: the whole team): the cost of a position, smoothed, and when to try the other arm again. */
 struct nt_cpu_team_kind {
@@ -18,6 +20,10 @@ struct nt_cpu_team {
     pthread_mutex_t lock;     /* sessions on several threads may share one backend */
     int max;                  /* the configured threads */
     int adapt;                /* 0: always max (NEMOTRON_TEAM=fixed) */
+    int watch;                /* 1: hold the team's tries while other work holds the cores (cpu_load.c;
+                               * NEMOTRON_TEAM=timed: 0, the tries alone) */
+    struct nt_cpu_load last;  /* the last reading, and what it showed against the one before */
+    int crowded, known;       /* known: crowded is a verdict (not before the first interval) */
     struct nt_cpu_team_kind kind[2];
 };
 
@@ -34,10 +40,12 @@ int nt_cpu_team_threads(const struct nt_cpu_team *t);
 /* The policy alone, for tests (the functions above hold the lock and read the clock around it).
  * choose: the arm of a kind's next pass, and whether that pass is a try of the arm that is not
  * the cheaper (*explore), and the longest the pass may run on the team before it goes on with
- * one thread (*budget, seconds per position; 0: no bound).
+ * one thread (*budget, seconds per position; 0: no bound). crowded: other work holds the cores
+ * the team would need (cpu_load.c), so a try of the team now would lose: it waits, and comes at
+ * the first pass after the cores are free.
  * learn: the pass of that arm cost `cost` seconds per position; cut: it ran past its budget and
  * ended on one thread (a cut try lost). */
-int nt_cpu_team_choose(struct nt_cpu_team_kind *k, int *explore, double *budget);
+int nt_cpu_team_choose(struct nt_cpu_team_kind *k, int crowded, int *explore, double *budget);
 void nt_cpu_team_learn(struct nt_cpu_team_kind *k, int arm, int explore, int cut, double cost);
 
 #endif /* NT_CPU_TEAM_H */

@@ -20,7 +20,11 @@
  *   - the load arrives while the team is the best: the pass it arrives in is cut, and the next
  *     passes run one thread; one stalled team pass (2x one thread's cost, once) is not cut and
  *     does not flip the arm;
- *   - intervals stay within 4 .. 4096 passes.
+ *   - intervals stay within 4 .. 4096 passes;
+ *   - a core taken where the load reading sees it (crowded): the team is never tried, so every
+ *     pass costs one thread's, from the first; the reading clears: the team runs at the next pass;
+ *     the team the best when the reading turns crowded: the tries of one thread go on as before
+ *     (the reading only holds back the team), and a collapsed team pass is cut as before.
  */
 #include "cpu/team.h"
 
@@ -31,13 +35,14 @@
 
 struct machine {
     double c1, cT; /* seconds per position on one thread, on the team */
+    int crowded;   /* what the CPUs' load reading shows (cpu_load.c): other work holds the cores */
 };
 
 /* One pass of kind k on machine m: chooses, costs, learns; returns the cost, sets *arm, *cut. */
 static double pass(struct nt_cpu_team_kind *k, struct machine m, int *arm_out, int *cut_out, double *budget_out) {
     int explore;
     double budget;
-    int arm = nt_cpu_team_choose(k, &explore, &budget);
+    int arm = nt_cpu_team_choose(k, m.crowded, &explore, &budget);
     double c = arm ? m.cT : m.c1;
     int cut = 0;
     if (arm && budget > 0 && m.cT > budget) {
@@ -61,7 +66,7 @@ static struct nt_cpu_team_kind fresh(void) {
 
 static void test_first_passes(void) {
     struct nt_cpu_team_kind k = fresh();
-    struct machine quiet = {1.0, 0.6};
+    struct machine quiet = {1.0, 0.6, 0};
     int arm, cut;
     double budget;
     pass(&k, quiet, &arm, &cut, &budget);
@@ -73,7 +78,7 @@ static void test_first_passes(void) {
 
 static void test_quiet(void) {
     struct nt_cpu_team_kind k = fresh();
-    struct machine quiet = {1.0, 0.6};
+    struct machine quiet = {1.0, 0.6, 0};
     double total = 0;
     int team = 0, n = 2000, one_early = 0;
     for (int i = 0; i < n; i++) {
@@ -91,7 +96,7 @@ static void test_quiet(void) {
 
 static void test_loaded(void) {
     struct nt_cpu_team_kind k = fresh();
-    struct machine loaded = {1.0, 5.0};
+    struct machine loaded = {1.0, 5.0, 0};
     double total = 0, worst = 0;
     int n = 2000, team = 0;
     for (int i = 0; i < n; i++) {
@@ -106,7 +111,7 @@ static void test_loaded(void) {
     CHECK(team < 0.05 * n, "loaded: the team ran %d of %d passes", team, n);
 
     /* the load leaves: the team is tried again within the interval reached, and stays */
-    struct machine quiet = {1.0, 0.6};
+    struct machine quiet = {1.0, 0.6, 0};
     int limit = k.every + 1, back = -1;
     for (int i = 0; i < limit + 50; i++) {
         int arm;
@@ -125,7 +130,7 @@ static void test_loaded(void) {
 
 static void test_load_arrives(void) {
     struct nt_cpu_team_kind k = fresh();
-    struct machine quiet = {1.0, 0.6}, loaded = {1.0, 5.0};
+    struct machine quiet = {1.0, 0.6, 0}, loaded = {1.0, 5.0, 0};
     for (int i = 0; i < 200; i++) pass(&k, quiet, NULL, NULL, NULL);
     /* the next team pass meets the load: it is cut at one thread's cost */
     int arm = 0, cut = 0;
@@ -143,7 +148,7 @@ static void test_load_arrives(void) {
 /* A quiet machine whose host stalls one team pass: it costs 2x one thread's pass, once. */
 static void test_stall(void) {
     struct nt_cpu_team_kind k = fresh();
-    struct machine quiet = {1.0, 0.6}, stalled = {1.0, 1.2};
+    struct machine quiet = {1.0, 0.6, 0}, stalled = {1.0, 1.2, 0};
     for (int i = 0; i < 200; i++) pass(&k, quiet, NULL, NULL, NULL);
     int arm = 0, cut = 1;
     for (int i = 0; i < 8 && !arm; i++) pass(&k, stalled, &arm, &cut, NULL);
@@ -156,7 +161,53 @@ static void test_stall(void) {
     CHECK(team >= 19, "stall: the team ran %d of the next 20 passes", team);
 }
 
+static void test_crowded(void) {
+    struct nt_cpu_team_kind k = fresh();
+    struct machine seen = {1.0, 5.0, 1};
+    double worst = 0;
+    int team = 0, n = 2000;
+    for (int i = 0; i < n; i++) {
+        int arm;
+        double c = pass(&k, seen, &arm, NULL, NULL);
+        team += arm;
+        if (c > worst) worst = c;
+    }
+    CHECK(team == 0 && worst == seen.c1, "crowded: the team ran %d of %d passes, the worst cost %.2f one-thread passes",
+          team, n, worst / seen.c1);
+    /* the reading clears with the load: the team is tried at the next pass and stays */
+    struct machine quiet = {1.0, 0.6, 0};
+    int arm, cut;
+    pass(&k, quiet, &arm, &cut, NULL);
+    CHECK(arm && !cut, "crowded, then free: the next pass ran arm %d cut %d (want the team)", arm, cut);
+    int team_after = 0;
+    for (int i = 0; i < 100; i++) {
+        pass(&k, quiet, &arm, NULL, NULL);
+        team_after += arm;
+    }
+    CHECK(team_after >= 95, "crowded, then free: the team ran %d of the next 100 passes", team_after);
+
+    /* the team the best when the reading turns crowded (a load it does not collapse under, say):
+     * its passes go on, one thread's tries too, and a collapsed pass is still cut */
+    struct nt_cpu_team_kind b = fresh();
+    for (int i = 0; i < 200; i++) pass(&b, quiet, NULL, NULL, NULL);
+    struct machine crowded_fast = {1.0, 0.6, 1}, crowded_slow = {1.0, 5.0, 1};
+    int team_fast = 0, ones = 0, limit = b.every + 1; /* one thread's next try comes within it */
+    for (int i = 0; i < limit; i++) {
+        pass(&b, crowded_fast, &arm, NULL, NULL);
+        team_fast += arm;
+        ones += !arm;
+    }
+    CHECK(ones == 1 && team_fast == limit - 1, "crowded, team the best: the team ran %d of %d passes, one thread %d",
+          team_fast, limit, ones);
+    arm = 0;
+    double c = 0;
+    for (int i = 0; i < 8 && !arm; i++) c = pass(&b, crowded_slow, &arm, &cut, NULL);
+    CHECK(arm && cut && c <= 2.5 * crowded_slow.c1, "crowded, team collapses: team pass %d, cut %d, cost %.2f", arm,
+          cut, c);
+}
+
 int main(void) {
+    test_crowded();
     test_stall();
     test_first_passes();
     test_quiet();

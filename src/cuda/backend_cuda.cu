@@ -377,8 +377,8 @@ extern "C" nemotron_status nt_cuda_backend_new(int device, struct nt_backend **o
         return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED,
                        "cuda: device %d (%s) is sm_%d%d; this build holds code for sm_90 (Hopper) and newer",
                        device, prop.name, prop.major, prop.minor);
-    if ((e = dc_setup()) != cudaSuccess)
-        return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED, "cuda: device %d: preparing the decode kernels: %s", device,
+    if ((e = dc_setup()) != cudaSuccess || (e = pk_setup(device)) != cudaSuccess)
+        return nt_fail(err, NEMOTRON_ERR_UNSUPPORTED, "cuda: device %d: preparing the product kernels: %s", device,
                        cudaGetErrorString(e));
     struct cuda_backend *b = (struct cuda_backend *)calloc(1, sizeof *b);
     if (!b) return nt_fail(err, NEMOTRON_ERR_NOMEM, "cuda: out of host memory");

@@ -32,6 +32,11 @@ nemotron_status nt_cuda_backend_new(int device, struct nt_backend **out, struct 
  * per row and position), whose bits the fast kernels must reproduce. Affects the whole process. */
 void nt_cuda_packed_reference(int on);
 
+/* For tests: nonzero runs every plain q8_2f product that takes the tensor cores on products.cu's
+ * k_mma_wide, which otherwise runs only where its blocks fill the SMs (long passes), and whose bits
+ * k_mma must reproduce. Affects the whole process. */
+void nt_cuda_mma_wide_always(int on);
+
 /* For tests: nonzero runs every product of llama.cpp's block types on ggml.cu's plain kernel
  * (k_ggml), whose bits the streaming kernel must reproduce. Affects the whole process. */
 void nt_cuda_ggml_reference(int on);

@@ -131,6 +131,16 @@ void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct 
 #define SCAN_QB 32 /* channels per block: on the H200 32 beat 16 and 8 (more blocks of fewer warps;
                     * conv + scan at n = 512: 349, 372, 446 us) */
 #endif
+/* ILP. Within a position the states are independent and the sum over k is a chain (adds, then
+ * shuffles); the next position's states wait only on this one's states, not on its sum. A warp
+ * issues in order, so the chain's latency is hidden only where the compiler puts the next
+ * position's work between its links, which it does only inside one basic block: whole chunks
+ * without snapshots run as one branch-free stretch (NT_SCAN_ILP=0 at build time: every chunk
+ * takes the loop with its per-position tests, to compare). The same operations in the same
+ * order for each value: the same bits. */
+#ifndef NT_SCAN_ILP
+#define NT_SCAN_ILP 1
+#endif
 #ifndef SCAN_WIDE_MIN /* (dev/cuda variants build other values) */
 #define SCAN_WIDE_MIN 32 /* passes of this many positions and more scan with 8 threads a channel */
 #endif
@@ -164,6 +174,7 @@ __global__ void __launch_bounds__(SCAN_QB * PARTS)
     bool live = ql < nq;
     float A = A_neg[h], Dh = Dv[h], bias = dt_bias[h];
     size_t state_floats = (size_t)nh * N * P, S_off = (size_t)h * N * P + (size_t)j * NPT * P + q;
+    float *y_q = y + (size_t)h * P + q; /* channel q's output at position 0 */
     float st[NPT];
 #if NT_STATE_EARLY
 #pragma unroll
@@ -225,15 +236,9 @@ __global__ void __launch_bounds__(SCAN_QB * PARTS)
             dtv[tl] = dt;
             dAv[tl] = expf(__fmul_rn(dt, A));
         }
-#pragma unroll
-        for (int tl = 0; tl < TC; tl++) {
-            if (tl >= cnt) break;
+        /* Position tl of the chunk: the states' step and the sum over k (THE SUM OVER k). */
+        auto position = [&](int tl, bool every_lane_stores) {
             int t = t0 + tl;
-            if (snap && live) {
-                float *Sn = snap + (size_t)t * state_floats + S_off;
-#pragma unroll
-                for (int kk = 0; kk < NPT; kk++) Sn[(size_t)kk * P] = st[kk];
-            }
             float x = S.x[tl][live ? ql : 0], dt = dtv[tl], dA = dAv[tl];
             const float *Bq = &S.B[tl][j * chunk::QS], *Cq = &S.C[tl][j * chunk::QS];
             float acc[EIGHTHS] = {};
@@ -253,7 +258,34 @@ __global__ void __launch_bounds__(SCAN_QB * PARTS)
             float sum = EIGHTHS == 2 ? __fadd_rn(acc[0], acc[EIGHTHS - 1]) : acc[0];
 #pragma unroll
             for (int o = 1; o < PARTS; o *= 2) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, o));
-            if (j == 0 && live) y[(size_t)t * I + (size_t)h * P + q] = __fadd_rn(sum, __fmul_rn(Dh, x));
+            /* The butterfly leaves the same bits in all PARTS lanes of the channel (each add's
+             * operands in either order), so where every thread of the block is live all may
+             * store: no branch around the store to cut the stretch below into blocks. */
+            float out = __fadd_rn(sum, __fmul_rn(Dh, x));
+            if (every_lane_stores)
+                y_q[(size_t)t * I] = out;
+            else if (j == 0 && live)
+                y_q[(size_t)t * I] = out;
+        };
+#if NT_SCAN_ILP
+        if (cnt == TC && !snap && nq == SCAN_QB) {
+            /* A whole chunk without snapshots, every channel live: one branch-free stretch of TC
+             * positions, so that the compiler interleaves position tl + 1's states (which wait
+             * only on tl's states) with tl's chain of adds and shuffles (ILP, above). */
+#pragma unroll
+            for (int tl = 0; tl < TC; tl++) position(tl, true);
+            continue;
+        }
+#endif
+#pragma unroll
+        for (int tl = 0; tl < TC; tl++) {
+            if (tl >= cnt) break;
+            if (snap && live) {
+                float *Sn = snap + (size_t)(t0 + tl) * state_floats + S_off;
+#pragma unroll
+                for (int kk = 0; kk < NPT; kk++) Sn[(size_t)kk * P] = st[kk];
+            }
+            position(tl, false);
         }
     }
     cp_async_wait<0>();

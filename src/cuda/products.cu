@@ -38,6 +38,8 @@
  * activations stream through a pipeline of shared-memory stages (cp.async); per block of 32
  * columns each warp runs 4 mma.m16n8k32.s8 with a zero accumulator and folds the int32 results
  * into f32 accumulators with the block's scales.
+ * k_mma_wide (plain q8_2f passes whose blocks fill the SMs): k_mma's arithmetic in blocks of 128
+ * rows x 2 items (8 warps of 32 rows x 32 positions), fragments by ldmatrix.
  * k_packed_ref: one warp per (row, position); any shape (q8_2f with cols % 32 != 0, rows too
  * wide for k_gemv). Slow and plain: it also states the arithmetic in its simplest form.
  * Float weights: k_float_product (a warp per row x 4 positions), and k_float_tile for f32 in plain
@@ -198,17 +200,16 @@ __global__ void __launch_bounds__(GV_THREADS, GV_MIN_BLOCKS) k_gemv(struct pk_pr
 #define MMA_WARPS 4
 #define MMA_ROWS (16 * MMA_WARPS)
 
-/* D = A B + c0 with A 16x32 s8 (row-major fragments), B 32x8 s8 (column-major), every element of
- * the accumulator c0. Not volatile: a pure function of its operands, which the compiler may
- * schedule freely. */
-__device__ __forceinline__ void mma_s8(int c[4], int a0, int a1, int a2, int a3, int b0, int b1, int c0) {
+/* D = A B + C, A 16x32 s8 (row-major fragments), B 32x8 s8 (column-major). Not volatile: a pure
+ * function of its operands, which the compiler may schedule freely. */
+__device__ __forceinline__ void mma_k32(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1, const int c[4]) {
 #ifdef NT_CUDA_EMULATION
-    emu_mma_m16n8k32_s8(c, a0, a1, a2, a3, b0, b1, c0);
+    emu_mma_m16n8k32_s8(d, a, b0, b1, c);
 #else
     asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%10,%10,%10,%10};\n"
-                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(c0));
+        "{%10,%11,%12,%13};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
 #endif
 }
 
@@ -357,6 +358,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MMA_MIN_BLOCKS) k_mma(struct p
 #pragma unroll
     for (int s = 0; s < MMA_STAGES - 1; s++) issue(s);
     const int rA = 16 * warp + g, rB = rA + 8; /* the warp's fragment rows in the tile */
+    const int cb = MMA_BIASED_ACC ? SMALL_INT_BIAS : 0, c0[4] = {cb, cb, cb, cb};
     for (int step = 0; step < nsteps; step++) {
         cp_async_wait<MMA_STAGES - 2>(); /* this thread's copies of `step` have landed */
         __syncthreads();                 /* everyone's have; everyone is done with step - 1 */
@@ -366,25 +368,25 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MMA_MIN_BLOCKS) k_mma(struct p
 #pragma unroll
         for (int j = 0; j < MMA_KC; j++) {
             if (j >= kc) break;
-            int a0, a1, a2, a3;
+            uint32_t A[4];
             float sA = 1.0f, sB = 1.0f;
             if (Q4) {
                 uint32_t xa = *(const uint32_t *)&S.w[rA][16 * j + 4 * t];
                 uint32_t xb = *(const uint32_t *)&S.w[rB][16 * j + 4 * t];
-                a0 = q4_lo(xa), a2 = q4_hi(xa), a1 = q4_lo(xb), a3 = q4_hi(xb);
+                A[0] = q4_lo(xa), A[2] = q4_hi(xa), A[1] = q4_lo(xb), A[3] = q4_hi(xb);
                 sA = S.s[rA][j];
                 sB = S.s[rB][j];
             } else {
                 uint2 xa = *(const uint2 *)&S.w[rA][32 * j + 8 * t];
                 uint2 xb = *(const uint2 *)&S.w[rB][32 * j + 8 * t];
-                a0 = (int)xa.x, a2 = (int)xa.y, a1 = (int)xb.x, a3 = (int)xb.y;
+                A[0] = xa.x, A[2] = xa.y, A[1] = xb.x, A[3] = xb.y;
             }
 #pragma unroll
             for (int jt = 0; jt < 4; jt++) {
                 uint2 xq = *(const uint2 *)&S.x[8 * jt + g][32 * j + 8 * t];
                 /* |sum| <= 32 x 128 x 127 < 2^22: its float (small_int_to_float) is exact */
                 int c[4];
-                mma_s8(c, a0, a1, a2, a3, (int)xq.x, (int)xq.y, MMA_BIASED_ACC ? SMALL_INT_BIAS : 0);
+                mma_k32(c, A, xq.x, xq.y, c0);
                 float f[4];
 #pragma unroll
                 for (int i = 0; i < 4; i++) f[i] = MMA_BIASED_ACC ? biased_int_to_float(c[i]) : small_int_to_float(c[i]);
@@ -412,6 +414,207 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MMA_MIN_BLOCKS) k_mma(struct p
             int p = 8 * j + 2 * t + (i & 1);
             if (r < rows && p < it.P) pk_store(a, it, r, p, acc[j][i]);
         }
+}
+
+/* ---- k_mma_wide ------------------------------------------------------------------------------ */
+
+/* Plain q8_2f products of many row blocks (long passes): the same arithmetic as k_mma in larger
+ * tiles. A block is 8 warps, 4 along the rows x 2 along the positions, each warp 32 rows (two m16
+ * tiles) x one item of 32 positions (four n8 tiles): 128 rows x two neighbouring items. Against
+ * k_mma's 64 x 32 (ncu, session 17: L2 67 % and L1 72 % busy at in_proj n = 512) each weight byte
+ * crosses L2 half as often (two items share it), each activation byte half as often (128 rows),
+ * a warp loads each activation fragment once for two weight tiles, and ldmatrix loads a fragment
+ * in one instruction: in_proj at n = 512 119 us against 158 (H100, session 17). With few row
+ * blocks it loses (out_proj at n = 64: 21 blocks, 42 us against 22), so pk_run takes it only
+ * when its blocks are at least the SMs (pk_setup counts them). */
+#define WIDE_RW 4    /* warps along the rows */
+#define WIDE_ITEMS 2 /* items (warps along the positions) */
+#define WIDE_ROWS (32 * WIDE_RW)
+#define WIDE_THREADS (WIDE_RW * WIDE_ITEMS * 32)
+#ifndef WIDE_MIN_BLOCKS
+#define WIDE_MIN_BLOCKS 2 /* resident blocks an SM the registers must allow (the shared memory's too) */
+#endif
+/* Bytes per staged row: ldmatrix reads 8 rows x 16 bytes at once, conflict-free when rows are an
+ * odd number of 16-byte units apart (144 = 9 x 16). */
+#define WIDE_STRIDE (MMA_KC * 32 + 16)
+
+struct wide_stage {
+    uint8_t w[WIDE_ROWS][WIDE_STRIDE];              /* the tile's weights, MMA_KC blocks */
+    uint8_t x[WIDE_ITEMS * PK_MMA_N][WIDE_STRIDE];  /* the items' activations */
+    /* their block scales, [item][block j][t][2 n + e] = the scale of position 8 n + 2 t + e: the 8
+     * a lane of fragment column t needs for block j are two float4 loads */
+    float d[WIDE_ITEMS][MMA_KC][4][8];
+};
+#define WIDE_SMEM (MMA_STAGES * sizeof(struct wide_stage)) /* dynamic shared memory */
+
+/* Four 8x16-byte matrices from shared memory: lanes 8i .. 8i + 7 give the row addresses of matrix
+ * i, and lane 4g + t receives bytes 4t .. 4t + 3 of row g of each (ldmatrix .x4 .b16). Volatile:
+ * it must stay between the barriers that guard the stage it reads. */
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], sh_addr_t row) {
+#ifdef NT_CUDA_EMULATION
+    emu_ldmatrix_x4(r, row);
+#else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(row));
+#endif
+}
+
+/* The fragments as in k_mma, but k slot = the block's column (both operands are q8_2f rows in
+ * column order, and a block's integer sum does not depend on the order): ldmatrix's matrices are
+ * then 16-byte halves of the staged rows. A: matrix 0 rows 0..7 bytes 0..15, 1 rows 8..15 bytes
+ * 0..15, 2 rows 0..7 bytes 16..31, 3 rows 8..15 bytes 16..31 (registers a0..a3); B for n tiles
+ * 2h, 2h + 1: matrix 0 positions 0..7 bytes 0..15 (b0 of 2h), 1 the same positions bytes 16..31
+ * (b1), 2 and 3 positions 8..15 (tile 2h + 1).
+ *
+ * A stage past the last block (cols / 32 not a multiple of MMA_KC) gets zero scales for its
+ * missing blocks instead of a branch per block, so the loop over a stage's blocks has none: the
+ * sums of whatever bytes the stage held (integers, |sum| <= 2^19, so finite floats) times a zero
+ * scale add +0 to a chain that is never -0 (it starts at +0; x + (-x) is +0; a product of a
+ * nonzero block sum and a nonzero scale is at least the smallest subnormal), the same bits as
+ * leaving them out. */
+__global__ void __launch_bounds__(WIDE_THREADS, WIDE_MIN_BLOCKS) k_mma_wide(struct pk_product a) {
+    NT_DYNAMIC_SHARED(uint8_t, smem);
+    struct wide_stage *st = (struct wide_stage *)smem;
+    static_assert(offsetof(struct wide_stage, d) % 16 == 0 && sizeof(struct wide_stage) % 16 == 0,
+                  "k_mma_wide's stage: 16-byte copies and float4 loads");
+    const struct pk_item it0 = pk_item_of(a, blockIdx.x * WIDE_ITEMS), it1 = pk_item_of(a, blockIdx.x * WIDE_ITEMS + 1);
+    if (!it0.P) return;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int wr = warp % WIDE_RW, wi = warp / WIDE_RW; /* the warp's rows 32 wr.., its item wi */
+    const int64_t cols = a.cols, nb = cols / 32, rows = a.rows;
+    const int64_t row0 = (int64_t)blockIdx.y * WIDE_ROWS;
+    const int nrows = (int)min((int64_t)WIDE_ROWS, rows - row0); /* rows past the end: row0 + nrows - 1 */
+    const int nsteps = (int)((nb + MMA_KC - 1) / MMA_KC);
+
+    /* Each thread's copies are the same every stage but for the column offset: their sources and
+     * places are found once. Weight copy i: row wrl + i WRSTEP (clamped to the last), bytes 16 wc..
+     * of the stage's (one base pointer, not one per copy: the 32 accumulators need the registers).
+     * Positions past an item's P stage its position P - 1 (computed, never stored); the second item
+     * of an odd count (no positions) stages the first's. */
+    const int WCPR = MMA_KC * 2, WRSTEP = WIDE_THREADS / WCPR, WCOP = WIDE_ROWS / WRSTEP;
+    const int XCPR = MMA_KC * 2, XCOP = WIDE_ITEMS * PK_MMA_N * XCPR / WIDE_THREADS;
+    static_assert(WIDE_ROWS % WRSTEP == 0 && WIDE_ITEMS * PK_MMA_N * XCPR % WIDE_THREADS == 0 &&
+                      WIDE_ITEMS * PK_MMA_N * MMA_KC == WIDE_THREADS,
+                  "k_mma_wide's copies divide evenly among the threads");
+    const int wrl = tid / WCPR, wc = tid % WCPR, wcol = wc / 2;
+    const uint8_t *wsrc = it0.W + row0 * cols + 16 * wc;
+    const int wdst = wrl * WIDE_STRIDE + 16 * wc;
+    auto qrow = [&](int pos) { /* the quantized row staged as the block's position pos */
+        const struct pk_item &ih = pos >= PK_MMA_N && it1.P ? it1 : it0;
+        return pk_qrow(a, ih, min(pos % PK_MMA_N, ih.P - 1));
+    };
+    const uint8_t *xsrc[XCOP];
+    int xdst[XCOP], xcol[XCOP];
+#pragma unroll
+    for (int i = 0; i < XCOP; i++) {
+        int u = tid + WIDE_THREADS * i, pos = u / XCPR, c = u % XCPR;
+        xsrc[i] = qrow(pos) + 16 * c;
+        xdst[i] = pos * WIDE_STRIDE + 16 * c;
+        xcol[i] = c / 2;
+    }
+    /* one block scale per thread: position dpos of the block, block dcol of the stage */
+    const int dpos = tid / MMA_KC, dcol = tid % MMA_KC, dn = dpos % PK_MMA_N;
+    const int dslot = (((dpos / PK_MMA_N) * MMA_KC + dcol) * 4 + dn % 8 / 2) * 8 + 2 * (dn / 8) + dn % 2;
+    const float *dsrc = (const float *)(qrow(dpos) + 32 * nb) + dcol;
+
+    /* issues the copies of stage `step` into st[step % MMA_STAGES] (nothing past the last) */
+    const sh_addr_t st0 = sh_addr(smem);
+    auto issue = [&](int step) {
+        if (step < nsteps) {
+            const sh_addr_t sa = st0 + (step % MMA_STAGES) * (int)sizeof(struct wide_stage);
+            int64_t b0 = (int64_t)step * MMA_KC;
+            int kc = (int)min((int64_t)MMA_KC, nb - b0);
+            if (wcol < kc)
+#pragma unroll
+                for (int i = 0; i < WCOP; i++)
+                    cp_async16_at(sa + (int)offsetof(struct wide_stage, w) + wdst + i * WRSTEP * WIDE_STRIDE,
+                                  wsrc + (int64_t)min(wrl + i * WRSTEP, nrows - 1) * cols + 32 * b0);
+#pragma unroll
+            for (int i = 0; i < XCOP; i++)
+                if (xcol[i] < kc)
+                    cp_async16_at(sa + (int)offsetof(struct wide_stage, x) + xdst[i], xsrc[i] + 32 * b0);
+            if (dcol < kc)
+                cp_async4_at(sa + (int)(offsetof(struct wide_stage, d) + sizeof(float) * dslot), dsrc + b0);
+            else
+                (&st[step % MMA_STAGES].d[0][0][0][0])[dslot] = 0.0f; /* a block past the last: scale 0 */
+        }
+        cp_async_commit(); /* an empty group past the last stage keeps the wait counts uniform */
+    };
+
+    float acc[2][4][4]; /* [m tile][n tile][fragment element] */
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int n = 0; n < 4; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[m][n][i] = 0.0f;
+    const int c0[4] = {SMALL_INT_BIAS, SMALL_INT_BIAS, SMALL_INT_BIAS, SMALL_INT_BIAS};
+    const int rw = 32 * wr; /* the warp's first row in the tile */
+    /* ldmatrix row addresses within a stage: A of m tile m at + 16 m rows, B of n tiles 2h, 2h + 1
+     * at + 16 h positions; + 32 j for block j */
+    const int a_off = (int)offsetof(struct wide_stage, w) + (rw + (lane & 7) + 8 * ((lane >> 3) & 1)) * WIDE_STRIDE +
+                      16 * (lane >> 4);
+    const int b_off = (int)offsetof(struct wide_stage, x) + (PK_MMA_N * wi + (lane & 7) + 8 * (lane >> 4)) * WIDE_STRIDE +
+                      16 * ((lane >> 3) & 1);
+
+#pragma unroll
+    for (int s = 0; s < MMA_STAGES - 1; s++) issue(s);
+    for (int step = 0; step < nsteps; step++) {
+        cp_async_wait<MMA_STAGES - 2>(); /* this thread's copies of `step` have landed */
+        __syncthreads();                 /* everyone's have; everyone is done with step - 1 */
+        issue(step + MMA_STAGES - 1);    /* into step - 1's stage */
+        const struct wide_stage &S = st[step % MMA_STAGES];
+        const sh_addr_t sa = st0 + (step % MMA_STAGES) * (int)sizeof(struct wide_stage);
+#pragma unroll
+        for (int j = 0; j < MMA_KC; j++) {
+            uint32_t A[2][4], B[4][2];
+#pragma unroll
+            for (int m = 0; m < 2; m++) ldmatrix_x4(A[m], sa + a_off + 16 * m * WIDE_STRIDE + 32 * j);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                uint32_t r[4];
+                ldmatrix_x4(r, sa + b_off + 16 * h * WIDE_STRIDE + 32 * j);
+                B[2 * h][0] = r[0], B[2 * h][1] = r[1], B[2 * h + 1][0] = r[2], B[2 * h + 1][1] = r[3];
+            }
+            const float4 dlo = *(const float4 *)&S.d[wi][j][t][0], dhi = *(const float4 *)&S.d[wi][j][t][4];
+            const float dv[8] = {dlo.x, dlo.y, dlo.z, dlo.w, dhi.x, dhi.y, dhi.z, dhi.w};
+#pragma unroll
+            for (int n = 0; n < 4; n++)
+#pragma unroll
+                for (int m = 0; m < 2; m++) {
+                    int c[4];
+                    mma_k32(c, A[m], B[n][0], B[n][1], c0);
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        acc[m][n][i] = __fmaf_rn(biased_int_to_float(c[i]), dv[2 * n + (i & 1)], acc[m][n][i]);
+                }
+        }
+    }
+    cp_async_wait<0>(); /* no copy outlives the block (the empty trailing groups) */
+    const struct pk_item mine = wi ? it1 : it0;
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int n = 0; n < 4; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int64_t r = row0 + rw + 16 * m + g + 8 * (i >> 1);
+                int p = 8 * n + 2 * t + (i & 1);
+                if (r < rows && p < mine.P) pk_store(a, mine, r, p, acc[m][n][i]);
+            }
+}
+
+/* The SMs of the device pk_setup saw last: k_mma_wide runs where its blocks fill them (a heuristic
+ * only: both kernels compute the same bits). */
+static int wide_sms = 1;
+
+/* Once per device, before any product: the shared memory k_mma_wide opts into. */
+cudaError_t pk_setup(int device) {
+    cudaError_t e = cudaDeviceGetAttribute(&wide_sms, cudaDevAttrMultiProcessorCount, device);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_mma_wide, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WIDE_SMEM);
+    return e;
 }
 
 /* ---- k_float_product -------------------------------------------------------------------------- */
@@ -615,8 +818,10 @@ __global__ void __launch_bounds__(REF_WARPS * 32) k_packed_ref(struct pk_product
 /* ---- launch -------------------------------------------------------------------------------- */
 
 static int reference_only; /* nt_cuda_packed_reference */
+static int mma_wide_always; /* nt_cuda_mma_wide_always */
 
 extern "C" void nt_cuda_packed_reference(int on) { reference_only = on; }
+extern "C" void nt_cuda_mma_wide_always(int on) { mma_wide_always = on; }
 bool pk_reference_only(void) { return reference_only != 0; }
 
 /* Rows one k_gemv block owns for a matrix of cpr chunks per row and items of up to maxp
@@ -706,6 +911,15 @@ bool pk_run(struct nt_backend *be, const struct pk_product *a, int work) {
         dim3 qgrid((unsigned)a->n, (unsigned)((nb + 7) / 8));
         NT_LAUNCH(k_quantize, qgrid, 256, *a);
         if (!LAUNCHED(be)) return false;
+    }
+    if (mma && !a->grouped && a->dtype == NT_DTYPE_Q8_2F) { /* (a grouped block's items: other experts) */
+        int64_t blocks = (work + WIDE_ITEMS - 1) / WIDE_ITEMS * ((a->rows + WIDE_ROWS - 1) / WIDE_ROWS);
+        if (mma_wide_always || blocks >= wide_sms) {
+            if (!row_grid(be, a, (work + WIDE_ITEMS - 1) / WIDE_ITEMS, (a->rows + WIDE_ROWS - 1) / WIDE_ROWS, &grid))
+                return false;
+            NT_LAUNCH_SMEM(k_mma_wide, grid, WIDE_THREADS, WIDE_SMEM, *a);
+            return LAUNCHED(be);
+        }
     }
     if (mma) {
         if (!row_grid(be, a, work, (a->rows + MMA_ROWS - 1) / MMA_ROWS, &grid)) return false;

@@ -159,6 +159,9 @@ __device__ __forceinline__ const uint8_t *pk_qrow(const struct pk_product &a, co
  * be's fault recorded, when a launch failed. */
 bool pk_run(struct nt_backend *be, const struct pk_product *a, int work);
 
+/* Once per device, before any product: the shared memory k_mma_wide opts into, the SMs it fills. */
+cudaError_t pk_setup(int device);
+
 /* ggml.cu: the block-type product over quantized activations (pk_run quantizes them first);
  * the most rows its grid holds. */
 bool gg_launch(struct nt_backend *be, const struct pk_product *a, int work);

@@ -575,14 +575,14 @@ int emu::reduce_add(int v) {
     return (int)s;
 }
 
-/* mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32, every accumulator element c0 (PTX ISA fragments):
- * lane 4g + t holds A row g k 4t..4t+3 (a0), row g+8 k 4t.. (a1), row g k 16+4t.. (a2),
- * row g+8 k 16+4t.. (a3); B column g k 4t.. (b0), k 16+4t.. (b1); D (g, 2t), (g, 2t+1),
- * (g+8, 2t), (g+8, 2t+1). */
-void emu_mma_m16n8k32_s8(int d[4], int a0, int a1, int a2, int a3, int b0, int b1, int c0) {
+/* mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 (PTX ISA fragments): lane 4g + t holds A row g
+ * k 4t..4t+3 (a[0]), row g+8 k 4t.. (a[1]), row g k 16+4t.. (a[2]), row g+8 k 16+4t.. (a[3]); B
+ * column g k 4t.. (b0), k 16+4t.. (b1); C and D (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1). */
+void emu_mma_m16n8k32_s8(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1, const int c[4]) {
     uint64_t *me = slot(blk.tid & 31);
-    int mine[6] = {a0, a1, a2, a3, b0, b1};
-    for (int i = 0; i < 6; i++) me[i] = (uint64_t)(uint32_t)mine[i];
+    uint32_t mine[6] = {a[0], a[1], a[2], a[3], b0, b1};
+    for (int i = 0; i < 6; i++) me[i] = mine[i];
+    int cin[4] = {c[0], c[1], c[2], c[3]}; /* d may be c */
     warp_wait();
     auto byte = [](uint64_t w, int k) { return (int)(int8_t)(uint8_t)(w >> (8 * (k & 3))); };
     auto A = [&](int row, int k) {
@@ -594,7 +594,25 @@ void emu_mma_m16n8k32_s8(int d[4], int a0, int a1, int a2, int a3, int b0, int b
     for (int i = 0; i < 4; i++) {
         int row = g + 8 * (i >> 1), col = 2 * t + (i & 1), s = 0;
         for (int k = 0; k < 32; k++) s += A(row, k) * B(k, col);
-        d[i] = (int)((uint32_t)s + (uint32_t)c0); /* the s32 accumulate wraps */
+        d[i] = (int)((uint32_t)s + (uint32_t)cin[i]); /* the s32 accumulate wraps */
+    }
+    warp_wait();
+}
+
+/* ldmatrix.sync.aligned.m8n8.x4.shared.b16: lane 8i + j gives the address of row j of matrix i (16
+ * bytes, 16-byte aligned); lane 4g + t receives bytes 4t..4t+3 of row g of matrix i in r[i]. */
+void emu_ldmatrix_x4(uint32_t r[4], const uint8_t *row) {
+    if ((uintptr_t)row % 16) {
+        fprintf(stderr, "cuda_emu: %s: ldmatrix row address %p not 16-byte aligned\n", emu::running_kernel(),
+                (const void *)row);
+        abort();
+    }
+    unsigned lane = blk.tid & 31;
+    slot(lane)[0] = (uint64_t)(uintptr_t)row;
+    warp_wait();
+    for (int i = 0; i < 4; i++) {
+        const uint8_t *src = (const uint8_t *)(uintptr_t)slot(8 * i + (lane >> 2))[0];
+        memcpy(&r[i], src + 4 * (lane & 3), 4);
     }
     warp_wait();
 }

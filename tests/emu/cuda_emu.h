@@ -234,8 +234,9 @@ static inline int __reduce_min_sync(unsigned, int v) {
     return v;
 }
 
-/* mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32, every accumulator element c0: cuda_emu.cc. */
-void emu_mma_m16n8k32_s8(int d[4], int a0, int a1, int a2, int a3, int b0, int b1, int c0);
+/* mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 and ldmatrix .x4 (.b16): cuda_emu.cc. */
+void emu_mma_m16n8k32_s8(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1, const int c[4]);
+void emu_ldmatrix_x4(uint32_t r[4], const uint8_t *row);
 
 /* ---- intrinsics ------------------------------------------------------------------------------ */
 

@@ -307,6 +307,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     verbose = argc > 1 && !strcmp(argv[1], "-v"); /* -v: a line per check, not only failures */
+    if (pk_setup(0) != cudaSuccess) { /* what the backend does at open: k_mma_wide's shared memory, the SMs */
+        fprintf(stderr, "test_cuda_emu: pk_setup failed\n");
+        return 1;
+    }
     static const struct {
         int rows, cols;
     } shapes[] = {

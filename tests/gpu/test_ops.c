@@ -485,6 +485,12 @@ static void matmul_case(enum nt_dtype dt, int rows, int cols, int n, int pass_n,
     if (!nt_dtype_is_ggml_block(dt) && n >= 2 && n <= 16)
         matmul_switched(nt_cuda_multi_reference, what, "products.cu's kernels", y[GPU], pass_n, n, &W[GPU],
                         F(bias, GPU), act, F(xt, GPU), xs, ys);
+    /* products.cu's wide tensor-core kernel (plain q8_2f passes whose blocks fill the SMs) wherever
+     * the tensor cores run, against the kernel the pass chose: on a GPU this pass's shapes take it
+     * only when forced */
+    if (dt == NT_DTYPE_Q8_2F && n >= 13) /* (2 .. 12: decode.cu's k_decode_multi) */
+        matmul_switched(nt_cuda_mma_wide_always, what, "k_mma_wide", y[GPU], pass_n, n, &W[GPU], F(bias, GPU), act,
+                        F(xt, GPU), xs, ys);
     if (!invariance) return;
     struct nt_backend *be = BE[GPU];
     /* one arithmetic per position: the same rows from passes of one position */

@@ -7,8 +7,8 @@
 /* THE CONV. Position t's output needs only the K - 1 inputs before it (from the pass, or from the
  * ring for the first K - 1 positions) and its own: the positions are independent. A pass of one
  * position (decode) runs k_mamba_conv_one: a thread per channel, the ring read, shifted and
- * written back. A longer pass runs k_mamba_conv: a thread per (position, channel), each reading its
- * window from the inputs or the ring, then k_mamba_ring_update writes the new ring (its last K - 1
+ * written back. A longer pass runs k_mamba_conv: a thread per (CONV_TP positions, channel), each
+ * sliding its window over the inputs (the first from the ring), then k_mamba_ring_update writes the new ring (its last K - 1
  * inputs) once every position has read the old one (a second launch: blocks cannot wait for each
  * other). The taps are the same chain in both: acc = bias, + w[k] r[k] for k < K - 1 in order,
  * + w[K - 1] in; then silu. snap (a verify pass; else NULL): slot t gets the ring before
@@ -58,19 +58,45 @@ __global__ void k_mamba_conv_one(int K, int CD, int I, const float *conv_w, cons
     xbc[c] = silu_d(acc);
 }
 
-__global__ void k_mamba_conv(int n, int K, int CD, int I, int zxdw, const float *conv_w, const float *conv_b,
+/* CONV_TP positions of one channel a thread: the window slides in registers, so each input is
+ * read once a thread instead of once for every output that needs it (K of them), and the
+ * thread's outputs (each its own chain and silu) are independent work for the scheduler. KC: the
+ * kernel width as a constant (the window in registers: Nemotron-H's 4), or 0 for K read at run
+ * time (the window in local memory). The same chain per output as k_mamba_conv_one: the same
+ * bits. */
+#define CONV_TP 8
+template <int KC>
+__global__ void k_mamba_conv(int n, int K_run, int CD, int I, int zxdw, const float *conv_w, const float *conv_b,
                              const float *zxd, const float *ring, float *snap, float *xbc) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+    const int K = KC ? KC : K_run;
+    int c = blockIdx.x * blockDim.x + threadIdx.x, t0 = blockIdx.y * CONV_TP;
     if (c >= CD) return;
     const float *wc = conv_w + (size_t)c * K;
-    float acc = conv_b ? conv_b[c] : 0.0f;
-    for (int k = 0; k < K - 1; k++) {
-        float r = conv_input(t - (K - 1) + k, K, CD, I, zxdw, c, zxd, ring);
-        if (snap) snap[((size_t)t * (K - 1) + k) * CD + c] = r;
-        acc = __fadd_rn(acc, __fmul_rn(wc[k], r));
+    float w[KC ? KC : NT_MAX_CONV_KERNEL], r[KC ? KC : NT_MAX_CONV_KERNEL];
+#pragma unroll
+    for (int k = 0; k < K; k++) w[k] = wc[k];
+#pragma unroll
+    for (int k = 0; k < K - 1; k++) r[k] = conv_input(t0 - (K - 1) + k, K, CD, I, zxdw, c, zxd, ring);
+    float bias = conv_b ? conv_b[c] : 0.0f;
+    float ins[CONV_TP]; /* the thread's inputs, all requested before the first store */
+#pragma unroll
+    for (int i = 0; i < CONV_TP; i++) ins[i] = t0 + i < n ? zxd[(size_t)(t0 + i) * zxdw + I + c] : 0.0f;
+#pragma unroll
+    for (int i = 0; i < CONV_TP; i++) {
+        int t = t0 + i;
+        bool on = t < n;
+        float in = ins[i], acc = bias;
+#pragma unroll
+        for (int k = 0; k < K - 1; k++) {
+            if (snap && on) snap[((size_t)t * (K - 1) + k) * CD + c] = r[k];
+            acc = __fadd_rn(acc, __fmul_rn(w[k], r[k]));
+        }
+        acc = __fadd_rn(acc, __fmul_rn(w[K - 1], in));
+        if (on) xbc[(size_t)t * CD + c] = silu_d(acc);
+#pragma unroll
+        for (int k = 0; k + 1 < K - 1; k++) r[k] = r[k + 1];
+        if (K > 1) r[K - 2] = in;
     }
-    acc = __fadd_rn(acc, __fmul_rn(wc[K - 1], zxd[(size_t)t * zxdw + I + c]));
-    xbc[(size_t)t * CD + c] = silu_d(acc);
 }
 
 /* The ring after n positions: its entries k = 0 .. K - 2 are inputs n - (K - 1) + k. In place:
@@ -97,8 +123,13 @@ void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct 
         LAUNCHED(be);
         return;
     }
-    NT_LAUNCH(k_mamba_conv, dim3(blocks, (unsigned)p->n), CONV_THREADS, p->n, d->K, d->CD, d->I, d->zxd, w->conv_w,
-              w->conv_b, zxd, ring, snap, xbc);
+    dim3 grid(blocks, (unsigned)((p->n + CONV_TP - 1) / CONV_TP));
+    if (d->K == 4)
+        NT_LAUNCH(k_mamba_conv<4>, grid, CONV_THREADS, p->n, d->K, d->CD, d->I, d->zxd, w->conv_w, w->conv_b, zxd,
+                  ring, snap, xbc);
+    else
+        NT_LAUNCH(k_mamba_conv<0>, grid, CONV_THREADS, p->n, d->K, d->CD, d->I, d->zxd, w->conv_w, w->conv_b, zxd,
+                  ring, snap, xbc);
     if (!LAUNCHED(be)) return;
     NT_LAUNCH(k_mamba_ring_update, blocks, CONV_THREADS, p->n, d->K, d->CD, d->I, d->zxd, zxd, ring);
     LAUNCHED(be);
@@ -124,8 +155,9 @@ void be_mamba_conv(struct nt_backend *be, const struct nt_pass *p, const struct 
  * No barrier inside a position: the inputs of TC positions at a time (B and C of the head's
  * group, x of the block's channels, the raw dt) are copied into shared memory with cp.async, the
  * next chunk's while this one is scanned, one barrier per chunk; dt and dA of a chunk's positions
- * are computed up front (independent of the chain). snap (a verify pass; else NULL): slot t gets
- * the state before position t, stored from the registers at the top of the position. */
+ * are computed up front (independent of the chain), one position a lane. snap (a verify pass;
+ * else NULL): slot t gets the state before position t, stored from the registers at the top of
+ * the position. */
 #define SCAN_MAX_N 256
 #ifndef SCAN_QB /* (dev/cuda variants build other values) */
 #define SCAN_QB 32 /* channels per block: on the H200 32 beat 16 and 8 (more blocks of fewer warps;
@@ -166,6 +198,7 @@ __global__ void __launch_bounds__(SCAN_QB * PARTS)
                  float *__restrict__ snap, float *__restrict__ y) {
     typedef scan_chunk<NPT, PARTS> chunk;
     const int TC = chunk::TC;
+    static_assert(chunk::TC <= 32, "a chunk's dt and dA are held one position a lane");
     const int EIGHTHS = 8 / PARTS, L = NPT / EIGHTHS; /* a thread's eighths of N, and their length */
     __shared__ __align__(16) chunk ch[2];
     int h = blockIdx.x, tid = threadIdx.x, j = tid % PARTS, ql = tid / PARTS;
@@ -227,19 +260,20 @@ __global__ void __launch_bounds__(SCAN_QB * PARTS)
         issue(c + 1);
         const chunk &S = ch[c & 1];
         int t0 = c * TC, cnt = min(TC, n - t0);
-        float dtv[TC], dAv[TC];
-#pragma unroll
-        for (int tl = 0; tl < TC; tl++) {
-            if (tl >= cnt) break; /* (a decode step computes one) */
-            float dt = softplus_d(__fadd_rn(S.dt[tl], bias));
-            dt = fminf(fmaxf(dt, dt_lo), dt_hi);
-            dtv[tl] = dt;
-            dAv[tl] = expf(__fmul_rn(dt, A));
+        /* dt and dA of the chunk's positions, position tl's computed once by lane tl % TC of
+         * each warp and read by the others with a shuffle (not by every thread: a softplus and
+         * an exp cost ~40 instructions, a third of a position's share of the chain) */
+        float lane_dt = 0.0f, lane_dA = 0.0f;
+        if ((tid & 31) % TC < cnt) {
+            lane_dt = softplus_d(__fadd_rn(S.dt[(tid & 31) % TC], bias));
+            lane_dt = fminf(fmaxf(lane_dt, dt_lo), dt_hi);
+            lane_dA = expf(__fmul_rn(lane_dt, A));
         }
         /* Position tl of the chunk: the states' step and the sum over k (THE SUM OVER k). */
         auto position = [&](int tl, bool every_lane_stores) {
             int t = t0 + tl;
-            float x = S.x[tl][live ? ql : 0], dt = dtv[tl], dA = dAv[tl];
+            float x = S.x[tl][live ? ql : 0];
+            float dt = __shfl_sync(0xffffffffu, lane_dt, tl), dA = __shfl_sync(0xffffffffu, lane_dA, tl);
             const float *Bq = &S.B[tl][j * chunk::QS], *Cq = &S.C[tl][j * chunk::QS];
             float acc[EIGHTHS] = {};
 #pragma unroll

@@ -221,6 +221,15 @@ __device__ __forceinline__ void mma_k32(int d[4], const uint32_t a[4], uint32_t 
 #define MMA_BIASED_ACC 1
 #endif
 
+/* 1: a whole stage's MMA_KC blocks run as one branch-free stretch (only the last stage of a row
+ * may hold fewer and keeps a test per block), so that the compiler can load block j + 1's
+ * fragments and issue its mma while block j's sums are folded into the accumulators: a warp
+ * issues in order, and the test per block made each block wait out its own loads and mma
+ * (the scan's same fix: mamba.cu, ILP). The same operations in the same order: the same bits. */
+#ifndef MMA_STAGE_ILP
+#define MMA_STAGE_ILP 1
+#endif
+
 #define MMA_KC 4     /* blocks of 32 columns per stage */
 #ifndef MMA_STAGES   /* (dev/cuda variants build other values) */
 #define MMA_STAGES 3 /* stages in shared memory: two in flight while one is computed */
@@ -365,9 +374,8 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MMA_MIN_BLOCKS) k_mma(struct p
         issue(step + MMA_STAGES - 1);    /* into step - 1's stage */
         const struct mma_stage<Q4> &S = st[step % MMA_STAGES];
         int kc = (int)min((int64_t)MMA_KC, nb - (int64_t)step * MMA_KC);
-#pragma unroll
-        for (int j = 0; j < MMA_KC; j++) {
-            if (j >= kc) break;
+        /* block j of the stage: the warp's 16 rows x 32 positions */
+        auto block = [&](int j) {
             uint32_t A[4];
             float sA = 1.0f, sB = 1.0f;
             if (Q4) {
@@ -403,6 +411,19 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MMA_MIN_BLOCKS) k_mma(struct p
                     acc[jt][3] = __fmaf_rn(f[3], d1, acc[jt][3]);
                 }
             }
+        };
+#if MMA_STAGE_ILP
+        if (kc == MMA_KC) {
+            /* a whole stage: one branch-free stretch of MMA_KC blocks (MMA_STAGE_ILP, above) */
+#pragma unroll
+            for (int j = 0; j < MMA_KC; j++) block(j);
+            continue;
+        }
+#endif
+#pragma unroll
+        for (int j = 0; j < MMA_KC; j++) {
+            if (j >= kc) break;
+            block(j);
         }
     }
     cp_async_wait<0>(); /* no copy outlives the block (the empty trailing groups) */

@@ -107,22 +107,27 @@ __device__ void att_load_q(const struct att_args &a, struct att_shared &sh, cons
 }
 
 /* Copies tile j of kv head kvh (keys past ctx, and dims past dh, as zeros: they are never read
- * from the caches, whose rows past the context may hold anything). */
+ * from the caches, whose rows past the context may hold anything). The caller's barrier makes
+ * the rows visible to the block (each thread has waited for its own copies). */
 __device__ void att_load_tile(const struct att_args &a, struct att_shared &sh, int kvh, int j, int ctx) {
     int S = att_stride(a.dh), kvw = a.nkv * a.dh;
     if (a.dh % 4 == 0) { /* whole float4s: the rows are 16-byte aligned */
         int c4 = S / 4;
         for (int i = threadIdx.x; i < ATT_TILE * c4; i += ATT_THREADS) {
             int r = i / c4, c = 4 * (i % c4), u = j * ATT_TILE + r;
-            float4 kv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv = kv;
             if (u < ctx && c < a.dh) {
                 size_t at = (size_t)u * kvw + (size_t)kvh * a.dh + c;
-                kv = *(const float4 *)(a.kc + at);
-                vv = *(const float4 *)(a.vc + at);
+                cp_async16(&sh.k[r][c], a.kc + at);
+                cp_async16(&sh.v[r][c], a.vc + at);
+            } else {
+                *(float4 *)&sh.k[r][c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                *(float4 *)&sh.v[r][c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
-            *(float4 *)&sh.k[r][c] = kv;
-            *(float4 *)&sh.v[r][c] = vv;
         }
+        /* (cp.async: a thread's ~16 copies all in flight at once; loads into registers, each
+         * stored before the next was asked for, waited out the trip from L2 once a copy) */
+        cp_async_commit();
+        cp_async_wait<0>();
     } else {
         for (int i = threadIdx.x; i < ATT_TILE * S; i += ATT_THREADS) {
             int r = i / S, c = i % S, u = j * ATT_TILE + r;

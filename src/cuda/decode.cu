@@ -672,17 +672,9 @@ static bool dc_quantize_rows(struct nt_backend *be, const struct dc_product *a, 
     return CK(be, NT_LAUNCH_EARLY(k_dc_quantize<false>, grid, DC_THREADS, 0, *a)) && LAUNCHED(be);
 }
 
-/* DC_DOWN_OWN_QUANTIZE 1: the experts' down product (k rows) is quantized by each of its blocks
- * after its first tiles are requested, as a plain product's one row is, instead of once by
- * k_dc_quantize between the up and down kernels (one launch and one drain fewer, ~44 KB more L2
- * reads a block); 0: by k_dc_quantize. The same bytes either way (dc_quantize). */
-#ifndef DC_DOWN_OWN_QUANTIZE
-#define DC_DOWN_OWN_QUANTIZE 0
-#endif
-
 /* qx_room: device memory for the nq quantized rows when nq > 1 (k_dc_quantize writes them). */
 static bool dc_launch(struct nt_backend *be, struct dc_product *a, uint8_t *qx_room) {
-    a->qx = a->nq > 1 && !(DC_DOWN_OWN_QUANTIZE && a->mode == DC_DOWN) ? qx_room : NULL;
+    a->qx = a->nq > 1 ? qx_room : NULL;
     int S = a->mode == DC_DOWN ? a->k : 1;
     a->rb = DC_TILE / (S * chunks_per_row(a->dtype, a->cols));
     if (a->rb > DC_THREADS / S) a->rb = DC_THREADS / S;

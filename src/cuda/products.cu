@@ -626,6 +626,18 @@ __global__ void __launch_bounds__(WIDE_THREADS, WIDE_MIN_BLOCKS) k_mma_wide(stru
             }
 }
 
+/* The SMs of the device pk_setup saw last: k_mma_wide runs where its blocks fill them (a heuristic
+ * only: both kernels compute the same bits). */
+static int wide_sms = 1;
+
+/* Once per device, before any product: the shared memory k_mma_wide opts into. */
+cudaError_t pk_setup(int device) {
+    cudaError_t e = cudaDeviceGetAttribute(&wide_sms, cudaDevAttrMultiProcessorCount, device);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_mma_wide, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WIDE_SMEM);
+    return e;
+}
+
 /* ---- k_float_product -------------------------------------------------------------------------- */
 
 #define FP_WARPS 4
@@ -700,18 +712,10 @@ __global__ void __launch_bounds__(FP_WARPS * 32) k_float_product(struct pk_produ
  * and positions stream through shared memory FT_KC columns at a time (cp.async, two stages); each
  * thread computes 2 rows x 2 positions, all 8 chains of each in registers, so a staged value is
  * read once per 2 outputs instead of once per output (k_float_product: 4 positions per row staged,
- * 193 us for the router at n = 512 on the H200).
- *
- * The router's grid is small (n = 512: 16 x 8 = 128 blocks, one an SM) and a stage's compute
- * (~0.3 us) is shorter than a copy's trip from L2, so with one stage in flight each block waited
- * out every copy (61 us at n = 512 on the H100, session 18): FT_STAGES stages in dynamic shared
- * memory keep FT_STAGES - 1 in flight. */
+ * 193 us for the router at n = 512 on the H200). */
 #define FT_ROWS 16
 #define FT_POS 32
 #define FT_KC 64
-#ifndef FT_STAGES
-#define FT_STAGES 6
-#endif
 #define FT_THREADS (FT_ROWS / 2 * FT_POS / 2)
 #define FT_STRIDE (FT_KC + 4) /* floats per staged row: 16 rows a warp reads at once, 4 banks apart */
 #define FT_MIN_N 256 /* positions from which the tile wins: n = 64 gives 16 blocks (58 us against 34) */
@@ -721,36 +725,29 @@ static bool float_tile_fits(const struct pk_product *a) {
            (uintptr_t)a->x % 16 == 0 && (uintptr_t)a->W % 16 == 0;
 }
 
-struct ft_stage {
-    float w[FT_ROWS][FT_STRIDE];
-    float x[FT_POS][FT_STRIDE];
-};
-#define FT_SMEM (FT_STAGES * sizeof(struct ft_stage)) /* dynamic shared memory */
-
 __global__ void __launch_bounds__(FT_THREADS) k_float_tile(struct pk_product a) {
-    NT_DYNAMIC_SHARED(uint8_t, smem);
-    struct ft_stage *st = (struct ft_stage *)smem;
+    __shared__ __align__(16) float sw[2][FT_ROWS][FT_STRIDE];
+    __shared__ __align__(16) float sx[2][FT_POS][FT_STRIDE];
     int tid = threadIdx.x, tr = tid / (FT_POS / 2), tp = tid % (FT_POS / 2);
     int64_t rows = a.rows, cols = a.cols, c8 = cols & ~(int64_t)7;
     int64_t r0 = (int64_t)blockIdx.y * FT_ROWS;
     int t0 = blockIdx.x * FT_POS;
     const float *W = (const float *)a.W;
     int nsteps = (int)((c8 + FT_KC - 1) / FT_KC);
-    auto issue = [&](int step) { /* stage `step` into st[step % FT_STAGES] (nothing past the last) */
+    auto issue = [&](int step) {
         if (step < nsteps) {
-            struct ft_stage &S = st[step % FT_STAGES];
             int64_t c0 = (int64_t)step * FT_KC;
             int q4 = (int)(min((int64_t)FT_KC, c8 - c0) / 4); /* float4s per staged row */
             for (int u = tid; u < FT_ROWS * q4; u += FT_THREADS) {
                 int rl = u / q4, c = u % q4;
-                cp_async16(&S.w[rl][4 * c], W + min(r0 + rl, rows - 1) * cols + c0 + 4 * c);
+                cp_async16(&sw[step & 1][rl][4 * c], W + min(r0 + rl, rows - 1) * cols + c0 + 4 * c);
             }
             for (int u = tid; u < FT_POS * q4; u += FT_THREADS) {
                 int pl = u / q4, c = u % q4;
-                cp_async16(&S.x[pl][4 * c], a.x + (int64_t)min(t0 + pl, a.n - 1) * a.x_stride + c0 + 4 * c);
+                cp_async16(&sx[step & 1][pl][4 * c], a.x + (int64_t)min(t0 + pl, a.n - 1) * a.x_stride + c0 + 4 * c);
             }
         }
-        cp_async_commit(); /* an empty group past the last stage keeps the wait counts uniform */
+        cp_async_commit();
     };
     float acc[2][2][8];
 #pragma unroll
@@ -759,22 +756,20 @@ __global__ void __launch_bounds__(FT_THREADS) k_float_tile(struct pk_product a) 
         for (int j = 0; j < 2; j++)
 #pragma unroll
             for (int l = 0; l < 8; l++) acc[i][j][l] = 0.0f;
-#pragma unroll
-    for (int s = 0; s < FT_STAGES - 1; s++) issue(s);
+    issue(0);
     for (int step = 0; step < nsteps; step++) {
-        cp_async_wait<FT_STAGES - 2>(); /* this thread's copies of `step` have landed */
-        __syncthreads();                /* everyone's have; everyone is done with step - 1 */
-        issue(step + FT_STAGES - 1);    /* into step - 1's stage */
-        const struct ft_stage &S = st[step % FT_STAGES];
-        int kc = (int)min((int64_t)FT_KC, c8 - (int64_t)step * FT_KC);
+        cp_async_wait<0>();
+        __syncthreads(); /* the stage has landed; everyone is done with the other one */
+        issue(step + 1);
+        int b = step & 1, kc = (int)min((int64_t)FT_KC, c8 - (int64_t)step * FT_KC);
         for (int c = 0; c < kc; c += 8) {
             float w[2][8], x[2][8];
 #pragma unroll
             for (int i = 0; i < 2; i++) {
-                float4 lo = *(const float4 *)&S.w[2 * tr + i][c], hi = *(const float4 *)&S.w[2 * tr + i][c + 4];
+                float4 lo = *(const float4 *)&sw[b][2 * tr + i][c], hi = *(const float4 *)&sw[b][2 * tr + i][c + 4];
                 w[i][0] = lo.x, w[i][1] = lo.y, w[i][2] = lo.z, w[i][3] = lo.w;
                 w[i][4] = hi.x, w[i][5] = hi.y, w[i][6] = hi.z, w[i][7] = hi.w;
-                lo = *(const float4 *)&S.x[2 * tp + i][c], hi = *(const float4 *)&S.x[2 * tp + i][c + 4];
+                lo = *(const float4 *)&sx[b][2 * tp + i][c], hi = *(const float4 *)&sx[b][2 * tp + i][c + 4];
                 x[i][0] = lo.x, x[i][1] = lo.y, x[i][2] = lo.z, x[i][3] = lo.w;
                 x[i][4] = hi.x, x[i][5] = hi.y, x[i][6] = hi.z, x[i][7] = hi.w;
             }
@@ -861,20 +856,6 @@ static int64_t gemv_rows_per_block(int64_t cpr, int maxp, int64_t rows) {
 /* The grid's y dimension counts blocks of rows: at most 65535. */
 #define MAX_ROW_BLOCKS 65535
 
-/* The SMs of the device pk_setup saw last: k_mma_wide runs where its blocks fill them (a heuristic
- * only: both kernels compute the same bits). */
-static int wide_sms = 1;
-
-/* Once per device, before any product: the shared memory k_mma_wide and k_float_tile opt into. */
-cudaError_t pk_setup(int device) {
-    cudaError_t e = cudaDeviceGetAttribute(&wide_sms, cudaDevAttrMultiProcessorCount, device);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(k_mma_wide, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WIDE_SMEM);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(k_float_tile, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)FT_SMEM);
-    return e;
-}
-
 void product_limits(const struct nt_matrix *W, char *why, size_t cap) {
     why[0] = 0;
     int dt = W->dtype;
@@ -928,7 +909,7 @@ bool pk_run(struct nt_backend *be, const struct pk_product *a, int work) {
         }
         if (float_tile_fits(a)) {
             if (!row_grid(be, a, (a->n + FT_POS - 1) / FT_POS, (a->rows + FT_ROWS - 1) / FT_ROWS, &grid)) return false;
-            NT_LAUNCH_SMEM(k_float_tile, grid, FT_THREADS, FT_SMEM, *a);
+            NT_LAUNCH(k_float_tile, grid, FT_THREADS, *a);
             return LAUNCHED(be);
         }
         if (!row_grid(be, a, work, (a->rows + FP_WARPS - 1) / FP_WARPS, &grid)) return false;

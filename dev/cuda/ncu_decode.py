@@ -25,6 +25,17 @@ CALLS = {  # calls a token, Nemotron-3-Nano-30B-A3B
 }
 
 
+# (which neighbour, its kernel name's start, the product): checked in this order
+PLAIN_BY_NEIGHBOUR = (
+    ("before", "k_gated_norm", "out_proj 2688 x 4096"),
+    ("before", "k_attention_fold", "o_proj 2688 x 4096"),
+    ("before", "k_float_row", "shared expert up 3712 x 2688"),
+    ("after", "k_moe_route", "shared expert down 2688 x 3712"),
+    ("after", "k_argmax", "lm_head 131072 x 2688"),
+    ("before", "k_rmsnorm", "in_proj 10304 x 2688"),
+)
+
+
 def load(path):
     lines = open(path).read().splitlines()
     start = next(i for i, l in enumerate(lines) if l.startswith('"ID"'))
@@ -42,23 +53,14 @@ def classify(seq, i):
     nxt, nxt_grid = (seq[i + 1][0], seq[i + 1][1]) if i + 1 < len(seq) else ("", "")
     if name.startswith("k_decode<1>"):
         return "routed experts up" if nxt.startswith("k_dc_quantize") else "routed experts down (+ combine)"
-    if name.startswith("k_decode<0>"):
+    if name.startswith("k_decode<0>"):  # the plain products: told apart by their neighbours
         if grid.startswith("(43"):
             return "attention k, v (256 x 2688)"
-        if prev.startswith("k_gated_norm"):
-            return "out_proj 2688 x 4096"
-        if prev.startswith("k_attention_fold"):
-            return "o_proj 2688 x 4096"
-        if prev.startswith("k_float_row"):
-            return "shared expert up 3712 x 2688"
-        if nxt.startswith("k_moe_route"):
-            return "shared expert down 2688 x 3712"
-        if nxt.startswith("k_argmax"):
-            return "lm_head 131072 x 2688"
         if nxt.startswith("k_decode<0>") and nxt_grid.startswith("(43"):
             return "attention q 4096 x 2688"
-        if prev.startswith("k_rmsnorm"):
-            return "in_proj 10304 x 2688"
+        for side, prefix, cls in PLAIN_BY_NEIGHBOUR:
+            if (prev if side == "before" else nxt).startswith(prefix):
+                return cls
         return "unclassified k_decode"
     for prefix, cls in (("k_float_row", "router f32 128 x 2688"), ("k_rmsnorm", "add_rmsnorm"),
                         ("k_mamba_scan", "Mamba scan"), ("k_mamba_conv", "Mamba conv"),

@@ -57,6 +57,17 @@ static double pass(struct nt_cpu_team_kind *k, struct machine m, int *arm_out, i
     return c;
 }
 
+/* Runs n passes of machine m; how many ran on the team. */
+static int team_passes(struct nt_cpu_team_kind *k, struct machine m, int n) {
+    int team = 0;
+    for (int i = 0; i < n; i++) {
+        int arm;
+        pass(k, m, &arm, NULL, NULL);
+        team += arm;
+    }
+    return team;
+}
+
 static struct nt_cpu_team_kind fresh(void) {
     struct nt_cpu_team_kind k;
     memset(&k, 0, sizeof k);
@@ -119,12 +130,7 @@ static void test_loaded(void) {
         if (arm && back < 0) back = i;
     }
     CHECK(back >= 0 && back <= limit, "load gone: the team ran again after %d passes (interval %d)", back, limit - 1);
-    int team_after = 0;
-    for (int i = 0; i < 100; i++) {
-        int arm;
-        pass(&k, quiet, &arm, NULL, NULL);
-        team_after += arm;
-    }
+    int team_after = team_passes(&k, quiet, 100);
     CHECK(team_after >= 95, "load gone: the team ran %d of the next 100 passes", team_after);
 }
 
@@ -137,11 +143,7 @@ static void test_load_arrives(void) {
     double c = 0;
     for (int i = 0; i < 8 && !arm; i++) c = pass(&k, loaded, &arm, &cut, NULL);
     CHECK(arm && cut && c <= 2.5 * loaded.c1, "load arrives: team pass %d, cut %d, cost %.2f", arm, cut, c);
-    int team = 0;
-    for (int i = 0; i < 20; i++) {
-        pass(&k, loaded, &arm, NULL, NULL);
-        team += arm;
-    }
+    int team = team_passes(&k, loaded, 20);
     CHECK(team == 0, "load arrives: the team ran %d of the next 20 passes", team);
 }
 
@@ -153,11 +155,7 @@ static void test_stall(void) {
     int arm = 0, cut = 1;
     for (int i = 0; i < 8 && !arm; i++) pass(&k, stalled, &arm, &cut, NULL);
     CHECK(arm && !cut, "stall: team pass %d cut %d (want the team, not cut)", arm, cut);
-    int team = 0;
-    for (int i = 0; i < 20; i++) {
-        pass(&k, quiet, &arm, NULL, NULL);
-        team += arm;
-    }
+    int team = team_passes(&k, quiet, 20);
     CHECK(team >= 19, "stall: the team ran %d of the next 20 passes", team);
 }
 
@@ -179,11 +177,7 @@ static void test_crowded(void) {
     int arm, cut;
     pass(&k, quiet, &arm, &cut, NULL);
     CHECK(arm && !cut, "crowded, then free: the next pass ran arm %d cut %d (want the team)", arm, cut);
-    int team_after = 0;
-    for (int i = 0; i < 100; i++) {
-        pass(&k, quiet, &arm, NULL, NULL);
-        team_after += arm;
-    }
+    int team_after = team_passes(&k, quiet, 100);
     CHECK(team_after >= 95, "crowded, then free: the team ran %d of the next 100 passes", team_after);
 
     /* the team the best when the reading turns crowded (a load it does not collapse under, say):

@@ -7,6 +7,11 @@
 #
 #   OUT=... bash dev/cuda/ab.sh [NAME ...]          (ROUNDS=2 by default)
 #
+# NAME is a comparator packed by carry.sh, or NAME:VAR=VAL[,VAR=VAL...], a build (N or a
+# comparator) run with those environment variables set (development switches read at run time),
+# logged as NAME-VAR-VAL; its operations alone are not timed again. OPS_ROUNDS (default ROUNDS):
+# the rounds of gpu_bench_ops.
+#
 # Logs go to $OUT (ab.log holds everything printed; ops-V-R.log each gpu_bench_ops run, which
 # dev/cuda/ops_table.py puts side by side at the end).
 set -uo pipefail
@@ -29,16 +34,24 @@ fi
 [ -x build/bin/gpu_floors ] && { stamp "gpu_floors"; build/bin/gpu_floors; }
 nano=/tmp/nano-default.nemo
 [ -f $nano ] || build/nemotron synth --shape nemotron-3-nano-30b-a3b -o $nano >/dev/null
-bin_of() { [ "$1" = N ] && echo build/nemotron || echo build/compare/nemotron-$1; }
-ops_of() { [ "$1" = N ] && echo build/bin/gpu_bench_ops || echo build/compare/gpu_bench_ops-$1; }
-for r in $(seq "${ROUNDS:-2}"); do
+bin_one() { [ "$1" = N ] && echo build/nemotron || echo build/compare/nemotron-$1; }
+ops_one() { [ "$1" = N ] && echo build/bin/gpu_bench_ops || echo build/compare/gpu_bench_ops-$1; }
+with_env() { local e=${2#*:}; [[ $2 == *:* ]] && echo "env ${e//,/ } $($1 "${2%%:*}")" || $1 "$2"; }
+bin_of() { with_env bin_one "$1"; }
+ops_of() { with_env ops_one "$1"; }
+tag_of() { local t=${1//[:,]/-}; echo "${t//=/-}"; }
+for r in $(seq "${OPS_ROUNDS:-${ROUNDS:-2}}"); do
     for v in N "$@"; do
+        [[ $v == *:* ]] && continue # a switch of the passes: the operations alone are the build's
         stamp "round $r $v: gpu_bench_ops"
-        $(ops_of "$v") > "$OUT/ops-$v-$r.log" 2>&1 || tail -3 "$OUT/ops-$v-$r.log"
+        $(ops_of "$v") > "$OUT/ops-$(tag_of "$v")-$r.log" 2>&1 || tail -3 "$OUT/ops-$(tag_of "$v")-$r.log"
     done
 done
+# each round starts one build later (the first bench of a call ran ~1.6 % slower, session 18)
+builds=(N "$@")
 for r in $(seq "${ROUNDS:-2}"); do
-    for v in N "$@"; do
+    for i in "${!builds[@]}"; do
+        v=${builds[$(( (i + r - 1) % ${#builds[@]} ))]}
         stamp "round $r $v: bench -p 420 -n 128 -r 3; -p 2048 -n 16 -r 2"
         $(bin_of "$v") bench -m $nano --device cuda -p 420 -n 128 -r 3 2>&1 | grep -E "pp420|tg128"
         $(bin_of "$v") bench -m $nano --device cuda -p 2048 -n 16 -r 2 2>&1 | grep -E "pp2048"
@@ -48,6 +61,11 @@ for v in N "$@"; do
     stamp "$v: verify passes"
     $(bin_of "$v") bench -m $nano --device cuda -p 64 -n 32 -r 2 --verify 1,4,12 2>&1 | grep -iE "verify pass"
 done
+stamp "bench figures per build: tok/s, lowest - highest of the rounds"
+awk '/^-- round .* bench/ {v = $4; sub(/:$/, "", v)}
+     /\| *(pp420|tg128|pp2048) *\|/ {t = $(NF-5); x = $(NF-3) + 0; k = v " " t
+         if (!(k in lo) || x < lo[k]) lo[k] = x; if (!(k in hi) || x > hi[k]) hi[k] = x; n[k]++}
+     END {for (k in lo) printf "%-70s %9.1f - %9.1f (%d)\n", k, lo[k], hi[k], n[k]}' "$OUT/ab.log" | sort
 stamp "gpu_bench_ops side by side (µs a call; each build's best against N's)"
 python3 dev/cuda/ops_table.py "$OUT" 1 16 64 512 | grep -vE "Q[0-9]_|MXFP4| old "
 stamp "ab.sh done"

@@ -8,9 +8,9 @@
 #   OUT=... bash dev/cuda/ab.sh [NAME ...]          (ROUNDS=2 by default)
 #
 # NAME is a comparator packed by carry.sh, or NAME:VAR=VAL[,VAR=VAL...], a build (N or a
-# comparator) run with those environment variables set (development switches read at run time),
-# logged as NAME-VAR-VAL; its operations alone are not timed again. OPS_ROUNDS (default ROUNDS):
-# the rounds of gpu_bench_ops.
+# comparator) run with those environment variables set (development switches read at run time);
+# its operations alone are not timed again. OPS_ROUNDS (default ROUNDS): the rounds of
+# gpu_bench_ops.
 #
 # Logs go to $OUT (ab.log holds everything printed; ops-V-R.log each gpu_bench_ops run, which
 # dev/cuda/ops_table.py puts side by side at the end).
@@ -39,12 +39,11 @@ ops_one() { [ "$1" = N ] && echo build/bin/gpu_bench_ops || echo build/compare/g
 with_env() { local e=${2#*:}; [[ $2 == *:* ]] && echo "env ${e//,/ } $($1 "${2%%:*}")" || $1 "$2"; }
 bin_of() { with_env bin_one "$1"; }
 ops_of() { with_env ops_one "$1"; }
-tag_of() { local t=${1//[:,]/-}; echo "${t//=/-}"; }
 for r in $(seq "${OPS_ROUNDS:-${ROUNDS:-2}}"); do
     for v in N "$@"; do
         [[ $v == *:* ]] && continue # a switch of the passes: the operations alone are the build's
         stamp "round $r $v: gpu_bench_ops"
-        $(ops_of "$v") > "$OUT/ops-$(tag_of "$v")-$r.log" 2>&1 || tail -3 "$OUT/ops-$(tag_of "$v")-$r.log"
+        $(ops_of "$v") > "$OUT/ops-$v-$r.log" 2>&1 || tail -3 "$OUT/ops-$v-$r.log"
     done
 done
 # each round starts one build later (the first bench of a call ran ~1.6 % slower, session 18)

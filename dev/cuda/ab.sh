@@ -35,10 +35,9 @@ fi
 nano=/tmp/nano-default.nemo
 [ -f $nano ] || build/nemotron synth --shape nemotron-3-nano-30b-a3b -o $nano >/dev/null
 bin_one() { [ "$1" = N ] && echo build/nemotron || echo build/compare/nemotron-$1; }
-ops_one() { [ "$1" = N ] && echo build/bin/gpu_bench_ops || echo build/compare/gpu_bench_ops-$1; }
 with_env() { local e=${2#*:}; [[ $2 == *:* ]] && echo "env ${e//,/ } $($1 "${2%%:*}")" || $1 "$2"; }
 bin_of() { with_env bin_one "$1"; }
-ops_of() { with_env ops_one "$1"; }
+ops_of() { [ "$1" = N ] && echo build/bin/gpu_bench_ops || echo build/compare/gpu_bench_ops-$1; }
 for r in $(seq "${OPS_ROUNDS:-${ROUNDS:-2}}"); do
     for v in N "$@"; do
         [[ $v == *:* ]] && continue # a switch of the passes: the operations alone are the build's

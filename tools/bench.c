@@ -15,6 +15,8 @@
  * --verify K,... times a verify pass of 1 + K positions (speculative decoding's check of K
  * drafted tokens, snapshots written) against a decode step, best against best, and the accept
  * that keeps one of them: the ceiling of what speculation can gain on this device.
+ * On the CPU it also says on how many threads the passes ran (src/cpu/team.c: under other load the
+ * team runs one thread), so a figure under load can be read as the team's choice or the host's.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -24,7 +26,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "cpu/cpu.h" /* which kernel variant the CPU backend runs, for the report */
+#include "cpu/cpu.h"  /* which kernel variant the CPU backend runs, for the report */
+#include "cpu/team.h" /* how many threads its passes ran on */
 
 /* The bandwidth probe reads a buffer this large: far beyond the last-level cache (32 MiB here),
  * so what is timed is DRAM, as for the weights of a model of hundreds of MB. */
@@ -265,6 +268,8 @@ int cmd_bench(const struct args *a) {
         else fill_tokens(tok, len, vocab);
     }
     if (!rc) rc = run(a, s, tok, &r);
+    struct nt_cpu_team_tally team;
+    nt_cpu_team_tally(&team); /* the bench's passes (the only ones of this process) */
     if (!rc) {
         int threads = nemotron_model_n_threads(m);
         /* the table's backend column: CUDA when the weights live on a GPU */
@@ -297,6 +302,11 @@ int cmd_bench(const struct args *a) {
                    "\"in_single_passes\": %.3f, \"per_position_speedup\": %.3f}",
                    decode_bw / 1e9, share, share_best, full, r.pass_s, 1.0 / r.tg[0].best, pass_ratio,
                    full / pass_ratio);
+            if (!strcmp(backend, "CPU"))
+                printf(", \"cpu_team\": {\"prompt_passes\": [%lld, %lld], \"decode_passes\": [%lld, %lld], "
+                       "\"cut\": [%lld, %lld], \"load_readings\": %lld, \"load_crowded\": %lld}",
+                       team.passes[1][0], team.passes[1][1], team.passes[0][0], team.passes[0][1], team.cut[1],
+                       team.cut[0], team.readings, team.crowded);
             if (a->n_bench_v) {
                 printf(", \"verify\": [");
                 for (int v = 0; v < a->n_bench_v; v++)
@@ -321,6 +331,11 @@ int cmd_bench(const struct args *a) {
             if (!strcmp(backend, "CPU"))
                 printf("CPU kernels: %s (NEMOTRON_CPU chooses: scalar, avx2, avxvnni, avx512vnni, avx512bf16, amx; by default "
                        "the best this processor runs, avx512bf16 and amx only when named)\n", nt_cpu_isa_name(nt_cpu_isa_selected()));
+            if (!strcmp(backend, "CPU") && threads > 1)
+                printf("CPU team: prompt passes on one thread %lld, on %d %lld (%lld cut to one); decode passes %lld, "
+                       "%lld (%lld cut); load readings %lld, cores taken in %lld\n",
+                       team.passes[1][0], threads, team.passes[1][1], team.cut[1], team.passes[0][0], team.passes[0][1],
+                       team.cut[0], team.readings, team.crowded);
             printf("memory read bandwidth (measured, best of 5): %.2f GB/s\n", bw / 1e9);
             printf("decode streams %.2f GB/s of weights (%.1f MB per position): %.1f%% of the measured "
                    "bandwidth (best repetition: %.1f%%)\n",

@@ -9,7 +9,8 @@
 # usage: dev/cpu/contention.sh MODEL [BUSY=1] [THREADS=nproc] [NEMOTRON=build/nemotron] [-- BENCH ARGS]
 # e.g.   dev/cpu/contention.sh models/nemotron-h-kjv 1
 #        dev/cpu/contention.sh /tmp/mid.nemo 1 2 build/nemotron -- -p 512 -n 64 -r 3
-# Prints one block per configuration; the busy loops are this script's children and are ended
+# Prints one block per configuration (its rows, and bench's line of how many passes ran on the
+# team and on one thread); the busy loops are this script's children and are ended
 # (by their process ids) when it exits, also on Ctrl-C. Other load on the machine adds to BUSY:
 # `uptime` before each run says how much there was.
 set -u
@@ -37,7 +38,7 @@ sleep 1
 
 run() { # label, env assignment, threads
     echo "== $1 ($busy busy loops; $(uptime | sed 's/.*load/load/'))"
-    env "$2" "$bin" bench -m "$model" -t "$3" "${bench_args[@]}" 2>&1 | grep -E '\| *(pp|tg)[0-9]'
+    env "$2" "$bin" bench -m "$model" -t "$3" "${bench_args[@]}" 2>&1 | grep -E '\| *(pp|tg)[0-9]|^CPU team'
 }
 run "1 thread" NEMOTRON_TEAM=fixed 1
 run "$threads threads, fixed team" NEMOTRON_TEAM=fixed "$threads"

@@ -32,6 +32,7 @@
  */
 #include "team.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -56,6 +57,19 @@
 static _Thread_local int tl_team;
 static _Thread_local int tl_arm, tl_explore, tl_cut;
 static _Thread_local double tl_t0, tl_deadline;
+
+/* The process's tally (team.h): counters any thread's pass may add to, read together by the report
+ * (a read while passes run may mix counts of two moments; each count is exact). */
+static _Atomic long long tally_passes[2][2], tally_cut[2], tally_readings, tally_crowded;
+
+void nt_cpu_team_tally(struct nt_cpu_team_tally *out) {
+    for (int k = 0; k < 2; k++) {
+        for (int a = 0; a < 2; a++) out->passes[k][a] = atomic_load(&tally_passes[k][a]);
+        out->cut[k] = atomic_load(&tally_cut[k]);
+    }
+    out->readings = atomic_load(&tally_readings);
+    out->crowded = atomic_load(&tally_crowded);
+}
 
 static double now(void) {
     struct timespec ts;
@@ -139,6 +153,8 @@ static int crowded(struct nt_cpu_team *t, double at) {
         int spare = now_load.cpus - t->max; /* cores the whole team leaves to other work */
         t->crowded = others > (spare > 0 ? spare : 0) + 0.5;
         t->known = 1;
+        atomic_fetch_add(&tally_readings, 1);
+        if (t->crowded) atomic_fetch_add(&tally_crowded, 1);
     } else {
         t->crowded = 0; /* unknown: the tries decide */
         t->known = 0;
@@ -166,6 +182,9 @@ void nt_cpu_team_begin(struct nt_cpu_team *t, int n) {
 }
 
 void nt_cpu_team_end(struct nt_cpu_team *t, int n) {
+    int on_team = t->adapt ? tl_arm : t->max > 1;
+    atomic_fetch_add(&tally_passes[n > 1][on_team], 1);
+    if (tl_cut) atomic_fetch_add(&tally_cut[n > 1], 1);
     tl_team = 0;
     if (!t->adapt) return;
     double c = (now() - tl_t0) / (double)(n > 0 ? n : 1);

@@ -37,6 +37,19 @@ void nt_cpu_team_end(struct nt_cpu_team *t, int n);
  * it) goes on with one thread from the operation that finds so (team.c). */
 int nt_cpu_team_threads(const struct nt_cpu_team *t);
 
+/* What every team of this process chose since it started (nemotron bench reports it, so a run
+ * under load shows whether the team or one thread ran, not only how fast): passes by kind (0: one
+ * position, 1: several) and by the threads they started on (0: one, 1: the whole team), the team
+ * passes that outran their budget and ended on one thread, and the readings of the CPUs' load that
+ * gave a verdict, with those that found the cores taken. A team of one thread (max 1) counts its
+ * passes as one thread's. */
+struct nt_cpu_team_tally {
+    long long passes[2][2];
+    long long cut[2];
+    long long readings, crowded;
+};
+void nt_cpu_team_tally(struct nt_cpu_team_tally *out);
+
 /* The policy alone, for tests (the functions above hold the lock and read the clock around it).
  * choose: the arm of a kind's next pass, and whether that pass is a try of the arm that is not
  * the cheaper (*explore), and the longest the pass may run on the team before it goes on with

@@ -24,12 +24,19 @@
  *   - a core taken where the load reading sees it (crowded): the team is never tried, so every
  *     pass costs one thread's, from the first; the reading clears: the team runs at the next pass;
  *     the team the best when the reading turns crowded: the tries of one thread go on as before
- *     (the reading only holds back the team), and a collapsed team pass is cut as before.
+ *     (the reading only holds back the team), and a collapsed team pass is cut as before;
+ *   - the process's tally (what nemotron bench reports), on real teams: a fixed team of 2 counts
+ *     its passes on the team, a team of 1 on one thread, an adaptive one its first pass of a kind
+ *     on one thread and its second on the team, and a team pass that outlasts its budget (here by
+ *     a 20 ms sleep against a first pass of microseconds) as cut; each kind apart (the prompts'
+ *     second pass, given 1.5x a first pass of 5 ms, runs on the team).
  */
 #include "cpu/team.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../test.h"
 
@@ -200,7 +207,68 @@ static void test_crowded(void) {
           cut, c);
 }
 
+/* One pass of n positions on team t; with sleep_ms, it sleeps that long and then asks for its
+ * threads (where a cut is found). Returns the threads it was given. */
+static int real_pass(struct nt_cpu_team *t, int n, int sleep_ms) {
+    nt_cpu_team_begin(t, n);
+    if (sleep_ms) {
+        struct timespec ts = {0, sleep_ms * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    int threads = nt_cpu_team_threads(t);
+    nt_cpu_team_end(t, n);
+    return threads;
+}
+
+static void test_tally(void) {
+    struct nt_cpu_team_tally a, b;
+    struct nt_cpu_team t;
+
+    setenv("NEMOTRON_TEAM", "fixed", 1);
+    nt_cpu_team_init(&t, 2);
+    nt_cpu_team_tally(&a);
+    for (int i = 0; i < 3; i++) real_pass(&t, 1, 0);
+    real_pass(&t, 8, 0);
+    nt_cpu_team_tally(&b);
+    nt_cpu_team_destroy(&t);
+    CHECK(b.passes[0][1] - a.passes[0][1] == 3 && b.passes[1][1] - a.passes[1][1] == 1 &&
+              b.passes[0][0] == a.passes[0][0] && b.passes[1][0] == a.passes[1][0],
+          "tally, fixed team of 2: decode on the team +%lld (want 3), prompts +%lld (want 1), one thread +%lld +%lld",
+          b.passes[0][1] - a.passes[0][1], b.passes[1][1] - a.passes[1][1], b.passes[0][0] - a.passes[0][0],
+          b.passes[1][0] - a.passes[1][0]);
+
+    nt_cpu_team_init(&t, 1);
+    nt_cpu_team_tally(&a);
+    real_pass(&t, 1, 0);
+    nt_cpu_team_tally(&b);
+    nt_cpu_team_destroy(&t);
+    CHECK(b.passes[0][0] - a.passes[0][0] == 1 && b.passes[0][1] == a.passes[0][1],
+          "tally, team of 1: one thread +%lld, team +%lld", b.passes[0][0] - a.passes[0][0],
+          b.passes[0][1] - a.passes[0][1]);
+
+    /* timed: no load readings, so the arms are the policy's first two and nothing else decides */
+    setenv("NEMOTRON_TEAM", "timed", 1);
+    nt_cpu_team_init(&t, 2);
+    nt_cpu_team_tally(&a);
+    int first = real_pass(&t, 1, 0), second = real_pass(&t, 1, 20);
+    /* the first prompt pass sleeps, so that the second's budget (1.5x it) is far past its own run */
+    int pfirst = real_pass(&t, 4, 5), psecond = real_pass(&t, 4, 0);
+    nt_cpu_team_tally(&b);
+    nt_cpu_team_destroy(&t);
+    unsetenv("NEMOTRON_TEAM");
+    CHECK(first == 1 && second == 1, "tally, adaptive: the first pass's threads %d (want 1), the second's after its "
+          "budget %d (want 1: cut)", first, second);
+    CHECK(b.passes[0][0] - a.passes[0][0] == 1 && b.passes[0][1] - a.passes[0][1] == 1 && b.cut[0] - a.cut[0] == 1,
+          "tally, adaptive decode: one thread +%lld, team +%lld, cut +%lld (want 1 each)",
+          b.passes[0][0] - a.passes[0][0], b.passes[0][1] - a.passes[0][1], b.cut[0] - a.cut[0]);
+    CHECK(pfirst == 1 && psecond == 2 && b.passes[1][0] - a.passes[1][0] == 1 && b.passes[1][1] - a.passes[1][1] == 1 &&
+              b.cut[1] == a.cut[1],
+          "tally, adaptive prompts: threads %d then %d, one thread +%lld, team +%lld, cut +%lld",
+          pfirst, psecond, b.passes[1][0] - a.passes[1][0], b.passes[1][1] - a.passes[1][1], b.cut[1] - a.cut[1]);
+}
+
 int main(void) {
+    test_tally();
     test_crowded();
     test_stall();
     test_first_passes();

@@ -16,7 +16,9 @@
  * drafted tokens, snapshots written) against a decode step, best against best, and the accept
  * that keeps one of them: the ceiling of what speculation can gain on this device.
  * On the CPU it also says on how many threads the passes ran (src/cpu/team.c: under other load the
- * team runs one thread), so a figure under load can be read as the team's choice or the host's.
+ * team runs one thread), so a figure under load can be read as the team's choice or the host's
+ * (--json: "cpu_team", prompt_passes and decode_passes as [on one thread, on the team], cut as
+ * [prompt, decode] team passes that ended on one thread, and the load readings).
  */
 #include <immintrin.h>
 #include <math.h>

@@ -28,8 +28,9 @@
  *   - the process's tally (what nemotron bench reports), on real teams: a fixed team of 2 counts
  *     its passes on the team, a team of 1 on one thread, an adaptive one its first pass of a kind
  *     on one thread and its second on the team, and a team pass that outlasts its budget (here by
- *     a 20 ms sleep against a first pass of microseconds) as cut; each kind apart (the prompts'
- *     second pass, given 1.5x a first pass of 5 ms, runs on the team).
+ *     a 300 ms sleep against a first pass of microseconds) as cut; each kind apart (the prompts'
+ *     second pass, given 1.5x a first pass of 50 ms, runs on the team). The sleeps leave a loaded
+ *     machine's preemptions (milliseconds) far from deciding either way.
  */
 #include "cpu/team.h"
 
@@ -250,9 +251,9 @@ static void test_tally(void) {
     setenv("NEMOTRON_TEAM", "timed", 1);
     nt_cpu_team_init(&t, 2);
     nt_cpu_team_tally(&a);
-    int first = real_pass(&t, 1, 0), second = real_pass(&t, 1, 20);
-    /* the first prompt pass sleeps, so that the second's budget (1.5x it) is far past its own run */
-    int pfirst = real_pass(&t, 4, 5), psecond = real_pass(&t, 4, 0);
+    int first = real_pass(&t, 1, 0), second = real_pass(&t, 1, 300);
+    /* the first prompt pass sleeps, so that the second's budget (1.5x it) is far past its own start */
+    int pfirst = real_pass(&t, 4, 50), psecond = real_pass(&t, 4, 0);
     nt_cpu_team_tally(&b);
     nt_cpu_team_destroy(&t);
     unsetenv("NEMOTRON_TEAM");

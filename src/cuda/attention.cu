@@ -49,6 +49,9 @@ __global__ void k_kv_append(const struct pass_meta *meta, size_t rows, size_t kv
 #define ATT_ROWS (ATT_WARPS * ATT_ROWS_W) /* query heads a block: Nano's 16 per kv head */
 #define ATT_THREADS (ATT_WARPS * 32)
 #define ATT_MAX_DH 128 /* 4 dims a lane */
+/* blocks an SM the registers must allow: the shared memory (42 KB a block) allows 5, and at 99
+ * registers the allocation (8 a thread at a time) would hold only 4 */
+#define ATT_MIN_BLOCKS 5
 /* Row stride of the shared K, V and q rows, in floats: the head's dims rounded up to 8, plus 4,
  * so that the 8 lanes of a quarter warp reading float4s of 8 keys' rows hit 8 different 16-byte
  * bank groups (stride = 4 mod 8 floats). */
@@ -176,7 +179,7 @@ __device__ void att_tile(const struct att_args &a, const struct att_shared &sh, 
         for (int i = 0; i < 4; i++) t.o[r][i] = 0.0f;
     }
     bool mine = 4 * lane < a.dh; /* lanes past the head's dims hold nothing */
-    for (int u = 0; u < valid; u++) { /* keys past the context would add p = 0 times 0 */
+    auto key = [&](int u) { /* key u's term of the o chains */
         float4 v4 = mine ? *(const float4 *)&sh.v[u][4 * lane] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
         for (int r = 0; r < ATT_ROWS_W; r++) {
@@ -186,6 +189,14 @@ __device__ void att_tile(const struct att_args &a, const struct att_shared &sh, 
             t.o[r][2] = __fmaf_rn(pu, v4.z, t.o[r][2]);
             t.o[r][3] = __fmaf_rn(pu, v4.w, t.o[r][3]);
         }
+    };
+    if (valid == ATT_TILE) {
+        /* a whole tile (all but a position's last): the 32 keys as one stretch without a branch,
+         * so key u + 1's load and shuffles issue while key u's fma wait (a warp issues in order) */
+#pragma unroll
+        for (int u = 0; u < ATT_TILE; u++) key(u);
+    } else {
+        for (int u = 0; u < valid; u++) key(u); /* keys past the context would add p = 0 times 0 */
     }
 }
 
@@ -210,7 +221,7 @@ __device__ __forceinline__ void att_store(const struct att_args &a, int t, int h
 }
 
 /* A long pass: block (head group, kv head, position) walks the position's tiles, folding. */
-template <int DH> __global__ void __launch_bounds__(ATT_THREADS) k_attention_seq(struct att_args a) {
+template <int DH> __global__ void __launch_bounds__(ATT_THREADS, ATT_MIN_BLOCKS) k_attention_seq(struct att_args a) {
     grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
     grid_launch_dependents();
     __shared__ struct att_shared sh;
@@ -241,7 +252,7 @@ template <int DH> __global__ void __launch_bounds__(ATT_THREADS) k_attention_seq
 
 /* A short pass, part 1: a persistent grid over (position, kv head, head group, tile), tile
  * fastest; each item's partials into the scratch. Tiles past a position's context are skipped. */
-template <int DH> __global__ void __launch_bounds__(ATT_THREADS) k_attention_tiles(struct att_args a) {
+template <int DH> __global__ void __launch_bounds__(ATT_THREADS, ATT_MIN_BLOCKS) k_attention_tiles(struct att_args a) {
     grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
     grid_launch_dependents();
     __shared__ struct att_shared sh;

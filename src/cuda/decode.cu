@@ -27,7 +27,10 @@
  * shared memory more often (dev/wip/README.md, session 12). The helpers k_decode shares with
  * k_decode_multi (dc_issue, dc_quantize) therefore take the differences as parameters that
  * k_decode passes as constants or as main's own expressions, so that its instance compiles to
- * main's machine code (compared instruction for instruction, dev/wip/README.md).
+ * main's machine code (compared instruction for instruction, dev/wip/README.md). What changed it
+ * since was measured in a decode step: session 19's chains load 4 blocks' terms at once
+ * (pk_chain_vec, products.cuh: tg128 +2.5 %); quantizing the row with 4 rounds' loads issued
+ * together timed alike alone and 4 % slower in the step (docs/PERF.md, session 19).
  *
  * THE ARITHMETIC IS products.cu's, TO THE BIT. The activation rows are quantized to the same
  * bytes (the same block maxima, d = amax / 127, inv = 127 / amax, rint and clamp; 8 lanes per
@@ -255,8 +258,8 @@ __device__ __forceinline__ float dc_finish(const struct dc_product &a, uint16_t 
  * output. The experts wait first: their matrices come from the router's choice. */
 template <bool Q4>
 __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct dc_product a) {
-    __shared__ int32_t isum[2][DC_TILE]; /* block sums [row pair * nb + b], two tiles */
-    __shared__ float gscale[2][Q4 ? DC_TILE : 1]; /* q4tp group scales, the same index */
+    __shared__ __align__(16) int32_t isum[2][DC_TILE]; /* block sums [row pair * nb + b], two tiles */
+    __shared__ __align__(16) float gscale[2][Q4 ? DC_TILE : 1]; /* q4tp group scales, the same index */
     __shared__ float eo[2][DC_THREADS];  /* DC_DOWN: each (slot, row) pair's output */
     __shared__ const uint8_t *mats[DC_MAX_K];
     NT_DYNAMIC_SHARED(uint8_t, stages);
@@ -348,7 +351,7 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
         if (tid < S * cur.nr) { /* one chain per (slot, row): the blocks in order */
             int s = a.mode == DC_DOWN ? chain_s : cur.slot, rl = chain_rl;
             const float *dv = (const float *)(sq + (a.nq > 1 ? s : 0) * qs + 32 * nb);
-            float acc = pk_chain<Q4>(isum[buf] + tid * nb, gscale[buf] + (q4 ? tid * nb : 0), dv, nb);
+            float acc = pk_chain_vec<Q4>(isum[buf] + tid * nb, gscale[buf] + (q4 ? tid * nb : 0), dv, nb);
             int r = cur.r0 + rl;
             uint16_t rs = q4 ? 0 : (uint16_t)(pw[tid] >> (16 * (r & 1)));
             float v = dc_finish(a, rs, a.bias ? a.bias[r] : 0.0f, acc);

@@ -150,6 +150,36 @@ __device__ __forceinline__ float pk_chain(const int32_t *is, const float *gsc, c
     return acc;
 }
 
+/* pk_chain with 4 blocks' terms in one 16-byte load of each row, where every chain of the warp
+ * can: nb % 4 == 0 and the rows 16-byte aligned (else pk_chain's loop; the test is the same for
+ * the warp's chains when their rows are nb apart in one aligned array, so no warp runs both
+ * forms). In a product of one position one thread runs a row's whole chain (84 - 128 blocks), and
+ * the chain's instructions (a scalar load of each operand: 7 - 9 a block), not its fmas' latency,
+ * held up each tile (k_decode, session 19: tg128 +2.5 %). The same fmas in the same order: the
+ * same bits. Passes of several positions keep pk_chain (their chains of rows nb apart in tiles of
+ * other strides mixed both forms in a warp: verify passes 7 % slower). */
+template <bool Q4>
+__device__ __forceinline__ float pk_chain_vec(const int32_t *is, const float *gsc, const float *dv, int nb) {
+    if (nb % 4 || ((uintptr_t)is | (uintptr_t)dv | (Q4 ? (uintptr_t)gsc : 0)) % 16)
+        return pk_chain<Q4>(is, gsc, dv, nb);
+    float acc = 0.0f;
+#pragma unroll 4
+    for (int b = 0; b < nb; b += 4) {
+        uint4 i4 = *(const uint4 *)(is + b); /* the four int32 sums, as their bits */
+        float4 d4 = *(const float4 *)(dv + b);
+        if (Q4) {
+            float4 g4 = *(const float4 *)(gsc + b);
+            d4 = make_float4(__fmul_rn(g4.x, d4.x), __fmul_rn(g4.y, d4.y), __fmul_rn(g4.z, d4.z),
+                             __fmul_rn(g4.w, d4.w));
+        }
+        acc = __fmaf_rn((float)(int32_t)i4.x, d4.x, acc);
+        acc = __fmaf_rn((float)(int32_t)i4.y, d4.y, acc);
+        acc = __fmaf_rn((float)(int32_t)i4.z, d4.z, acc);
+        acc = __fmaf_rn((float)(int32_t)i4.w, d4.w, acc);
+    }
+    return acc;
+}
+
 __device__ __forceinline__ const uint8_t *pk_qrow(const struct pk_product &a, const struct pk_item &it, int p) {
     return a.qx + (int64_t)(it.base + it.t0 + p) * (int64_t)pk_qx_stride(a.cols);
 }

@@ -330,14 +330,15 @@ int cmd_bench(const struct args *a) {
             printf("\n%d repetitions (mean ± standard deviation); layers %s; device %s; prompts in passes of "
                    "up to %d positions\n",
                    a->reps, nemotron_model_pattern(m), nemotron_model_device(m), nemotron_session_pass_max(s));
-            if (!strcmp(backend, "CPU"))
+            if (!strcmp(backend, "CPU")) {
                 printf("CPU kernels: %s (NEMOTRON_CPU chooses: scalar, avx2, avxvnni, avx512vnni, avx512bf16, amx; by default "
                        "the best this processor runs, avx512bf16 and amx only when named)\n", nt_cpu_isa_name(nt_cpu_isa_selected()));
-            if (!strcmp(backend, "CPU") && threads > 1)
-                printf("CPU team: prompt passes on one thread %lld, on %d %lld (%lld cut to one); decode passes %lld, "
-                       "%lld (%lld cut); load readings %lld, cores taken in %lld\n",
-                       team.passes[1][0], threads, team.passes[1][1], team.cut[1], team.passes[0][0], team.passes[0][1],
-                       team.cut[0], team.readings, team.crowded);
+                if (threads > 1)
+                    printf("CPU team: prompt passes on one thread %lld, on %d %lld (%lld cut to one); decode passes %lld, "
+                           "%lld (%lld cut); load readings %lld, cores taken in %lld\n",
+                           team.passes[1][0], threads, team.passes[1][1], team.cut[1], team.passes[0][0],
+                           team.passes[0][1], team.cut[0], team.readings, team.crowded);
+            }
             printf("memory read bandwidth (measured, best of 5): %.2f GB/s\n", bw / 1e9);
             printf("decode streams %.2f GB/s of weights (%.1f MB per position): %.1f%% of the measured "
                    "bandwidth (best repetition: %.1f%%)\n",

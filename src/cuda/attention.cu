@@ -148,8 +148,12 @@ struct att_part {
     float m[ATT_ROWS_W], l[ATT_ROWS_W], o[ATT_ROWS_W][4];
 };
 
-/* DH: the head's dims when the kernel is built for them (the score loop unrolled), 0 for any. */
-template <int DH>
+/* DH: the head's dims when the kernel is built for them (the score loop unrolled), 0 for any.
+ * STRETCH: a whole tile's weighted sum as one unrolled stretch (below). It pays in the long passes'
+ * k_attention_seq (ctx 2048 n = 512: 940 -> 831 us, docs/PERF.md session 20); in the one-position
+ * pass's k_attention_tiles it measured +3 - 4 % (ctx 16384 n = 1, sessions 19 and 20), so that
+ * kernel keeps the loop over the valid keys. */
+template <int DH, bool STRETCH>
 __device__ void att_tile(const struct att_args &a, const struct att_shared &sh, int j, int ctx, struct att_part &t) {
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, dh4 = DH ? DH : (a.dh + 3) & ~3;
     int valid = min(ATT_TILE, ctx - j * ATT_TILE); /* keys of the tile in the context (>= 1) */
@@ -190,7 +194,7 @@ __device__ void att_tile(const struct att_args &a, const struct att_shared &sh, 
             t.o[r][3] = __fmaf_rn(pu, v4.w, t.o[r][3]);
         }
     };
-    if (valid == ATT_TILE) {
+    if (STRETCH && valid == ATT_TILE) {
         /* a whole tile (all but a position's last): the 32 keys as one stretch without a branch,
          * so key u + 1's load and shuffles issue while key u's fma wait (a warp issues in order) */
 #pragma unroll
@@ -241,7 +245,7 @@ template <int DH> __global__ void __launch_bounds__(ATT_THREADS, ATT_MIN_BLOCKS)
         __syncthreads(); /* the last tile's rows are read */
         att_load_tile(a, sh, g.kvh, j, ctx);
         __syncthreads();
-        att_tile<DH>(a, sh, j, ctx, tp);
+        att_tile<DH, true>(a, sh, j, ctx, tp);
 #pragma unroll
         for (int r = 0; r < ATT_ROWS_W; r++) att_fold(m[r], l[r], o[r], tp.m[r], tp.l[r], tp.o[r]);
     }
@@ -268,7 +272,7 @@ template <int DH> __global__ void __launch_bounds__(ATT_THREADS, ATT_MIN_BLOCKS)
         att_load_q(a, sh, g, t);
         att_load_tile(a, sh, kvh, j, ctx);
         __syncthreads();
-        att_tile<DH>(a, sh, j, ctx, tp);
+        att_tile<DH, false>(a, sh, j, ctx, tp);
 #pragma unroll
         for (int r = 0; r < ATT_ROWS_W; r++) {
             int h = g.h0 + w * ATT_ROWS_W + r;

@@ -103,6 +103,12 @@ __device__ __forceinline__ uint32_t ld16b(const uint8_t *p) { return (uint32_t)p
 /* q4tp word -> its even (low nibbles) and odd (high nibbles) weights as signed bytes. */
 __device__ __forceinline__ int q4_lo(uint32_t w) { return (int)__vsub4(w & 0x0F0F0F0Fu, 0x08080808u); }
 __device__ __forceinline__ int q4_hi(uint32_t w) { return (int)__vsub4((w >> 4) & 0x0F0F0F0Fu, 0x08080808u); }
+/* The same weights times 16, each nibble moved to its byte's top half with its top bit flipped:
+ * (nib ^ 8) << 4 is (nib - 8) * 16 as a signed byte. One logic op (hi) or a shift and one (lo)
+ * against __vsub4's several; a dp4a sum of them is 16 times the signed nibbles' sum, exactly (at
+ * most 16 * 32 * 8 * 127 a block of 32), so an arithmetic shift by 4 gives the same int32. */
+__device__ __forceinline__ int q4_lo16(uint32_t w) { return (int)(((w << 4) & 0xF0F0F0F0u) ^ 0x80808080u); }
+__device__ __forceinline__ int q4_hi16(uint32_t w) { return (int)((w & 0xF0F0F0F0u) ^ 0x80808080u); }
 
 /* Element i of a float-weight matrix of dtype dt, as f32. */
 __device__ __forceinline__ float load_w(const uint8_t *W, int64_t i, int dt) {

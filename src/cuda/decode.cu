@@ -46,6 +46,8 @@ extern "C" {
 #include "ops.cuh"
 #include "products.cuh"
 
+#include <limits.h>
+
 #define DC_THREADS 256
 #ifndef DC_CHUNKS /* (dev/cuda/variants.sh builds other values) */
 #define DC_CHUNKS 4 /* 16-byte weight loads per thread per tile: 16 KB per tile */
@@ -156,6 +158,32 @@ __device__ __forceinline__ struct dc_tile dc_tile_of(const struct dc_product &a,
     return t;
 }
 
+/* The tiles of one block, T = blockIdx.x, + gridDim.x, ...: its slot and row tile carried from one
+ * to the next (DC_UP's T / a.tiles and T % a.tiles are an integer division each, ~30 instructions
+ * a tile in the q4tp experts' loop; a step is an add and a compare). Other modes: slot 0, rt = T. */
+struct dc_walk {
+    int slot, rt;
+};
+__device__ __forceinline__ int dc_walk_per(const struct dc_product &a) { return a.mode == DC_UP ? a.tiles : INT_MAX; }
+__device__ __forceinline__ struct dc_walk dc_walk_from(const struct dc_product &a, int T) {
+    struct dc_walk w = {T / dc_walk_per(a), T % dc_walk_per(a)};
+    return w;
+}
+/* by = dc_walk_from(a, gridDim.x): the same for every block and tile */
+__device__ __forceinline__ void dc_walk_step(const struct dc_product &a, struct dc_walk &w, const struct dc_walk &by) {
+    w.slot += by.slot;
+    w.rt += by.rt;
+    if (w.rt >= dc_walk_per(a)) {
+        w.rt -= dc_walk_per(a);
+        w.slot++;
+    }
+}
+__device__ __forceinline__ struct dc_tile dc_walk_tile(const struct dc_product &a, const struct dc_walk &w) {
+    int r0 = w.rt * a.rb;
+    struct dc_tile t = {r0, min(a.rb, a.rows - r0), w.slot};
+    return t;
+}
+
 /* Where a thread's chunk j lies in every tile, found once per kernel (no division per tile):
  * chunk c = tid + DC_THREADS j is row pair pr = c / cpr, its 16 bytes cc = c % cpr; row pair
  * pr = rl S + s is slot s (DC_DOWN; else the tile's) of the tile's row rl. Packed rl << 18 |
@@ -210,12 +238,28 @@ __device__ __forceinline__ void dc_issue(const struct dc_product &a, const uint8
     int nb = a.cols / 32;
     int64_t row_bytes = Q4 ? (int64_t)nb * 16 : a.cols;
     uint4 *w = (uint4 *)st;
+    if (Q4) {
+        /* the tile's first row found once (but for DC_DOWN, one matrix a tile), each chunk at a
+         * 32-bit offset from it (under 16 DC_TILE bytes): the 64-bit address arithmetic and the
+         * table load once a tile instead of once a chunk */
+        const uint8_t *Wt = a.mode == DC_DOWN ? NULL : dc_matrix(a, mats, t.slot) + t.r0 * row_bytes;
 #pragma unroll
-    for (int j = 0; j < CHUNKS; j++) {
-        int rl = where_row(where[j]);
-        if (rl < t.nr) {
-            const uint8_t *W = dc_matrix(a, mats, a.mode == DC_DOWN ? where_slot(where[j]) : t.slot);
-            cp_async16(w + threadIdx.x + DC_THREADS * j, W + (t.r0 + rl) * row_bytes + 16 * (int64_t)where_chunk(where[j]));
+        for (int j = 0; j < CHUNKS; j++) {
+            int rl = where_row(where[j]);
+            if (rl < t.nr) {
+                const uint8_t *W = Wt ? Wt : dc_matrix(a, mats, where_slot(where[j])) + t.r0 * row_bytes;
+                cp_async16(w + threadIdx.x + DC_THREADS * j, W + (uint32_t)(rl * nb * 16 + 16 * where_chunk(where[j])));
+            }
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < CHUNKS; j++) {
+            int rl = where_row(where[j]);
+            if (rl < t.nr) {
+                const uint8_t *W = dc_matrix(a, mats, a.mode == DC_DOWN ? where_slot(where[j]) : t.slot);
+                cp_async16(w + threadIdx.x + DC_THREADS * j,
+                           W + (t.r0 + rl) * row_bytes + 16 * (int64_t)where_chunk(where[j]));
+            }
         }
     }
     if ((int)threadIdx.x < per_row * t.nr) {
@@ -248,6 +292,15 @@ __device__ __forceinline__ float dc_finish(const struct dc_product &a, uint16_t 
     return v;
 }
 
+/* What k_decode's chunks leave its chains: q8_2f the block sums; q4tp the sums as floats (exact:
+ * |sum| < 2^15), the first of pk_chain_terms' two terms. */
+template <bool Q4> struct dc_sum {
+    typedef int32_t type;
+};
+template <> struct dc_sum<true> {
+    typedef float type;
+};
+
 /* Q4: the matrices are q4tp (else q8_2f): each instance holds only its format's registers. The
  * dynamic shared memory is DC_STAGES stages of dc_stage_bytes(a), then the nq quantized rows.
  *
@@ -258,7 +311,8 @@ __device__ __forceinline__ float dc_finish(const struct dc_product &a, uint16_t 
  * output. The experts wait first: their matrices come from the router's choice. */
 template <bool Q4>
 __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct dc_product a) {
-    __shared__ __align__(16) int32_t isum[2][DC_TILE]; /* block sums [row pair * nb + b], two tiles */
+    /* block sums [row pair * nb + b], two tiles (q4tp: as floats, pk_chain_terms' first terms) */
+    __shared__ __align__(16) typename dc_sum<Q4>::type isum[2][DC_TILE];
     __shared__ __align__(16) float gscale[2][Q4 ? DC_TILE : 1]; /* q4tp group scales, the same index */
     __shared__ float eo[2][DC_THREADS];  /* DC_DOWN: each (slot, row) pair's output */
     __shared__ const uint8_t *mats[DC_MAX_K];
@@ -290,6 +344,10 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
     if (a.mode != DC_UP) grid_wait();
     grid_launch_dependents(); /* past grid_wait: see the experts' comment above */
     uint8_t *sq = stages + DC_STAGES * sb; /* the quantized activation rows */
+    /* q4tp: tile i and tile i + DC_STAGES - 1 walked (dc_walk); q8_2f keeps main's dc_tile_of */
+    const struct dc_walk walk_by = dc_walk_from(a, q4 ? gridDim.x : 0);
+    struct dc_walk walk_cur = dc_walk_from(a, q4 ? blockIdx.x : 0);
+    struct dc_walk walk_ahead = dc_walk_from(a, q4 ? blockIdx.x + (DC_STAGES - 1) * gridDim.x : 0);
     if (a.qx) /* several rows: quantized once by k_dc_quantize for all the blocks */
         for (int i = tid; i < (int)(a.nq * qs / 16); i += DC_THREADS) ((uint4 *)sq)[i] = ((const uint4 *)a.qx)[i];
     else
@@ -298,11 +356,16 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
     for (int i = 0; i < mine_tiles; i++) {
         int ahead = i + DC_STAGES - 1, buf = i & 1;
         if (ahead < mine_tiles) /* into the stage tile i - 1 used: only this thread read its parts */
-            dc_issue<Q4, DC_CHUNKS>(a, mats, dc_tile_of(a, blockIdx.x + ahead * gridDim.x), where, chain_s, chain_rl, S,
-                                    dc_pairs(a), stages + (ahead % DC_STAGES) * sb);
+            dc_issue<Q4, DC_CHUNKS>(a, mats,
+                                    q4 ? dc_walk_tile(a, walk_ahead) : dc_tile_of(a, blockIdx.x + ahead * gridDim.x),
+                                    where, chain_s, chain_rl, S, dc_pairs(a), stages + (ahead % DC_STAGES) * sb);
         cp_async_commit();
         cp_async_wait<DC_STAGES - 1>(); /* tile i's copies (this thread's) have landed */
-        const struct dc_tile cur = dc_tile_of(a, blockIdx.x + i * gridDim.x);
+        const struct dc_tile cur = q4 ? dc_walk_tile(a, walk_cur) : dc_tile_of(a, blockIdx.x + i * gridDim.x);
+        if (q4) {
+            dc_walk_step(a, walk_cur, walk_by);
+            dc_walk_step(a, walk_ahead, walk_by);
+        }
         const uint8_t *st = stages + (i % DC_STAGES) * sb;
         const uint32_t *pw = (const uint32_t *)(st + 16 * DC_TILE);
         if (q4) __syncthreads(); /* the chain threads' params and codes, read by every chunk */
@@ -315,27 +378,31 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
             const uint8_t *q = sq + (a.nq > 1 && mine ? s : 0) * qs;
             uint4 wv = mine ? ((const uint4 *)st)[c] : make_uint4(0, 0, 0, 0);
             int v;
-            if (q4) {
-                int grp = cc;
-                const uint4 *qp = (const uint4 *)(q + 32 * grp);
-                uint4 qa = qp[0], qb = qp[1];
-                v = __dp4a(q4_lo(wv.x), (int)qa.x, 0);
-                v = __dp4a(q4_hi(wv.x), (int)qa.y, v);
-                v = __dp4a(q4_lo(wv.y), (int)qa.z, v);
-                v = __dp4a(q4_hi(wv.y), (int)qa.w, v);
-                v = __dp4a(q4_lo(wv.z), (int)qb.x, v);
-                v = __dp4a(q4_hi(wv.z), (int)qb.y, v);
-                v = __dp4a(q4_lo(wv.w), (int)qb.z, v);
-                v = __dp4a(q4_hi(wv.w), (int)qb.w, v);
-                if (mine) {
+            if constexpr (Q4) {
+                if (mine) { /* (past the tile's chunks nothing is read: no sum, no scale) */
+                    int grp = cc, qrow = a.nq > 1 ? s : 0;
+                    const uint4 *qp = (const uint4 *)(sq + qrow * qs + 32 * grp);
+                    uint4 qa = qp[0], qb = qp[1];
+                    /* the weights times 16 (q4_lo16): the same int32 after the shift */
+                    v = __dp4a(q4_lo16(wv.x), (int)qa.x, 0);
+                    v = __dp4a(q4_hi16(wv.x), (int)qa.y, v);
+                    v = __dp4a(q4_lo16(wv.y), (int)qa.z, v);
+                    v = __dp4a(q4_hi16(wv.y), (int)qa.w, v);
+                    v = __dp4a(q4_lo16(wv.z), (int)qb.x, v);
+                    v = __dp4a(q4_hi16(wv.z), (int)qb.y, v);
+                    v = __dp4a(q4_lo16(wv.w), (int)qb.z, v);
+                    v = __dp4a(q4_hi16(wv.w), (int)qb.w, v) >> 4;
                     /* the pair whose chain thread copied this row's params and codes */
                     int pr = where_row(where[j]) * S + where_slot(where[j]);
                     const uint8_t *codes = (const uint8_t *)(pw + pairs + pr * cw);
                     int off = (int)(((uintptr_t)(cur.r0 + where_row(where[j])) * d_q4_cstride(a.cols)) & 3);
                     uint32_t code2 = ld16b(codes + off + ((5 * grp) >> 3));
                     int code = (int)((code2 >> ((5 * grp) & 7)) & 31);
-                    isum[buf][c] = v;
-                    gscale[buf][c] = nt_q4tp_scale(f16f((uint16_t)(pw[pr] & 0xffff)), f16f((uint16_t)(pw[pr] >> 16)), code);
+                    /* the chain's two terms, formed here (pk_chain_terms): the sum as a float, and
+                     * the group scale times the activation block's scale */
+                    float gsc = nt_q4tp_scale(f16f((uint16_t)(pw[pr] & 0xffff)), f16f((uint16_t)(pw[pr] >> 16)), code);
+                    isum[buf][c] = (float)v;
+                    gscale[buf][c] = __fmul_rn(gsc, ((const float *)(sq + qrow * qs + 32 * nb))[grp]);
                 }
             } else {
                 uint4 qa = *(const uint4 *)(q + 16 * cc);
@@ -351,7 +418,11 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode(struct 
         if (tid < S * cur.nr) { /* one chain per (slot, row): the blocks in order */
             int s = a.mode == DC_DOWN ? chain_s : cur.slot, rl = chain_rl;
             const float *dv = (const float *)(sq + (a.nq > 1 ? s : 0) * qs + 32 * nb);
-            float acc = pk_chain_vec<Q4>(isum[buf] + tid * nb, gscale[buf] + (q4 ? tid * nb : 0), dv, nb);
+            float acc;
+            if constexpr (Q4)
+                acc = pk_chain_terms(isum[buf] + tid * nb, gscale[buf] + tid * nb, nb);
+            else
+                acc = pk_chain_vec<Q4>(isum[buf] + tid * nb, gscale[buf], dv, nb);
             int r = cur.r0 + rl;
             uint16_t rs = q4 ? 0 : (uint16_t)(pw[tid] >> (16 * (r & 1)));
             float v = dc_finish(a, rs, a.bias ? a.bias[r] : 0.0f, acc);

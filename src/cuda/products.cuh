@@ -180,6 +180,28 @@ __device__ __forceinline__ float pk_chain_vec(const int32_t *is, const float *gs
     return acc;
 }
 
+/* pk_chain<true>'s fmas over terms formed before it, by the threads that summed the blocks: sf[b] =
+ * (float)is[b] and gd[b] = gsc[b] * dv[b] (__fmul_rn), so the same operations in the same order
+ * give the same bits, and the one thread that runs a row's chain issues 2 of its 5 instructions a
+ * block (k_decode's q4tp tiles, where the chain thread is the tile's longest path). Its rows: 16-byte
+ * aligned; pk_chain's loop where nb % 4 != 0. */
+__device__ __forceinline__ float pk_chain_terms(const float *sf, const float *gd, int nb) {
+    float acc = 0.0f;
+    if (nb % 4 || ((uintptr_t)sf | (uintptr_t)gd) % 16) {
+        for (int b = 0; b < nb; b++) acc = __fmaf_rn(sf[b], gd[b], acc);
+        return acc;
+    }
+#pragma unroll 4
+    for (int b = 0; b < nb; b += 4) {
+        float4 s4 = *(const float4 *)(sf + b), g4 = *(const float4 *)(gd + b);
+        acc = __fmaf_rn(s4.x, g4.x, acc);
+        acc = __fmaf_rn(s4.y, g4.y, acc);
+        acc = __fmaf_rn(s4.z, g4.z, acc);
+        acc = __fmaf_rn(s4.w, g4.w, acc);
+    }
+    return acc;
+}
+
 __device__ __forceinline__ const uint8_t *pk_qrow(const struct pk_product &a, const struct pk_item &it, int p) {
     return a.qx + (int64_t)(it.base + it.t0 + p) * (int64_t)pk_qx_stride(a.cols);
 }

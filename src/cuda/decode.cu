@@ -584,8 +584,9 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode_multi(s
                     int code = (int)((code2 >> ((5 * grp) & 7)) & 31);
                     gscale[c] = nt_q4tp_scale(f16f((uint16_t)(pw[rl] & 0xffff)), f16f((uint16_t)(pw[rl] >> 16)), code);
                 }
-                int w0 = q4_lo(wv.x), w1 = q4_hi(wv.x), w2 = q4_lo(wv.y), w3 = q4_hi(wv.y);
-                int w4 = q4_lo(wv.z), w5 = q4_hi(wv.z), w6 = q4_lo(wv.w), w7 = q4_hi(wv.w);
+                /* the weights times 16 (q4_lo16): each position's sum shifted back, the same int32 */
+                int w0 = q4_lo16(wv.x), w1 = q4_hi16(wv.x), w2 = q4_lo16(wv.y), w3 = q4_hi16(wv.y);
+                int w4 = q4_lo16(wv.z), w5 = q4_hi16(wv.z), w6 = q4_lo16(wv.w), w7 = q4_hi16(wv.w);
                 for (int t = 0; t < n; t++) {
                     const uint4 *qp = (const uint4 *)(sq + t * qsp + 32 * grp);
                     uint4 qa = qp[0], qb = qp[1];
@@ -596,7 +597,7 @@ __global__ void __launch_bounds__(DC_THREADS, DC_BLOCKS_PER_SM) k_decode_multi(s
                     v = __dp4a(w4, (int)qb.x, v);
                     v = __dp4a(w5, (int)qb.y, v);
                     v = __dp4a(w6, (int)qb.z, v);
-                    v = __dp4a(w7, (int)qb.w, v);
+                    v = __dp4a(w7, (int)qb.w, v) >> 4;
                     if (mine) isum[t * tbs + c] = v;
                 }
             } else {

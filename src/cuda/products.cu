@@ -165,14 +165,15 @@ __global__ void __launch_bounds__(GV_THREADS, GV_MIN_BLOCKS) k_gemv(struct pk_pr
             if (q4) {
                 const uint4 *qp = (const uint4 *)(q + 32 * (int64_t)(cc % cpr));
                 uint4 qa = qp[0], qb = qp[1]; /* global (L1) or the shared row */
-                s = __dp4a(q4_lo(wv[j].x), (int)qa.x, 0);
-                s = __dp4a(q4_hi(wv[j].x), (int)qa.y, s);
-                s = __dp4a(q4_lo(wv[j].y), (int)qa.z, s);
-                s = __dp4a(q4_hi(wv[j].y), (int)qa.w, s);
-                s = __dp4a(q4_lo(wv[j].z), (int)qb.x, s);
-                s = __dp4a(q4_hi(wv[j].z), (int)qb.y, s);
-                s = __dp4a(q4_lo(wv[j].w), (int)qb.z, s);
-                s = __dp4a(q4_hi(wv[j].w), (int)qb.w, s);
+                /* the weights times 16 (q4_lo16): the same int32 after the shift */
+                s = __dp4a(q4_lo16(wv[j].x), (int)qa.x, 0);
+                s = __dp4a(q4_hi16(wv[j].x), (int)qa.y, s);
+                s = __dp4a(q4_lo16(wv[j].y), (int)qa.z, s);
+                s = __dp4a(q4_hi16(wv[j].y), (int)qa.w, s);
+                s = __dp4a(q4_lo16(wv[j].z), (int)qb.x, s);
+                s = __dp4a(q4_hi16(wv[j].z), (int)qb.y, s);
+                s = __dp4a(q4_lo16(wv[j].w), (int)qb.z, s);
+                s = __dp4a(q4_hi16(wv[j].w), (int)qb.w, s) >> 4;
                 if (c < nch) isum[p][c] = s;
             } else {
                 uint4 qa = *(const uint4 *)(q + 16 * (int64_t)(cc % cpr));

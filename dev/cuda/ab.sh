@@ -59,11 +59,8 @@ for v in N "$@"; do
     stamp "$v: verify passes"
     $(bin_of "$v") bench -m $nano --device cuda -p 64 -n 32 -r 2 --verify 1,4,12 2>&1 | grep -iE "verify pass"
 done
-stamp "bench figures per build: tok/s, lowest - highest of the rounds"
-awk '/^-- round .* bench/ {v = $4; sub(/:$/, "", v)}
-     /\| *(pp420|tg128|pp2048) *\|/ {t = $(NF-5); x = $(NF-3) + 0; k = v " " t
-         if (!(k in lo) || x < lo[k]) lo[k] = x; if (!(k in hi) || x > hi[k]) hi[k] = x; n[k]++}
-     END {for (k in lo) printf "%-70s %9.1f - %9.1f (%d)\n", k, lo[k], hi[k], n[k]}' "$OUT/ab.log" | sort
+stamp "bench figures per build: tok/s, lowest - highest of the rounds; N against each build, round by round"
+python3 dev/cuda/bench_ratios.py "$OUT/ab.log"
 stamp "gpu_bench_ops side by side (µs a call; each build's best against N's)"
 python3 dev/cuda/ops_table.py "$OUT" 1 16 64 512 | grep -vE "Q[0-9]_|MXFP4| old "
 stamp "ab.sh done"

@@ -4,7 +4,10 @@ in place. Their forms were found by compiling small kernels with nvcc 13 (min, m
 min/max; signed / unsigned; register / immediate / uniform-register operand):
   0x836 / 0xc36       VIADD Rd, Ra, imm32 / URb                  (Rd = Ra + b)
   0x248 / 0x848 / 0xc48 VIMNMX[.U32] Rd, Ra, Rb / imm / URb, P  (P true: min, !P: max)
-  0x246 / 0x846 / 0xc46 VIADDMNMX[.U32] Rd, Ra, Rb / imm / URb, Rc, P   (min/max(Ra + b, Rc))"""
+  0x246 / 0x846 / 0xc46 VIADDMNMX[.U32] Rd, Ra, Rb / imm / URb, Rc, P   (min/max(Ra + b, Rc))
+  0xe46               VIADDMNMX[.U32] Rd, Ra, Rb, URc, P   (min/max(Ra + Rb, URc): the register in
+                      the second word's low byte, the uniform register in the first's bits 32-37;
+                      session 21, from min(t + p.c, q * p.a))"""
 import os, re, subprocess, sys
 ND = os.environ.get('NVDISASM', 'nvdisasm')  # README.md: where one comes from
 txt, out = sys.argv[1], sys.argv[2]
@@ -33,6 +36,8 @@ for a in range(0, len(d), 16):
         s = f'VIADD {rd}, {ra}, {b}'
     elif base == 0x48:
         s = f'VIMNMX{u} {rd}, {ra}, {b}, {mps}'
+    elif base == 0x46 and form == 0xe:
+        s = f'VIADDMNMX{u} {rd}, {ra}, {reg(w1 & 0xff)}, {ureg((w0 >> 32) & 0x3f)}, {mps}'
     elif base == 0x46:
         s = f'VIADDMNMX{u} {rd}, {ra}, {b}, {reg(w1 & 0xff)}, {mps}'
     else:

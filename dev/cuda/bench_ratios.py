@@ -16,44 +16,40 @@ import sys
 FIGURES = ("tg128", "pp420", "pp2048")
 
 
-def read(path):
-    """round -> build -> figure -> tok/s, from ab.sh's '-- round R V: bench' headers and the
-    bench tables' rows after them."""
-    runs, cur = {}, None
-    head = re.compile(r"^-- round (\d+) (\S+): bench")
-    row = re.compile(r"\|\s*(tg128|pp420|pp2048)\s*\|\s*([0-9.]+)\s*±")
+def rows_under(path, head, row):
+    """(head's match, row's match) for each line matching row (re.search) in a section of ab.log
+    that opens with a line matching head; any other '-- ' line closes the section."""
+    cur = None
     with open(path, errors="replace") as f:
         for line in f:
             m = head.match(line)
             if m:
-                cur = (int(m.group(1)), m.group(2))
+                cur = m
                 continue
             if line.startswith("-- "):
                 cur = None
                 continue
             m = row.search(line)
             if m and cur:
-                runs.setdefault(cur[0], {}).setdefault(cur[1], {})[m.group(1)] = float(m.group(2))
+                yield cur, m
+
+
+def read(path):
+    """round -> build -> figure -> tok/s, from ab.sh's '-- round R V: bench' headers and the
+    bench tables' rows after them."""
+    runs = {}
+    for h, m in rows_under(path, re.compile(r"^-- round (\d+) (\S+): bench"),
+                           re.compile(r"\|\s*(tg128|pp420|pp2048)\s*\|\s*([0-9.]+)\s*±")):
+        runs.setdefault(int(h.group(1)), {}).setdefault(h.group(2), {})[m.group(1)] = float(m.group(2))
     return runs
 
 
 def read_verify(path):
     """build -> [(positions, ms)] from ab.sh's '-- V: verify passes' blocks."""
-    out, cur = {}, None
-    head = re.compile(r"^-- (\S+): verify passes")
-    row = re.compile(r"^verify pass of (\S+) positions: ([0-9.]+) ms")
-    with open(path, errors="replace") as f:
-        for line in f:
-            m = head.match(line)
-            if m:
-                cur = m.group(1)
-                continue
-            if line.startswith("-- "):
-                cur = None
-                continue
-            m = row.match(line)
-            if m and cur:
-                out.setdefault(cur, []).append((m.group(1), float(m.group(2))))
+    out = {}
+    for h, m in rows_under(path, re.compile(r"^-- (\S+): verify passes"),
+                           re.compile(r"^verify pass of (\S+) positions: ([0-9.]+) ms")):
+        out.setdefault(h.group(1), []).append((m.group(1), float(m.group(2))))
     return out
 
 

@@ -13,7 +13,8 @@
 # gpu_bench_ops.
 #
 # Logs go to $OUT (ab.log holds everything printed; ops-V-R.log each gpu_bench_ops run, which
-# dev/cuda/ops_table.py puts side by side at the end).
+# dev/cuda/ops_table.py puts side by side at the end, after dev/cuda/bench_ratios.py's bench
+# figures as per-round ratios).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:?OUT must name the folder that comes back}"

@@ -173,8 +173,12 @@ const char *nemotron_session_errmsg(const nemotron_session *session);
  * the session exactly as it was. */
 nemotron_status nemotron_session_eval(nemotron_session *session, const int32_t *tokens, int n,
                                       float *logits);
-/* The last evaluated position's logits, float[vocab_size]; NULL before the first eval.
- * Valid until the next eval or reset. */
+/* The last evaluated position's logits, float[vocab_size]; NULL before the first eval, or when
+ * the GPU failed copying them back (nemotron_session_errmsg says why; the session is refused as
+ * after any device error). Valid until the next eval or reset. On a GPU they are copied back by
+ * the first call after a pass, not by the pass: greedy decoding, which needs only
+ * nemotron_session_argmax (or a sampler for which nemotron_sampler_is_greedy holds), never waits
+ * for the copy. */
 const float *nemotron_session_logits(const nemotron_session *session);
 /* argmax of those logits (the lowest index among equals); -1 before the first eval. */
 int32_t nemotron_session_argmax(const nemotron_session *session);
@@ -345,6 +349,11 @@ const char *nemotron_sampler_errmsg(const nemotron_sampler *s);
 /* The next token from logits[vocab] (penalties, then the filters, then a seeded draw); -1 for a
  * NULL sampler or logits, or a handle whose creation failed. */
 int32_t nemotron_sampler_sample(nemotron_sampler *s, const float *logits);
+/* 1 when the sampler's every choice is the argmax of the logits as given (temperature 0 and no
+ * penalty), so that nemotron_session_argmax gives the same token without reading the logits
+ * (which a GPU session leaves on the device until asked for); 0 otherwise, and for a NULL or
+ * failed handle. */
+int nemotron_sampler_is_greedy(const nemotron_sampler *s);
 /* Records a token of the sequence for the penalties; a token outside the vocabulary (or a NULL
  * or failed handle) is NEMOTRON_ERR_ARG and is not recorded. reset of such a handle does nothing. */
 nemotron_status nemotron_sampler_accept(nemotron_sampler *s, int32_t token);

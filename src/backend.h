@@ -214,8 +214,10 @@ struct nt_backend_ops {
     /* Scratch floats moe_experts needs for a pass of n positions (each backend organises its
      * own: per-thread buffers on the CPU, per-expert lists on a GPU). */
     size_t (*moe_scratch_floats)(struct nt_backend *be, const struct nt_moe_dims *d, int n);
-    /* out[t] = the lowest index of the largest logits[t][.] (rows of `vocab`), for t < n; a NaN
-     * never wins (a row of NaN only gives 0). */
+    /* out[t] = the lowest index of the largest logits[t][.] (rows of `vocab`), for t < n; -1 for
+     * a degenerate row: one that holds a NaN or an infinity, or whose values are all equal (vocab
+     * > 1). The session fails such a pass (NEMOTRON_ERR_NUMERIC) from this alone, without reading
+     * the logits back. */
     void (*argmax)(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out);
 
     /* Optional (NULL: a pass runs its operations in order). Between NT_BRANCH_OPEN and

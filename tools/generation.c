@@ -230,7 +230,13 @@ int gen_run(struct gen *g, const struct args *a, const int32_t *prompt, int n_pr
             break;
         }
         if (!g->speculate) {
-            int32_t next = nemotron_sampler_sample(g->sampler, nemotron_session_logits(g->session));
+            int32_t next = nemotron_sampler_is_greedy(g->sampler)
+                               ? nemotron_session_argmax(g->session) /* the logits stay on a GPU */
+                               : nemotron_sampler_sample(g->sampler, nemotron_session_logits(g->session));
+            if (next < 0) { /* no logits came back: the device failed (the session says so) */
+                st = NEMOTRON_ERR_DEVICE;
+                break;
+            }
             if ((end = take_token(g, a, dt, next, n_max, out, &shown, r))) break;
             nemotron_sampler_accept(g->sampler, next);
             st = gen_eval(g, &next, 1);

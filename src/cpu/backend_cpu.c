@@ -13,6 +13,7 @@
 #include "team.h"
 #include "../quant/quant.h"
 
+#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <sched.h>
@@ -521,10 +522,13 @@ static void moe_experts(struct nt_backend *be, const struct nt_pass *p, const st
 static void argmax(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out) {
     for (int t = 0; t < n; t++) {
         const float *l = logits + (size_t)t * vocab;
-        int best = -1;
-        for (int i = 0; i < vocab; i++)
-            if (l[i] == l[i] && (best < 0 || l[i] > l[best])) best = i; /* a NaN never wins */
-        out[t] = best < 0 ? 0 : best;
+        int best = 0, nonfinite = 0, unlike = 0;
+        for (int i = 0; i < vocab; i++) {
+            nonfinite |= !(fabsf(l[i]) <= FLT_MAX);
+            unlike |= l[i] != l[0];
+            if (l[i] > l[best]) best = i;
+        }
+        out[t] = nonfinite || (vocab > 1 && !unlike) ? -1 : best; /* degenerate: backend.h */
     }
 }
 

@@ -9,6 +9,8 @@
 #include "ggml_blocks.cuh"
 #include "ops.cuh"
 
+#include <float.h>
+
 __global__ void k_embed(const int32_t *tokens, const uint8_t *emb, int dt, int64_t V, int H, float *h) {
     grid_wait(); /* launched early (NT_LAUNCH_EARLY): nothing before this */
     grid_launch_dependents();
@@ -197,9 +199,11 @@ void be_add_rmsnorm(struct nt_backend *be, const struct nt_pass *p, float *h, co
     LAUNCHED(be);
 }
 
-/* One block per row: the lowest index of the largest value that is a number (0 when none is).
- * A row 16-byte aligned is read as float4s, ARGMAX_BATCH of them a thread requested at once
- * before any is compared: the loop of one float a step kept one load of a thread in flight, 128
+/* One block per row: the lowest index of the largest value, or -1 for a degenerate row (a NaN or
+ * an infinity anywhere, or every value equal when vocab > 1: backend.h's argmax), which the
+ * session turns into its numeric error without reading the logits back (its host scan of 131072
+ * logits cost a decode step ~0.2 ms on the H100 machine's CPU, session 22). A row 16-byte aligned
+ * is read as float4s, ARGMAX_BATCH of them a thread requested at once before any is compared: the loop of one float a step kept one load of a thread in flight, 128
  * trips from memory a thread for a vocabulary of 131072 (54 us under ncu, session 18). Any
  * assignment of indices to threads gives the same answer (better(): the larger value, then the
  * lower index; each thread visits its indices in increasing order). */
@@ -209,11 +213,16 @@ __global__ void __launch_bounds__(1024) k_argmax(const float *logits, int vocab,
     grid_launch_dependents();
     __shared__ float shv[33];
     __shared__ int shi[33];
+    __shared__ int shflags[32]; /* a warp's: 1 a value not finite, 2 a value unlike the first */
     const float *l = logits + (size_t)blockIdx.x * vocab;
     float bv = 0.0f;
     int bi = -1;
+    const float first = l[0];
+    bool nonfinite = false, unlike = false; /* a NaN or an infinity; a value unlike the first */
     auto take = [&](float v, int i) {
-        if (v == v && (bi < 0 || v > bv)) { bv = v; bi = i; } /* a NaN never wins */
+        nonfinite |= !(fabsf(v) <= FLT_MAX);
+        unlike |= v != first;
+        if (v == v && (bi < 0 || v > bv)) { bv = v; bi = i; }
     };
     const int nq = (uintptr_t)l % 16 == 0 ? vocab / 4 : 0, step = (int)blockDim.x; /* float4s */
     const float4 *l4 = (const float4 *)l;
@@ -221,20 +230,26 @@ __global__ void __launch_bounds__(1024) k_argmax(const float *logits, int vocab,
         float4 q[ARGMAX_BATCH];
 #pragma unroll
         for (int k = 0; k < ARGMAX_BATCH; k++) {
-            const float nan = __uint_as_float(0x7fffffffu); /* past the row: never taken */
+            const float nan = __uint_as_float(0x7fffffffu); /* past the row: not taken (below) */
             q[k] = base + k * step < nq ? l4[base + k * step] : make_float4(nan, nan, nan, nan);
         }
 #pragma unroll
         for (int k = 0; k < ARGMAX_BATCH; k++) {
             int i = 4 * (base + k * step);
-            take(q[k].x, i), take(q[k].y, i + 1), take(q[k].z, i + 2), take(q[k].w, i + 3);
+            if (i < 4 * nq) take(q[k].x, i), take(q[k].y, i + 1), take(q[k].z, i + 2), take(q[k].w, i + 3);
         }
     }
     for (int i = 4 * nq + (int)threadIdx.x; i < vocab; i += step) take(l[i], i);
+    unsigned nf = __ballot_sync(0xffffffffu, nonfinite), ul = __ballot_sync(0xffffffffu, unlike);
+    if ((threadIdx.x & 31) == 0) shflags[threadIdx.x >> 5] = (nf ? 1 : 0) | (ul ? 2 : 0);
     float rv;
     int ri;
-    block_argbest(bv, bi, shv, shi, &rv, &ri);
-    if (threadIdx.x == 0) out[blockIdx.x] = ri < 0 ? 0 : ri;
+    block_argbest(bv, bi, shv, shi, &rv, &ri); /* its barriers publish shflags too */
+    if (threadIdx.x == 0) {
+        int f = 0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) f |= shflags[w];
+        out[blockIdx.x] = (f & 1) || (vocab > 1 && !(f & 2)) ? -1 : ri;
+    }
 }
 
 void be_argmax(struct nt_backend *be, int n, const float *logits, int vocab, int32_t *out) {

@@ -138,13 +138,70 @@ uint64_t bytes_print(const void *p, size_t n) {
     return h;
 }
 
+/* KNOCK-OUTS (NEMOTRON_CUDA_KNOCKOUT, a development aid for timing, never for results): the named
+ * operations are left out of every captured or rehearsed program, so the replayed passes run
+ * without them and `nemotron bench` times a step less those operations in place (their share of
+ * the step with everything else overlapping as it does), where the profile and ncu time each
+ * alone (docs/PERF.md, session 22: the account of a decode step this way). Names are op_names',
+ * joined by '+' (dev/cuda/ab.sh's NAME:VAR=VAL splits at commas); "matmul:RxC" names the products
+ * of one shape. Only operations that write floats can be left out: a stale or unwritten float is
+ * harmless to the rest (the route picks valid experts from any scores, NaN included), a stale
+ * expert index or token (moe_route, argmax) is not. The logits a knocked-out pass leaves are an
+ * earlier pass's (the first run of each kind is eager, whole), so the session's check of them
+ * passes; were they degenerate, it would fail the run (NEMOTRON_ERR_NUMERIC), never time garbage.
+ * The outputs are wrong: the program says so once. */
+#define KNOCKOUT_MAX 16
+struct knockout {
+    enum cuda_op op;
+    uint64_t rows, cols; /* matmul:RxC; 0: every product */
+};
+static int knockouts_of(struct knockout *k) {
+    const char *env = getenv("NEMOTRON_CUDA_KNOCKOUT");
+    int n = 0;
+    char name[64];
+    for (const char *p = env; p && *p && n < KNOCKOUT_MAX;) {
+        size_t len = strcspn(p, "+");
+        snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), p);
+        p += len + (p[len] == '+');
+        unsigned long long r = 0, c = 0;
+        char *shape = strchr(name, ':');
+        if (shape) {
+            *shape++ = 0;
+            if (sscanf(shape, "%llux%llu", &r, &c) != 2) {
+                fprintf(stderr, "nemotron: NEMOTRON_CUDA_KNOCKOUT: '%s': a shape is ROWSxCOLS\n", shape);
+                continue;
+            }
+        }
+        int op = -1;
+        for (int i = OP_EMBED; i <= OP_ARGMAX; i++)
+            if (!strcmp(name, op_names[i])) op = i;
+        if (op < 0 || op == OP_ROUTE || op == OP_ARGMAX || (shape && op != OP_MATMUL)) {
+            fprintf(stderr, "nemotron: NEMOTRON_CUDA_KNOCKOUT: '%s' is not an operation that can be left out\n", name);
+            continue;
+        }
+        k[n++] = {(enum cuda_op)op, r, c};
+    }
+    if (n) fprintf(stderr, "nemotron: NEMOTRON_CUDA_KNOCKOUT: %d operation(s) left out of replayed passes: "
+                           "timing only, the outputs are wrong\n", n);
+    return n;
+}
+static bool knocked_out(enum cuda_op op, const uint64_t *v, int nv) {
+    static struct knockout k[KNOCKOUT_MAX];
+    static const int n = knockouts_of(k); /* read once, thread-safe (a function-local static) */
+    for (int i = 0; i < n; i++)
+        if (k[i].op == op && (!k[i].rows || (op == OP_MATMUL && nv >= 5 && v[3] == k[i].rows && v[4] == k[i].cols)))
+            return true;
+    return false;
+}
+
 bool op_start(struct nt_backend *be, enum cuda_op op, const uint64_t *v, int nv) {
     cur.op = op;
     if (FAULTED(be)) return true;
     uint64_t h = mix64(cur.print, (uint64_t)op);
     for (int i = 0; i < nv; i++) h = mix64(h, v[i]);
     cur.print = h;
-    return cur.mode == MODE_REPLAY || cur.mode == MODE_SKIP || cur.declined;
+    return cur.mode == MODE_REPLAY || cur.mode == MODE_SKIP || cur.declined ||
+           ((cur.mode == MODE_CAPTURE || cur.mode == MODE_REHEARSE) && knocked_out(op, v, nv));
 }
 
 /* ---- the profile --------------------------------------------------------------------------- */

@@ -546,6 +546,8 @@ static int32_t argmax(const float *x, int n) {
     return best < 0 ? 0 : best;
 }
 
+int nt_sampler_is_greedy(const struct nt_sampler *s) { return s->p.temperature == 0.0f && !s->track; }
+
 int32_t nt_sampler_sample(struct nt_sampler *s, const float *logits) {
     NT_ASSERT(s && logits);
     const struct nt_sampler_params *p = &s->p;

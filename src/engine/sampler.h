@@ -35,6 +35,8 @@ struct nt_sampler_params nt_sampler_default_params(void);
 nemotron_status nt_sampler_new(const struct nt_sampler_params *p, int vocab,
                                struct nt_sampler **out, struct nt_err *err);
 void nt_sampler_free(struct nt_sampler *s);
+/* 1 when every choice is the argmax of the logits as given (temperature 0, no penalty). */
+int nt_sampler_is_greedy(const struct nt_sampler *s);
 /* Chooses a token from logits[vocab] (not modified). */
 int32_t nt_sampler_sample(struct nt_sampler *s, const float *logits);
 /* Records a token of the sequence (prompt or generated) for the penalties. */

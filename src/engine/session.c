@@ -115,6 +115,7 @@ const char *nemotron_session_errmsg(const nemotron_session *s) { return s ? s->e
 static nemotron_status device_failed(nemotron_session *s) {
     s->broken = 1;
     s->has_last = 0;
+    s->logits_dev = NULL;
     s->last_argmax = -1;
     return nt_fail(&s->err, NEMOTRON_ERR_DEVICE, "the device failed: %s; this session is unusable: free it",
                    s->model->fwd.be->fault);
@@ -185,6 +186,25 @@ static long first_nonfinite_row(nemotron_session *s, int n, float *row) {
         if (!all_finite(row, H)) return t;
     }
     return n - 1;
+}
+
+/* The error of a pass whose logits at position pos are degenerate (first_degenerate_row; for the
+ * rows only their argmax came back for, the backend's argmax of -1). */
+static nemotron_status numeric_failure(nemotron_session *s, long pos) {
+    return nt_fail(&s->err, NEMOTRON_ERR_NUMERIC,
+                   "the logits of position %ld are not finite (NaN or infinity) or all equal: the model's "
+                   "weights or config values overflow; the session holds them now: reset it",
+                   pos);
+}
+
+/* The last logits into last_logits, when they are still only on the device (logits_dev): before
+ * they are read, and before a pass that writes acts.logits while they must stay (verify keeps them
+ * for accept(0); the MTP step's passes). */
+static void logits_fetch(nemotron_session *s) {
+    if (!s->logits_dev) return;
+    struct nt_backend *be = s->model->fwd.be;
+    be->ops->to_host(be, s->last_logits, s->logits_dev, (size_t)s->model->fwd.V * sizeof(float));
+    s->logits_dev = NULL;
 }
 
 /* ---- passes ---- */
@@ -271,14 +291,19 @@ static nemotron_status run(nemotron_session *s, const int32_t *tokens, const flo
             p = nt_session_main_pass(s, tokens + off, chunk, want, 0);
             if (s->mtp) mtp_before_pass(s, p.tokens[0]);
         }
+        if (want != NT_LOGITS_NONE) { /* the pass writes over the last logits' row */
+            s->has_last = 0;
+            s->logits_dev = NULL;
+            s->last_argmax = -1;
+        }
         launch(s, &p);
         if (p.hidden_out) mtp_after_pass(s, p.tokens, chunk);
         if (logits)
             be->ops->to_host(be, logits + (size_t)off * V, s->acts.logits, (size_t)chunk * V * sizeof(float));
-        if (last) {
+        if (last) { /* the logits stay on the device until asked for (logits_fetch) */
             int row = want == NT_LOGITS_ALL ? chunk - 1 : 0;
-            be->ops->to_host(be, s->last_logits, s->acts.logits + (size_t)row * V, (size_t)V * sizeof(float));
             be->ops->to_host(be, &s->last_argmax, s->acts.argmax + row, sizeof(int32_t));
+            s->logits_dev = s->acts.logits + (size_t)row * V;
             s->has_last = 1;
         }
         if (be->fault[0]) return device_failed(s); /* to_host waited for the pass: any fault shows */
@@ -294,16 +319,12 @@ static nemotron_status run(nemotron_session *s, const int32_t *tokens, const flo
             bad = first_nonfinite_row(s, chunk, s->hidden_check);
         } else {
             if (logits) bad = first_degenerate_row(logits + (size_t)(off - chunk) * V, chunk, V);
-            if (bad < 0 && last && first_degenerate_row(s->last_logits, 1, V) == 0) bad = chunk - 1;
+            if (bad < 0 && last && s->last_argmax < 0) bad = chunk - 1; /* backend.h's argmax */
             long first = bad >= 0 ? first_nonfinite_row(s, chunk, s->hidden_check) : -1;
             if (first >= 0) bad = first;
         }
         if (be->fault[0]) return device_failed(s);
-        if (bad >= 0)
-            return nt_fail(&s->err, NEMOTRON_ERR_NUMERIC,
-                           "the logits of position %ld are not finite (NaN or infinity) or all equal: the "
-                           "model's weights or config values overflow; the session holds them now: reset it",
-                           (long)pos0 + bad);
+        if (bad >= 0) return numeric_failure(s, (long)pos0 + bad);
     }
     s->err.msg[0] = 0;
     return NEMOTRON_OK;
@@ -340,25 +361,26 @@ nemotron_status nemotron_session_verify(nemotron_session *s, const int32_t *toke
     struct nt_backend *be = f->be;
     if (be->fault[0]) return device_failed(s);
     if (s->mtp) mtp_before_pass(s, tokens[0]);
+    logits_fetch(s); /* the last logits before the pass stay at hand for accept(0) */
     struct nt_pass p = nt_session_main_pass(s, tokens, n, NT_LOGITS_ARGMAX, 1);
     launch(s, &p);
     if (p.hidden_out) mtp_after_pass(s, tokens, n);
-    /* the last logits before the pass stay at hand for accept(0) */
     float *before = s->last_logits;
     s->last_logits = s->prev_logits;
     s->prev_logits = before;
     s->prev_has_last = s->has_last;
     s->prev_argmax = s->last_argmax;
-    int V = f->V;
     be->ops->to_host(be, s->verify_argmax, s->acts.argmax, (size_t)n * sizeof(int32_t));
-    be->ops->to_host(be, s->last_logits, s->acts.logits + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
     if (be->fault[0]) return device_failed(s);
     s->last_argmax = s->verify_argmax[n - 1];
+    s->logits_dev = s->acts.logits + (size_t)(n - 1) * f->V;
     s->has_last = 1;
-    if (argmax) memcpy(argmax, s->verify_argmax, (size_t)n * sizeof(int32_t));
     s->verify_pos0 = s->pos;
-    s->verify_n = n;
     s->pos += n;
+    for (int i = 0; i < n; i++) /* a degenerate row (backend.h's argmax -1) fails the pass, as in run */
+        if (s->verify_argmax[i] < 0) return numeric_failure(s, (long)s->verify_pos0 + i);
+    if (argmax) memcpy(argmax, s->verify_argmax, (size_t)n * sizeof(int32_t));
+    s->verify_n = n;
     s->err.msg[0] = 0;
     return NEMOTRON_OK;
 }
@@ -380,15 +402,15 @@ nemotron_status nemotron_session_accept(nemotron_session *s, int m) {
     struct nt_backend *be = f->be;
     nt_state_roll_back(f, &s->state, m);
     s->pos = s->verify_pos0 + m;
-    if (m == 0) {
+    if (m == 0) { /* the logits from before the pass, on the host since it started */
         float *t = s->last_logits;
         s->last_logits = s->prev_logits;
         s->prev_logits = t;
+        s->logits_dev = NULL;
         s->has_last = s->prev_has_last;
         s->last_argmax = s->prev_argmax;
     } else {
-        int V = f->V;
-        be->ops->to_host(be, s->last_logits, s->acts.logits + (size_t)(m - 1) * V, (size_t)V * sizeof(float));
+        s->logits_dev = s->acts.logits + (size_t)(m - 1) * f->V;
         s->last_argmax = s->verify_argmax[m - 1];
         s->has_last = 1;
     }
@@ -541,6 +563,7 @@ nemotron_status nemotron_session_snapshot(nemotron_session *s, nemotron_snapshot
         copy_mtp_state(f, s, snap, 1);
         memcpy(snap->mtp_next, s->mtp_next, (size_t)s->mtp_rows * sizeof(int32_t));
     }
+    logits_fetch(s);
     memcpy(snap->logits, s->last_logits, (size_t)f->V * sizeof(float));
     snap->has_last = s->has_last;
     snap->argmax = s->last_argmax;
@@ -575,6 +598,7 @@ nemotron_status nemotron_session_restore(nemotron_session *s, const nemotron_sna
         s->mtp_rows = snap->mtp_rows;
     }
     memcpy(s->last_logits, snap->logits, (size_t)f->V * sizeof(float));
+    s->logits_dev = NULL;
     s->has_last = snap->has_last;
     s->last_argmax = snap->argmax;
     if (f->be->fault[0]) return device_failed(s);
@@ -582,9 +606,18 @@ nemotron_status nemotron_session_restore(nemotron_session *s, const nemotron_sna
     return NEMOTRON_OK;
 }
 
-/* The getters take NULL (and a handle that holds only a creation failure) as "no session". */
+/* The getters take NULL (and a handle that holds only a creation failure) as "no session". The
+ * logits getter is const to the caller: the session's logits are the same before and after, only
+ * where they are kept changes (logits_fetch), so the const is cast away for that. */
 const float *nemotron_session_logits(const nemotron_session *s) {
-    return s && s->ready && s->has_last ? s->last_logits : NULL;
+    if (!s || !s->ready || !s->has_last) return NULL;
+    nemotron_session *held = (nemotron_session *)s;
+    logits_fetch(held);
+    if (s->model->fwd.be->fault[0]) { /* nothing came back: the session's message says why */
+        device_failed(held);
+        return NULL;
+    }
+    return s->last_logits;
 }
 
 int32_t nemotron_session_argmax(const nemotron_session *s) {
@@ -601,6 +634,7 @@ void nemotron_session_reset(nemotron_session *s) {
     s->pos = 0;
     s->verify_n = 0;
     s->has_last = 0;
+    s->logits_dev = NULL;
     s->last_argmax = -1;
     s->mtp_rows = 0;
     s->mtp_follow = s->mtp;
@@ -622,17 +656,21 @@ nemotron_status nt_session_mtp_draft(nemotron_session *s, int32_t next, int k, i
     struct nt_backend *be = s->model->fwd.be;
     if (!s->mtp_rows) return NEMOTRON_OK;
     s->verify_n = 0; /* its passes overwrite the verify pass's rows */
+    logits_fetch(s); /* and the last logits' row */
     mtp_run_waiting(s, next, NT_LOGITS_LAST);
     be->ops->to_host(be, &drafts[0], s->acts.argmax, sizeof(int32_t));
     /* each chained step at the position after the last: its KV row is the MTP's guess, redone
-     * by the waiting rows' run once the position is verified */
-    for (int j = 1; j < k && !be->fault[0]; j++) {
+     * by the waiting rows' run once the position is verified. A degenerate step (argmax -1: the
+     * MTP layers' logits overflow) ends the drafts before it: no token to chain or to verify. */
+    int got = drafts[0] < 0 ? 0 : 1;
+    for (int j = 1; j < k && got == j && !be->fault[0]; j++) {
         struct nt_pass p = nt_session_mtp_pass(s, s->pos + j - 1, &drafts[j - 1], 1, NT_LOGITS_LAST);
         launch_mtp(s, &p);
         be->ops->to_host(be, &drafts[j], s->acts.argmax, sizeof(int32_t));
+        if (drafts[j] >= 0) got++;
     }
     if (be->fault[0]) return device_failed(s);
-    *n = k;
+    *n = got;
     s->err.msg[0] = 0;
     return NEMOTRON_OK;
 }
@@ -679,6 +717,7 @@ nemotron_status nt_session_mtp_logits(nemotron_session *s, int32_t next, float *
     int r = s->mtp_rows;
     if (!r) return NEMOTRON_OK;
     s->verify_n = 0;
+    logits_fetch(s); /* the step's logits take acts.logits */
     mtp_run_waiting(s, next, NT_LOGITS_ALL);
     be->ops->to_host(be, logits, s->acts.logits, (size_t)r * s->model->fwd.V * sizeof(float));
     if (be->fault[0]) return device_failed(s);

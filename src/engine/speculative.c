@@ -264,10 +264,9 @@ nemotron_status nemotron_spec_prefill(nemotron_spec *sp, const int32_t *tokens, 
 
 /* The token plain decoding picks from logits (the sampler's draw, recorded; or argmax). */
 static nemotron_status pick(nemotron_spec *sp, const float *logits, int32_t argmax, int32_t *token) {
-    if (!sp->sampler) {
-        *token = argmax;
-        return NEMOTRON_OK;
-    }
+    *token = argmax;
+    if (!sp->sampler) return NEMOTRON_OK;
+    if (!logits) return nt_fail(&sp->err, NEMOTRON_ERR_DEVICE, "the logits did not come back from the device");
     *token = nemotron_sampler_sample(sp->sampler, logits);
     nemotron_status st = nemotron_sampler_accept(sp->sampler, *token);
     if (st) return nt_fail(&sp->err, st, "sampler: %s", nemotron_sampler_errmsg(sp->sampler));
@@ -362,13 +361,19 @@ static nemotron_status draft_settle(nemotron_spec *sp, int base, int n_draft, in
 /* Appends a token to the history (room: cap_hist covers the context and one step). */
 static void remember(nemotron_spec *sp, int32_t t) { sp->history[sp->n_hist++] = t; }
 
+/* pick from a session's last logits; greedy decoding reads only their argmax, which leaves the
+ * logits on the device (session.c: logits_fetch). */
+static nemotron_status pick_last(nemotron_spec *sp, const nemotron_session *s, int32_t *token) {
+    return pick(sp, sp->sampler ? nemotron_session_logits(s) : NULL, nemotron_session_argmax(s), token);
+}
+
 /* One plain decode step: evaluate the pending token, pick the next. */
 static nemotron_status plain_step(nemotron_spec *sp, int32_t *out) {
     nemotron_session *s = sp->target;
     nemotron_status st = nemotron_session_eval(s, &sp->history[sp->n_hist - 1], 1, NULL);
     if (st) return from_session(sp, st, s, "decode");
     sp->stats.passes++;
-    if ((st = pick(sp, nemotron_session_logits(s), nemotron_session_argmax(s), out))) return st;
+    if ((st = pick_last(sp, s, out))) return st;
     remember(sp, *out);
     return NEMOTRON_OK;
 }
@@ -524,7 +529,7 @@ nemotron_status nemotron_spec_next(nemotron_spec *sp, int32_t *out, int max_out,
     if (sp->n_hist == 0) return nt_fail(&sp->err, NEMOTRON_ERR_ARG, "next before a prefill: no logits to pick from");
     if (!sp->started) {
         /* the first token comes from the prefill's logits */
-        if ((st = pick(sp, nemotron_session_logits(s), nemotron_session_argmax(s), &out[0]))) return st;
+        if ((st = pick_last(sp, s, &out[0]))) return st;
         /* the MTP step takes in the prompt's last row now (the prefill settled the others): its
          * first steps are plain ones, which skip it */
         if (sp->kind == DRAFT_MTP && (st = nt_session_mtp_catch_up(s, out[0])))

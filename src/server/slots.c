@@ -343,7 +343,12 @@ static void run_job(struct slot_pool *p, int index, struct job *j) {
             }
             t = next[at++];       /* sampled and shown to the sampler by the decoder */
         } else {
-            t = nemotron_sampler_sample(sampler, nemotron_session_logits(s));
+            t = nemotron_sampler_is_greedy(sampler) ? nemotron_session_argmax(s) /* the logits stay on a GPU */
+                                                    : nemotron_sampler_sample(sampler, nemotron_session_logits(s));
+            if (t < 0) { /* no logits came back: the device failed (the session's message says so) */
+                rc = -1;
+                break;
+            }
         }
         int is_stop_id = 0;
         for (int i = 0; i < p->n_stop_ids; i++) is_stop_id |= t == p->stop_ids[i];

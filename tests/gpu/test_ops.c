@@ -641,9 +641,10 @@ static void test_norms(int H, int n) {
     compare_cuda(what, back(CPU, y3.p[CPU], bytes), back(GPU, y3.p[GPU], bytes), n, H, (size_t)H, TOL_NORM);
 }
 
-/* Rows: random; the maximum at three places (the lowest wins); all equal (0); the maximum last;
- * all -inf (0); NaN at index 0 and in the middle, the maximum elsewhere (a NaN never wins); all
- * NaN (0); then random rows with a tie of two. */
+/* Rows: random; the maximum at three places (the lowest wins); all equal (degenerate: -1); the
+ * maximum last; all -inf (-1); NaN at index 0 and in the middle, the maximum elsewhere (-1); all
+ * NaN (-1); all equal but a smaller last value (not degenerate: 0); one +inf (-1); then random
+ * rows with a tie of two. */
 static void test_argmax(int V, int n) {
     new_case();
     char what[120];
@@ -658,6 +659,8 @@ static void test_argmax(int V, int n) {
         case 4: for (int i = 0; i < V; i++) r[i] = -INFINITY; break;
         case 5: r[0] = r[V / 3] = NAN; r[V / 5] = 30.0f; break;
         case 6: for (int i = 0; i < V; i++) r[i] = NAN; break;
+        case 7: for (int i = 0; i < V; i++) r[i] = i < V - 1 ? 2.0f : 1.0f; break;
+        case 8: r[V / 3] = INFINITY; break;
         default: if (t > 0) { int a = below(V), b = below(V); r[a] = r[b] = 9.0f; } break;
         }
     }
@@ -669,8 +672,10 @@ static void test_argmax(int V, int n) {
     }
     const int32_t *cpu = back(CPU, ot.p[CPU], (size_t)n * 4);
     compare_i32(what, cpu, back(GPU, ot.p[GPU], (size_t)n * 4), n, 1);
-    if (n > 5) CHECK(cpu[5] == V / 5, "%s: the cpu's winner past two NaN is %d, not %d", what, cpu[5], V / 5);
-    if (n > 6) CHECK(cpu[6] == 0, "%s: the cpu's winner of a NaN row is %d, not 0", what, cpu[6]);
+    /* the cpu's answers for the rows made degenerate or nearly so (compare_i32: the GPU's are the same) */
+    const int expect[9] = {-2, V / 7, -1, V - 1, -1, -1, -1, 0, -1}; /* -2: not pinned (random) */
+    for (int t = 0; t < n && t < 9; t++)
+        if (expect[t] != -2) CHECK(cpu[t] == expect[t], "%s: row %d: the cpu's argmax is %d, not %d", what, t, cpu[t], expect[t]);
 }
 
 /* write (host bytes into a resident buffer) and copy (resident to resident), outside a pass:
@@ -1768,7 +1773,7 @@ int main(int argc, char **argv) {
         test_norms(norm_h[i], 1);
         test_norms(norm_h[i], 17);
     }
-    test_argmax(131072, 6);
+    test_argmax(131072, 9);
     test_argmax(1001, 17);
     group_end();
 

@@ -622,6 +622,7 @@ static void test_null_handles(void) {
     float l[4] = {0, 1, 0, 0};
     CHECK(nemotron_sampler_new(NULL, 4, NULL) == NEMOTRON_ERR_ARG, "sampler_new with out NULL");
     CHECK(nemotron_sampler_sample(NULL, l) == -1, "sample(NULL)");
+    CHECK(!nemotron_sampler_is_greedy(NULL), "is_greedy(NULL)");
     CHECK(nemotron_sampler_accept(NULL, 1) == NEMOTRON_ERR_ARG, "accept(NULL)");
     nemotron_sampler_reset(NULL);
     nemotron_sampler_free(NULL);
@@ -631,6 +632,7 @@ static void test_null_handles(void) {
     CHECK(nemotron_sampler_new(&bad, 4, &failed) == NEMOTRON_ERR_ARG && failed, "sampler of top_p 2");
     if (failed) {
         CHECK(nemotron_sampler_sample(failed, l) == -1, "sample on a failed sampler");
+        CHECK(!nemotron_sampler_is_greedy(failed), "is_greedy of a failed sampler");
         CHECK(nemotron_sampler_accept(failed, 1) == NEMOTRON_ERR_ARG &&
                   strstr(nemotron_sampler_errmsg(failed), "top_p"),
               "accept on a failed sampler (its message still the creation's): %s",
@@ -643,7 +645,18 @@ static void test_null_handles(void) {
     greedy.temperature = 0;
     CHECK(nemotron_sampler_new(&greedy, 4, &good) == NEMOTRON_OK, "greedy sampler");
     CHECK(nemotron_sampler_sample(good, NULL) == -1, "sample of NULL logits");
+    CHECK(nemotron_sampler_is_greedy(good), "temperature 0, no penalty: not greedy");
     nemotron_sampler_free(good);
+    /* a penalty or a temperature: the logits are needed */
+    nemotron_sampler_params pen = greedy, warm = nemotron_sampler_default_params();
+    pen.repeat_penalty = 1.1f;
+    nemotron_sampler *ps = NULL, *ws = NULL;
+    CHECK(nemotron_sampler_new(&pen, 4, &ps) == NEMOTRON_OK && !nemotron_sampler_is_greedy(ps),
+          "temperature 0 with a repeat penalty: greedy");
+    CHECK(nemotron_sampler_new(&warm, 4, &ws) == NEMOTRON_OK && !nemotron_sampler_is_greedy(ws),
+          "temperature %g: greedy", (double)warm.temperature);
+    nemotron_sampler_free(ps);
+    nemotron_sampler_free(ws);
     CHECK(nemotron_tokenizer_load("x", NULL) == NEMOTRON_ERR_ARG, "tokenizer_load with out NULL");
     CHECK(nemotron_detok_new(NULL, 0) == NULL, "detok_new(NULL)");
     CHECK(nemotron_detok_push(NULL, 1) == NULL && !strcmp(nemotron_detok_flush(NULL), ""), "detok of NULL");

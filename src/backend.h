@@ -223,7 +223,7 @@ struct nt_backend_ops {
     /* Optional (NULL: a pass runs its operations in order). Between NT_BRANCH_OPEN and
      * NT_BRANCH_CLOSE a pass calls operations that read only what the operations before the open
      * wrote, and whose results only the operations after NT_BRANCH_JOIN read (forward.c: a MoE
-     * layer's shared expert, between its router product and its routed experts): a backend may
+     * layer's shared expert, before its router product and its routed experts): a backend may
      * run them beside the operations between the close and the join. Part of the pass's program
      * (called the same way in every pass of a kind); every pass closes and joins what it opens. */
     void (*branch)(struct nt_backend *be, const struct nt_pass *p, enum nt_branch what);

@@ -318,14 +318,16 @@ static void moe_mixer(const struct nt_forward *f, const struct nt_moe_weights *w
     struct nt_backend *be = f->be;
     const struct nt_moe_dims *d = &f->moe;
     int n = p->n;
-    /* router logits in f32 */
-    be->ops->matmul(be, p, n, &w->gate, NULL, NT_ACT_NONE, a->x, f->H, a->router, d->E);
     /* the shared expert sees the full input; its output joins o in the next add_rmsnorm. It needs
-     * neither the route nor the routed experts: a branch beside them (backend.h) */
+     * neither the router, the route nor the routed experts: a branch beside them (backend.h),
+     * opened before the router so that its weights stream while the router's latency-bound chain
+     * and the route run (the routed path waits on both; session 22: the router cost a decode
+     * step 12 us a layer in place) */
     if (be->ops->branch) be->ops->branch(be, p, NT_BRANCH_OPEN);
     mlp(f, &w->shared, p, a->x, a->inner, a->shared);
     if (be->ops->branch) be->ops->branch(be, p, NT_BRANCH_CLOSE);
-    /* the choice and the weights, then the routed experts */
+    /* router logits in f32, the choice and the weights, then the routed experts */
+    be->ops->matmul(be, p, n, &w->gate, NULL, NT_ACT_NONE, a->x, f->H, a->router, d->E);
     be->ops->moe_route(be, p, d, a->router, w->score_bias, a->idx, a->wts);
     if (w->latent) {
         /* routed experts work in the latent space: x -> fc1 -> experts -> fc2 */

@@ -656,6 +656,45 @@ __device__ __forceinline__ float fr_finish(const float *w, const float *x, int c
     return acc;
 }
 
+/* n floats from src into the shared dst by the block's FR_THREADS threads. As float4s when both
+ * are 16-byte aligned and n % 4 == 0, FR_BATCH of them a thread requested before any is stored:
+ * a plain loop of one float a step (unrolled 8, the rest one by one) waited out a memory trip
+ * for every 8 loads and for each of the rest, 7 trips a thread for the router's 2688 columns,
+ * where this is one (session 22: the router cost a decode step 12 us a layer in place). */
+#define FR_BATCH 8
+__device__ __forceinline__ void fr_stage(float *dst, const float *src, int n) {
+    if ((((uintptr_t)src | (uintptr_t)dst) & 15) || n % 4) {
+        for (int c = threadIdx.x; c < n; c += FR_THREADS) dst[c] = src[c];
+        return;
+    }
+    const float4 *s4 = (const float4 *)src;
+    float4 *d4 = (float4 *)dst;
+    int n4 = n / 4;
+    for (int c0 = 0; c0 < n4; c0 += FR_BATCH * FR_THREADS) {
+        float4 v[FR_BATCH];
+#pragma unroll
+        for (int k = 0; k < FR_BATCH; k++) {
+            int c = c0 + (int)threadIdx.x + k * FR_THREADS;
+            if (c < n4) v[k] = s4[c];
+        }
+#pragma unroll
+        for (int k = 0; k < FR_BATCH; k++) {
+            int c = c0 + (int)threadIdx.x + k * FR_THREADS;
+            if (c < n4) d4[c] = v[k];
+        }
+    }
+}
+
+/* Row r of a float-weight matrix into the shared w, as f32 (f32 rows by fr_stage). */
+__device__ __forceinline__ void fr_stage_row(float *w, const uint8_t *W, int dtype, int64_t r, int cols) {
+    if (dtype == NT_DTYPE_F32) {
+        fr_stage(w, (const float *)W + r * cols, cols);
+        return;
+    }
+#pragma unroll 8
+    for (int c = threadIdx.x; c < cols; c += FR_THREADS) w[c] = load_w(W, r * cols + c, dtype);
+}
+
 /* One position. One block per row: the row (as f32) and x staged in shared memory by the whole
  * block, every load in flight at once, then lanes 0..7 of warp 0 run the arithmetic over the
  * copy. k_float_product streams 4 rows a block in chunks of 1024 columns: at one position its 32
@@ -664,15 +703,13 @@ __device__ __forceinline__ float fr_finish(const float *w, const float *x, int c
  * took 5.56 us instead of 5.22 on the H200, dev/wip/README.md session 12.) */
 __global__ void __launch_bounds__(FR_THREADS) k_float_row(const uint8_t *W, int dtype, int cols, const float *bias,
                                                           int act, const float *x, float *y) {
-    __shared__ float sw[FR_MAX_COLS], sx[FR_MAX_COLS];
+    __shared__ __align__(16) float sw[FR_MAX_COLS], sx[FR_MAX_COLS];
     int64_t r = blockIdx.x;
     /* the weights (constants) before grid_wait: launched early, they load during the kernel before */
-#pragma unroll 8
-    for (int c = threadIdx.x; c < cols; c += FR_THREADS) sw[c] = load_w(W, r * cols + c, dtype);
+    fr_stage_row(sw, W, dtype, r, cols);
     grid_wait();
     grid_launch_dependents();
-#pragma unroll 8
-    for (int c = threadIdx.x; c < cols; c += FR_THREADS) sx[c] = x[c];
+    fr_stage(sx, x, cols);
     __syncthreads();
     if (threadIdx.x >= 32) return;
     int c8 = cols & ~7;
@@ -695,13 +732,10 @@ __global__ void __launch_bounds__(FR_THREADS) k_float_rows(const uint8_t *W, int
     float *sx = sw + cols;
     int64_t r = blockIdx.x;
     /* the weights (constants) before grid_wait: launched early, they load during the kernel before */
-#pragma unroll 8
-    for (int c = threadIdx.x; c < cols; c += FR_THREADS) sw[c] = load_w(W, r * cols + c, dtype);
+    fr_stage_row(sw, W, dtype, r, cols);
     grid_wait();
     grid_launch_dependents();
-    for (int p = 0; p < n; p++)
-#pragma unroll 8
-        for (int c = threadIdx.x; c < cols; c += FR_THREADS) sx[(int64_t)p * cols + c] = x[(int64_t)p * x_stride + c];
+    for (int p = 0; p < n; p++) fr_stage(sx + (int64_t)p * cols, x + (int64_t)p * x_stride, cols);
     __syncthreads();
     int l = threadIdx.x & 7, c8 = cols & ~7;
     /* warp-uniform rounds: every lane runs the tree's shuffles; a group's lane 0 reads only its own

@@ -121,19 +121,7 @@ check "model cut short during a run: the message says so" grep -q 'a model file 
 # poison DIR TENSOR [ROW]: a copy of the model in DIR with BF16 NaN over TENSOR (or its row ROW)
 poison() {
     cp -r "$model" "$1"
-    python3 - "$1/model.safetensors" "$2" "${3:-}" <<'PY'
-import json, struct, sys
-path, name, row = sys.argv[1], sys.argv[2], sys.argv[3]
-with open(path, 'r+b') as f:
-    n = struct.unpack('<Q', f.read(8))[0]
-    t = json.loads(f.read(n))[name]
-    begin, end = t['data_offsets']
-    if row:
-        width = 2 * t['shape'][1]
-        begin, end = begin + int(row) * width, begin + (int(row) + 1) * width
-    f.seek(8 + n + begin)
-    f.write(b'\xc0\x7f' * ((end - begin) // 2))  # BF16 NaN
-PY
+    python3 tests/tools/poison_safetensors.py "$1/model.safetensors" "$2" ${3:+"$3"}
 }
 poison "$work/nan" backbone.norm_f.weight
 "$bin" generate -m "$work/nan" --tokens 1,2,3 -n 4 >"$work/out" 2>"$work/err"

@@ -14,6 +14,8 @@
 #   - within CUDA, a 72-token prompt of the default-mix demo in one pass (tensor-core products),
 #     in passes of 7 and of 1 (dp4a products) gives bit-identical logits (one arithmetic per
 #     position). tests/gpu/run.sh checks more of this on a GPU, where it is fast;
+#   - NaN in the final norm's weights: generate and run --temp 0 fail naming position 0 (the CUDA
+#     argmax's degenerate row), as on the CPU;
 #   - rehearsed pass programs (src/engine/rehearsal.c): speculative runs of the demo (n-gram,
 #     MTP) print plain decoding's tokens, every kind they rehearse is confirmed by its first pass
 #     and never captured again, and none differs or is declined;
@@ -86,6 +88,22 @@ for m in $demo "$work/demo.nemo"; do
         pass
     else
         fail "greedy $n_greedy tokens of $m differ: cpu $(head -1 "$work/g.cpu" | cut -c1-80) cuda $(head -1 "$work/g.cuda" | cut -c1-80)"
+    fi
+done
+
+# non-finite logits: the CUDA argmax marks the row (-1) and the pass fails naming the position, as
+# on the CPU (test_cli_habits.sh), without reading the logits back; `run --temp 0` (a greedy
+# sampler: the session's argmax, the logits left on the device) fails the same way
+cp -r $demo "$work/nan"
+python3 tests/tools/poison_safetensors.py "$work/nan/model.safetensors" backbone.norm_f.weight ||
+    fail "poison the demo's final norm"
+for cmd in "generate --tokens 1,2,3 -n 4" "run -p And -n 4 --temp 0"; do
+    "$emu" $cmd -m "$work/nan" --device cuda >"$work/out" 2>"$work/err"
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q 'logits of position 0 are not finite' "$work/err"; then
+        pass
+    else
+        fail "NaN in the final norm, $cmd on CUDA: exit $rc, $(tail -1 "$work/err")"
     fi
 done
 

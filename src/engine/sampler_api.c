@@ -39,9 +39,9 @@ void nemotron_sampler_free(nemotron_sampler *h) {
 }
 
 const char *nemotron_sampler_errmsg(const nemotron_sampler *h) { return h ? h->err.msg : "out of memory"; }
+int nemotron_sampler_is_greedy(const nemotron_sampler *h) { return h && h->s && nt_sampler_is_greedy(h->s); }
 /* A NULL handle, or one whose creation failed (it holds only the message), samples nothing (-1)
  * and accepts nothing (NEMOTRON_ERR_ARG): an error, never a crash. */
-int nemotron_sampler_is_greedy(const nemotron_sampler *h) { return h && h->s && nt_sampler_is_greedy(h->s); }
 int32_t nemotron_sampler_sample(nemotron_sampler *h, const float *logits) {
     return h && h->s && logits ? nt_sampler_sample(h->s, logits) : -1;
 }

@@ -110,13 +110,18 @@ void nemotron_session_free(nemotron_session *s) {
 
 const char *nemotron_session_errmsg(const nemotron_session *s) { return s ? s->err.msg : "out of memory"; }
 
+/* The session holds no last logits (nor their argmax) from here on. */
+static void forget_last(nemotron_session *s) {
+    s->has_last = 0;
+    s->logits_dev = NULL;
+    s->last_argmax = -1;
+}
+
 /* Marks the session refused and says why (the device's first fault, which may have come from
  * another session's pass: a GPU's context fails for all of them). */
 static nemotron_status device_failed(nemotron_session *s) {
     s->broken = 1;
-    s->has_last = 0;
-    s->logits_dev = NULL;
-    s->last_argmax = -1;
+    forget_last(s);
     return nt_fail(&s->err, NEMOTRON_ERR_DEVICE, "the device failed: %s; this session is unusable: free it",
                    s->model->fwd.be->fault);
 }
@@ -291,11 +296,7 @@ static nemotron_status run(nemotron_session *s, const int32_t *tokens, const flo
             p = nt_session_main_pass(s, tokens + off, chunk, want, 0);
             if (s->mtp) mtp_before_pass(s, p.tokens[0]);
         }
-        if (want != NT_LOGITS_NONE) { /* the pass writes over the last logits' row */
-            s->has_last = 0;
-            s->logits_dev = NULL;
-            s->last_argmax = -1;
-        }
+        if (want != NT_LOGITS_NONE) forget_last(s); /* the pass writes over the last logits' row */
         launch(s, &p);
         if (p.hidden_out) mtp_after_pass(s, p.tokens, chunk);
         if (logits)
@@ -633,9 +634,7 @@ void nemotron_session_reset(nemotron_session *s) {
     nt_state_clear(&s->model->fwd, &s->state);
     s->pos = 0;
     s->verify_n = 0;
-    s->has_last = 0;
-    s->logits_dev = NULL;
-    s->last_argmax = -1;
+    forget_last(s);
     s->mtp_rows = 0;
     s->mtp_follow = s->mtp;
 }

@@ -15,7 +15,7 @@ the table says by how much they fall short."""
 import statistics
 import sys
 
-from bench_ratios import read
+from bench_ratios import read_argv
 
 KNOCK = "NEMOTRON_CUDA_KNOCKOUT="
 # Nemotron-3-Nano-30B-A3B's products by shape (the synthetic model ab.sh benches), for the labels
@@ -48,21 +48,14 @@ def span(xs, fmt):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print(__doc__.strip().splitlines()[3].strip(), file=sys.stderr)
-        return 2
-    try:
-        runs = read(sys.argv[1])
-    except OSError as e:
-        print(f"account: {sys.argv[1]}: {e.strerror}", file=sys.stderr)
-        return 1
+    path, runs = read_argv("account", __doc__.strip().splitlines()[3].strip())
     rounds = sorted(r for r in runs if "N" in runs[r])
     if not rounds:
-        print(f"account: no rounds of build N in {sys.argv[1]}", file=sys.stderr)
+        print(f"account: no rounds of build N in {path}", file=sys.stderr)
         return 1
     knocks = sorted({b for r in rounds for b in runs[r] if b.startswith("N:" + KNOCK)})
     if not knocks:
-        print(f"account: no N:{KNOCK}... builds in {sys.argv[1]}", file=sys.stderr)
+        print(f"account: no N:{KNOCK}... builds in {path}", file=sys.stderr)
         return 1
     steps = [1000.0 / runs[r]["N"]["tg128"] for r in rounds if "tg128" in runs[r]["N"]]
     print(f"decode step (N): {span(steps, '{:.3f}')} ms over {len(steps)} rounds\n")

@@ -53,17 +53,23 @@ def read_verify(path):
     return out
 
 
-def main():
+def read_argv(prog, usage):
+    """(path, read(path)) of the one argument, an ab.log; exits 2 after the usage line when there is
+    not one argument, 1 when the file cannot be read (the readers' shared command line)."""
     if len(sys.argv) != 2:
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
-        return 2
+        print(usage, file=sys.stderr)
+        sys.exit(2)
     try:
-        runs = read(sys.argv[1])
+        return sys.argv[1], read(sys.argv[1])
     except OSError as e:
-        print(f"bench_ratios: {sys.argv[1]}: {e.strerror}", file=sys.stderr)
-        return 1
+        print(f"{prog}: {sys.argv[1]}: {e.strerror}", file=sys.stderr)
+        sys.exit(1)
+
+
+def main():
+    path, runs = read_argv("bench_ratios", __doc__.strip().splitlines()[2].strip())
     if not runs:
-        print("bench_ratios: no bench rounds in " + sys.argv[1], file=sys.stderr)
+        print("bench_ratios: no bench rounds in " + path, file=sys.stderr)
         return 1
     builds = sorted({b for r in runs.values() for b in r}, key=lambda b: (b != "N", b))
     for fig in FIGURES:
@@ -82,7 +88,7 @@ def main():
             if ratios:
                 each = " ".join(f"{x:.3f}" for x in ratios)
                 print(f"  N / {b} by round: {each}; median {statistics.median(ratios):.3f}")
-    verify = read_verify(sys.argv[1])
+    verify = read_verify(path)
     for pos, ms in verify.get("N", []):
         others = [f"{b} {dict(verify[b])[pos]:.2f}" for b in builds if b != "N" and pos in dict(verify.get(b, []))]
         print(f"verify pass {pos} (ms): N {ms:.2f}" + "".join(", " + o for o in others))
